@@ -1,0 +1,32 @@
+-- Release one hold of a reentrant lock, idempotently per request.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the release channel
+-- KEYS[3]  this request's unlock latch: "<prefixed(redisson_unlock_latch, name)>:<request id>"
+-- ARGV[1]  release message published when the lock is freed ("0")
+-- ARGV[2]  lease in milliseconds to keep when holds remain
+-- ARGV[3]  owner field, "<client uuid>:<thread number>"
+-- ARGV[4]  latch lifetime in milliseconds
+--
+-- Returns  nil  the owner holds nothing: not held (never was, or the lease was lost)
+--          0    one hold released, the owner still holds the lock
+--          1    the last hold released: the key is deleted and the message published
+-- A retry of the same request (same latch) replays the stored 0 or 1 without acting
+-- again, so a release whose reply was lost can be sent once more safely.
+local replay = redis.call('get', KEYS[3])
+if replay then
+    return tonumber(replay)
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if left > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+return 1

@@ -1,0 +1,86 @@
+//! The acquisition loop every lock kind shares: try, subscribe, try again, park.
+//!
+//! | step | outcome | next |
+//! |------|---------|------|
+//! | first attempt | acquired | done |
+//! | first attempt | held, no wait asked (or deadline passed) | `Ok(None)` |
+//! | first attempt | held | join the channel's waiters; wait for Redis to confirm the subscription |
+//! | retry | acquired | leave the waiters, done |
+//! | retry | held, deadline passed | leave, `Ok(None)` |
+//! | retry | held (TTL `t`) | park until a release message, `t`, or the deadline; retry |
+//! | any | error, or shutdown | leave, `Err` |
+
+use std::time::{Duration, Instant};
+
+use crate::client::Inner;
+use crate::error::Result;
+
+/// How long a caller is prepared to wait.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    /// One attempt only.
+    No,
+    Until(Instant),
+    Forever,
+}
+
+/// What one attempt found.
+pub(crate) enum Attempt<T> {
+    Acquired(T),
+    /// Someone else holds it; `ttl` is its remaining lease, when it has one.
+    Held {
+        ttl: Option<Duration>,
+    },
+}
+
+impl<T> Attempt<T> {
+    /// Reads an acquire script's reply: nil is success, an integer the holder's PTTL.
+    pub(crate) fn from_pttl(reply: Option<i64>, acquired: impl FnOnce() -> T) -> Attempt<T> {
+        match reply {
+            None => Attempt::Acquired(acquired()),
+            Some(ms) => Attempt::Held { ttl: u64::try_from(ms).ok().map(Duration::from_millis) },
+        }
+    }
+}
+
+pub(crate) fn acquire<T>(
+    client: &Inner,
+    channel: &str,
+    wait: Wait,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    if let Attempt::Acquired(value) = attempt()? {
+        return Ok(Some(value));
+    }
+    let deadline = match wait {
+        Wait::No => return Ok(None),
+        Wait::Until(deadline) => Some(deadline),
+        Wait::Forever => None,
+    };
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Ok(None);
+    }
+    let ticket = client.subscriber.join(channel, deadline)?;
+    loop {
+        client.check_running()?;
+        let ttl = match attempt()? {
+            Attempt::Acquired(value) => {
+                ticket.acquired();
+                return Ok(Some(value));
+            }
+            Attempt::Held { ttl } => ttl,
+        };
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        // A lost message costs at most the holder's TTL; a key with no TTL is looked at
+        // again after one watchdog timeout.
+        let bound = now.checked_add(ttl.unwrap_or(client.config.watchdog_timeout));
+        let until = match (bound, deadline) {
+            (Some(b), Some(d)) => Some(b.min(d)),
+            (b, d) => b.or(d),
+        };
+        ticket.park(until);
+    }
+}

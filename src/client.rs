@@ -1,0 +1,275 @@
+//! The client: connections, the two background threads, and the registry of leases this
+//! process holds.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::IntoConnectionInfo;
+
+use crate::config::{ClientBuilder, Config};
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::lease::{Lease, LeaseState};
+use crate::lock::Lock;
+use crate::net::Target;
+use crate::owner;
+use crate::pool::Pool;
+use crate::renewal::Renewer;
+use crate::scripts;
+use crate::subscriber::Subscriber;
+
+/// A connection to one Redis server, and the factory of its locks.
+///
+/// Cheap to clone (an `Arc` inside), `Send` and `Sync`. It owns a pool of command
+/// connections, one pub/sub connection, a renewal thread (the watchdog) and a subscriber
+/// thread. They stop when [`shutdown`](Client::shutdown) is called or when the last clone,
+/// lock handle and guard are dropped.
+///
+/// ```no_run
+/// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
+/// let guard = client.lock("nightly-report").lock()?;
+/// // ... only one process in the fleet runs this at a time ...
+/// drop(guard);
+/// # Ok::<(), redlease::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    /// This client's UUID, the first half of every owner field it writes.
+    pub(crate) id: String,
+    url: String,
+    pub(crate) config: Config,
+    pub(crate) watchdog_millis: u64,
+    pub(crate) pool: Arc<Pool>,
+    /// The leases threads of this client hold, by (lock name, thread number).
+    leases: Mutex<HashMap<(Arc<str>, u64), Arc<Lease>>>,
+    pub(crate) renewer: Renewer,
+    pub(crate) subscriber: Subscriber,
+    shutdown: AtomicBool,
+}
+
+/// A snapshot of a client's internal bookkeeping, for monitoring and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Locks held by threads of this client (reentrant holds of one thread count once).
+    pub leases: usize,
+    /// Leases scheduled for renewal by the watchdog.
+    pub renewals_scheduled: usize,
+    /// Channels the subscriber is subscribed to or is changing.
+    pub channels: usize,
+    /// Threads waiting for a release message.
+    pub waiters: usize,
+    /// Whether the pub/sub connection is open (it opens when the first thread waits).
+    pub subscriber_connected: bool,
+}
+
+impl Client {
+    /// Connects with the default settings (see [`ClientBuilder`]).
+    ///
+    /// Accepts `redis://[[user]:password@]host[:port][/db]` and `unix:///path/to/socket`.
+    pub fn open(url: &str) -> Result<Client> {
+        Client::builder(url).build()
+    }
+
+    /// Starts configuring a client.
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    pub(crate) fn connect(url: &str, config: Config) -> Result<Client> {
+        let info = url
+            .into_connection_info()
+            .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", redact_url(url), e.category())))?;
+        let target = Target::from_info(&info)?;
+        let redis_client =
+            redis::Client::open(info).map_err(|e| Error::invalid(format!("invalid redis URL: {}", e.category())))?;
+        let pool = Arc::new(Pool::new(redis_client, config.pool_size, config.connect_timeout, config.command_timeout));
+        pool.run("connecting", |conn| {
+            redis::cmd("PING").query::<String>(conn)?;
+            for script in scripts::all() {
+                script.load(conn)?;
+            }
+            Ok(())
+        })?;
+        let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
+        let renewer = Renewer::start(Arc::clone(&pool), config.clone(), watchdog_millis)?;
+        let subscriber =
+            Subscriber::start(target, config.connect_timeout, config.command_timeout, Arc::clone(&config.events))?;
+        let inner = Inner {
+            id: uuid::Uuid::new_v4().to_string(),
+            url: redact_url(url),
+            config,
+            watchdog_millis,
+            pool,
+            leases: Mutex::new(HashMap::new()),
+            renewer,
+            subscriber,
+            shutdown: AtomicBool::new(false),
+        };
+        Ok(Client { inner: Arc::new(inner) })
+    }
+
+    /// This client's UUID: the first half of the owner field of every lock it takes.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// A reentrant lock named `name` (its Redis key). No I/O; the name is checked when the
+    /// handle is used.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(Arc::clone(&self.inner), name.into())
+    }
+
+    /// Stops the client: threads waiting for a lock return [`ErrorKind::Shutdown`](crate::ErrorKind::Shutdown),
+    /// the watchdog stops renewing (locks still held expire after their lease), and guards
+    /// dropped later touch nothing. Every later call fails with `Shutdown`. Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.stop();
+    }
+
+    /// Whether [`shutdown`](Client::shutdown) was called.
+    pub fn is_shutdown(&self) -> bool {
+        self.inner.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Counts of what the client tracks right now.
+    pub fn stats(&self) -> ClientStats {
+        let subscriber = self.inner.subscriber.stats();
+        ClientStats {
+            leases: self.inner.leases.lock().len(),
+            renewals_scheduled: self.inner.renewer.scheduled(),
+            channels: subscriber.channels,
+            waiters: subscriber.waiters,
+            subscriber_connected: subscriber.connected,
+        }
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("id", &self.inner.id).field("url", &self.inner.url).finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    pub(crate) fn check_running(&self) -> Result<()> {
+        if self.shutdown.load(Ordering::Acquire) { Err(Error::shutdown()) } else { Ok(()) }
+    }
+
+    fn stop(&self) {
+        if self.shutdown.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.subscriber.shutdown();
+        self.renewer.shutdown();
+        self.pool.close_idle();
+    }
+
+    /// Records a granted hold, acquired by a request sent at `sent`, and schedules its
+    /// renewal when the watchdog keeps it.
+    pub(crate) fn add_hold(
+        &self,
+        name: &Arc<str>,
+        owner: String,
+        sent: Instant,
+        lease_millis: u64,
+        watchdog: bool,
+    ) -> Arc<Lease> {
+        let key = (Arc::clone(name), owner::thread_number());
+        let lease = {
+            let mut leases = self.leases.lock();
+            match leases.get(&key) {
+                Some(lease) if lease.lock().is_live() => Arc::clone(lease),
+                _ => {
+                    let lease = Arc::new(Lease::new(Arc::clone(name), owner));
+                    leases.insert(key, Arc::clone(&lease));
+                    lease
+                }
+            }
+        };
+        let mut inner = lease.lock();
+        inner.holds += 1;
+        inner.expires_at = sent.checked_add(Duration::from_millis(lease_millis));
+        if watchdog {
+            inner.watchdog_holds += 1;
+            if inner.renewal.is_none() && !inner.renewing {
+                self.renewer.schedule(&lease, &mut inner, sent + self.config.watchdog_timeout / 3);
+            }
+        }
+        drop(inner);
+        lease
+    }
+
+    /// Removes a lease whose last guard is gone from the registry (unless a newer lease of
+    /// the same thread has replaced it).
+    pub(crate) fn forget_lease(&self, lease: &Arc<Lease>) {
+        let key = (Arc::clone(&lease.name), owner::thread_number());
+        let mut leases = self.leases.lock();
+        if leases.get(&key).is_some_and(|l| Arc::ptr_eq(l, lease)) {
+            leases.remove(&key);
+        }
+    }
+
+    /// After an acquire timed out its outcome is unknown: the lock may have been granted.
+    /// When this thread held no live lease on it, release best-effort so that nothing is
+    /// left behind until the lease runs out. (When it already held it, a decrement could
+    /// undo a hold it really has; the extra hold, if any, then lapses with the lease.)
+    pub(crate) fn undo_uncertain_acquire(&self, name: &Arc<str>, owner: &str) {
+        let key = (Arc::clone(name), owner::thread_number());
+        let held = self.leases.lock().get(&key).is_some_and(|l| l.lock().status == LeaseState::Held);
+        if held {
+            return;
+        }
+        let request_id = uuid::Uuid::new_v4().simple().to_string();
+        let latch = keys::unlock_latch(name, &request_id);
+        let channel = keys::lock_channel(name);
+        let _ = self.pool.run("undoing an uncertain acquire", |conn| {
+            scripts::RELEASE
+                .key(&**name)
+                .key(&channel)
+                .key(&latch)
+                .arg(0)
+                .arg(self.watchdog_millis)
+                .arg(owner)
+                .arg(1000)
+                .invoke::<Option<i64>>(conn)
+        });
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The URL with its password replaced by `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else { return url.to_owned() };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else { return url.to_owned() };
+    let Some((user, _password)) = rest[..at].split_once(':') else { return url.to_owned() };
+    format!("{}://{user}:***@{}", &url[..scheme_end], &rest[at + 1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redact_url("redis://:s3cret@host:6379/0"), "redis://:***@host:6379/0");
+        assert_eq!(redact_url("redis://me:s3cret@host/"), "redis://me:***@host/");
+        assert_eq!(redact_url("redis://host:6379/"), "redis://host:6379/");
+        assert_eq!(redact_url("unix:///tmp/redis.sock"), "unix:///tmp/redis.sock");
+    }
+}

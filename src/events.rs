@@ -1,0 +1,58 @@
+//! The observability hook: a trait whose methods all do nothing by default, so the library
+//! needs no logging dependency and its background threads never print.
+
+use crate::error::Error;
+
+/// Receives what happens inside a [`Client`](crate::Client) that no call returns.
+///
+/// Every method has a no-op default; implement the ones you care about and pass the value
+/// to [`ClientBuilder::events`](crate::ClientBuilder::events). Methods are called from the
+/// library's threads (the renewal thread, the subscriber thread, or a thread dropping a
+/// guard): keep them short and do not block in them.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use redlease::LockEvents;
+///
+/// #[derive(Default)]
+/// struct CountLosses(AtomicUsize);
+///
+/// impl LockEvents for CountLosses {
+///     fn lease_lost(&self, _lock: &str) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+/// ```
+pub trait LockEvents: Send + Sync {
+    /// A held lease is gone: Redis said this owner no longer holds `lock`, or renewals kept
+    /// failing until the lease's local deadline passed. The guard now reports
+    /// `is_held() == false`.
+    fn lease_lost(&self, lock: &str) {
+        let _ = lock;
+    }
+
+    /// One renewal round trip failed; the leases in it are retried until their local
+    /// deadline passes.
+    fn renewal_failed(&self, error: &Error) {
+        let _ = error;
+    }
+
+    /// Dropping a guard could not release its hold; the lock expires after its lease.
+    fn release_failed(&self, lock: &str, error: &Error) {
+        let _ = (lock, error);
+    }
+
+    /// The pub/sub connection broke. Waiters keep waiting, each bounded by the holder's TTL.
+    fn subscriber_disconnected(&self, error: &Error) {
+        let _ = error;
+    }
+
+    /// The pub/sub connection is back and every channel is subscribed again; every waiter
+    /// was woken to check its lock, since release messages may have been missed.
+    fn subscriber_reconnected(&self) {}
+}
+
+/// The hook used when none is configured.
+pub(crate) struct NoEvents;
+
+impl LockEvents for NoEvents {}

@@ -1,0 +1,95 @@
+//! Key and channel names of Redisson's layout, and the checks on names and durations that
+//! run before anything is sent.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Longest lock name accepted, in bytes.
+pub(crate) const MAX_NAME_LEN: usize = 8 * 1024;
+
+/// Shortest lease accepted.
+pub(crate) const MIN_LEASE: Duration = Duration::from_millis(1);
+
+/// Longest lease accepted: the largest millisecond count a Lua number holds exactly.
+pub(crate) const MAX_LEASE: Duration = Duration::from_millis((1 << 53) - 1);
+
+/// Shortest watchdog timeout: below this a renewal every third of it cannot keep up with a
+/// round trip on a loaded machine.
+pub(crate) const MIN_WATCHDOG_TIMEOUT: Duration = Duration::from_millis(30);
+
+/// `p:name`, or `p:{name}` when the name has no hash tag of its own, so that every key of
+/// a lock lands in the lock's Redis Cluster slot.
+pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') { format!("{prefix}:{name}") } else { format!("{prefix}:{{{name}}}") }
+}
+
+/// `name:s`, or `{name}:s` when the name has no hash tag of its own.
+#[allow(dead_code)] // used by the read-write lock's per-hold keys
+pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') { format!("{name}:{suffix}") } else { format!("{{{name}}}:{suffix}") }
+}
+
+/// Channel on which a plain (and fenced) lock announces its release.
+pub(crate) fn lock_channel(name: &str) -> String {
+    prefixed("redisson_lock__channel", name)
+}
+
+/// Latch key that makes one release request idempotent.
+pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
+    format!("{}:{request_id}", prefixed("redisson_unlock_latch", name))
+}
+
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid("lock name is empty"));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::invalid(format!(
+            "lock name is {} bytes long, more than the {MAX_NAME_LEN} allowed",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The lease in whole milliseconds, checked against what Redis and Lua hold exactly.
+pub(crate) fn lease_millis(what: &str, lease: Duration) -> Result<u64> {
+    if lease < MIN_LEASE {
+        return Err(Error::invalid(format!("{what} {lease:?} is shorter than {MIN_LEASE:?}")));
+    }
+    if lease > MAX_LEASE {
+        return Err(Error::invalid(format!(
+            "{what} {lease:?} is longer than {MAX_LEASE:?}, the most Lua holds exactly"
+        )));
+    }
+    // Whole milliseconds, rounded up so a lease of 1.5 ms never becomes 1 ms shorter.
+    let millis = lease.as_millis() + u128::from(lease.subsec_nanos() % 1_000_000 != 0);
+    u64::try_from(millis).map_err(|_| Error::invalid(format!("{what} {lease:?} is out of range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_tags_follow_redisson() {
+        assert_eq!(prefixed("redisson_lock__channel", "orders:42"), "redisson_lock__channel:{orders:42}");
+        assert_eq!(prefixed("redisson_lock__channel", "{orders}:42"), "redisson_lock__channel:{orders}:42");
+        assert_eq!(suffixed("doc", "x"), "{doc}:x");
+        assert_eq!(suffixed("{doc}7", "x"), "{doc}7:x");
+        assert_eq!(unlock_latch("a", "r1"), "redisson_unlock_latch:{a}:r1");
+    }
+
+    #[test]
+    fn names_and_leases_are_checked() {
+        assert!(check_name("").unwrap_err().is_invalid_input());
+        assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1)).unwrap_err().is_invalid_input());
+        assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+        assert!(lease_millis("lease", Duration::from_micros(999)).is_err());
+        assert!(lease_millis("lease", MAX_LEASE + Duration::from_millis(1)).is_err());
+        assert_eq!(lease_millis("lease", MAX_LEASE).unwrap(), (1 << 53) - 1);
+        assert_eq!(lease_millis("lease", Duration::from_micros(1500)).unwrap(), 2);
+        assert_eq!(lease_millis("lease", Duration::from_secs(30)).unwrap(), 30_000);
+    }
+}

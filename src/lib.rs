@@ -1,0 +1,79 @@
+//! Distributed locks on Redis for ordinary threaded Rust programs, the way Java programmers
+//! know them from Redisson.
+//!
+//! - **Reentrant, per-thread ownership**: the owner of a hold is `<client uuid>:<thread
+//!   number>`; the same thread acquiring again gets another guard, each guard releases one
+//!   hold.
+//! - **Leases kept alive by a watchdog**: a lock taken without a fixed lease is renewed
+//!   every third of the watchdog timeout while its guard lives, and frees itself after the
+//!   timeout if the process dies.
+//! - **Pub/sub wake-ups**: a waiting thread parks until the holder's release message
+//!   arrives, about one round trip after the release, instead of polling.
+//! - **Redisson's data layout**: a Rust service and a Java service using Redisson can guard
+//!   the same resource with the same lock.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
+//! let lock = client.lock("orders:42");
+//!
+//! // Block until held; released when the guard drops.
+//! let guard = lock.lock()?;
+//! assert!(guard.is_held());
+//! drop(guard);
+//!
+//! // Contention is not an error: `Ok(None)` means someone else holds it.
+//! match lock.try_lock_for(Duration::from_millis(200))? {
+//!     Some(guard) => guard.unlock()?,
+//!     None => println!("busy"),
+//! }
+//! # Ok::<(), redlease::Error>(())
+//! ```
+//!
+//! # Acquisition
+//!
+//! Every lock offers the same ladder, after `parking_lot`: [`Lock::lock`] blocks until
+//! held, [`Lock::try_lock`] makes one attempt, [`Lock::try_lock_for`] and
+//! [`Lock::try_lock_until`] wait at most so long. `Err` means the operation could not be
+//! carried out (Redis unreachable, a timeout, bad input, shutdown); see [`ErrorKind`].
+//!
+//! # Guarantees
+//!
+//! While Redis is a single master that does not lose writes and the holder's process keeps
+//! running, at most one owner holds a lock. A process that is paused or cut off longer than
+//! its lease can lose the lock while still inside its critical section; its guard then
+//! reports [`LockGuard::is_held`] `== false` and [`LockEvents::lease_lost`] is called. No
+//! lease-based lock can promise more: `docs/guarantees.md` in the repository says what holds
+//! under which faults.
+
+mod acquire;
+mod client;
+mod config;
+mod error;
+mod events;
+mod guard;
+mod keys;
+mod lease;
+mod lock;
+mod net;
+mod owner;
+mod pool;
+mod renewal;
+mod resp;
+mod scripts;
+mod subscriber;
+mod wheel;
+
+pub use client::{Client, ClientStats};
+pub use config::{
+    ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_POOL_SIZE,
+    DEFAULT_WATCHDOG_TIMEOUT,
+};
+pub use error::{Error, ErrorKind, Result};
+pub use events::LockEvents;
+pub use guard::LockGuard;
+pub use lease::LeaseState;
+pub use lock::Lock;

@@ -1,0 +1,40 @@
+//! Who holds a lock: `<client uuid>:<thread number>`, as in Redisson, where the thread
+//! number is a small integer given to each OS thread of the process on first use.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_THREAD_NUMBER: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static THREAD_NUMBER: Cell<u64> = const { Cell::new(0) };
+}
+
+/// This OS thread's number, stable for its lifetime and never reused within the process.
+pub(crate) fn thread_number() -> u64 {
+    THREAD_NUMBER.with(|n| {
+        if n.get() == 0 {
+            n.set(NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed));
+        }
+        n.get()
+    })
+}
+
+/// The owner field of the calling thread for the client `client_id`.
+pub(crate) fn owner_of_current_thread(client_id: &str) -> String {
+    format!("{client_id}:{}", thread_number())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_get_distinct_stable_numbers() {
+        let here = thread_number();
+        assert_eq!(here, thread_number());
+        let there = std::thread::spawn(thread_number).join().unwrap();
+        assert_ne!(here, there);
+        assert_eq!(owner_of_current_thread("c"), format!("c:{here}"));
+    }
+}

@@ -1,0 +1,271 @@
+//! The watchdog: one thread per client that renews every watchdog lease a third of the way
+//! through it, in batches, over the timing wheel of [`crate::wheel`].
+//!
+//! The wheel lives under a mutex shared with the threads that acquire and release, so that
+//! scheduling and cancelling are O(1) calls made by those threads themselves; the renewal
+//! thread is woken only when a new entry is due before the time it sleeps until. With no
+//! lease scheduled it waits on its condition variable with no timeout.
+//!
+//! Lock order: a lease's mutex, then the wheel's. I/O happens with neither held.
+//!
+//! | thread state | event                                   | next |
+//! |--------------|-----------------------------------------|------|
+//! | sleeping until `t` (or forever) | a lease due before `t` is scheduled | awake |
+//! | sleeping until `t` | `t` passes                           | awake |
+//! | awake        | leases due: take them out of the wheel  | renewing |
+//! | awake        | nothing due                             | sleeping until the next deadline (or forever) |
+//! | renewing     | each batch answered or failed, leases rescheduled or marked lost | awake |
+//! | any          | shutdown                                | ended |
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::lease::{Lease, LeaseInner, LeaseState};
+use crate::pool::Pool;
+use crate::scripts;
+use crate::wheel::Wheel;
+
+pub(crate) struct Renewer {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    /// Tick 0 of the wheel; a tick is a millisecond.
+    start: Instant,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+struct State {
+    wheel: Wheel<Arc<Lease>>,
+    /// Tick the thread sleeps until: `Some(u64::MAX)` when it sleeps with nothing
+    /// scheduled, `None` while it is awake (it looks at the wheel before sleeping again).
+    sleeping_until: Option<u64>,
+    shutdown: bool,
+}
+
+/// What the thread needs besides the wheel.
+struct Worker {
+    shared: Arc<Shared>,
+    pool: Arc<Pool>,
+    config: Config,
+    lease_millis: u64,
+}
+
+impl Renewer {
+    pub(crate) fn start(pool: Arc<Pool>, config: Config, lease_millis: u64) -> Result<Renewer> {
+        let shared = Arc::new(Shared {
+            start: Instant::now(),
+            state: Mutex::new(State { wheel: Wheel::new(), sleeping_until: None, shutdown: false }),
+            wake: Condvar::new(),
+        });
+        let worker = Worker { shared: Arc::clone(&shared), pool, config, lease_millis };
+        let thread = std::thread::Builder::new()
+            .name("redlease-renewal".into())
+            .spawn(move || worker.run())
+            .map_err(|e| crate::Error::new(crate::ErrorKind::Redis, format!("cannot start the renewal thread: {e}")))?;
+        Ok(Renewer { shared, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// Schedules the lease's next renewal at `at`. The caller holds the lease's mutex.
+    pub(crate) fn schedule(&self, lease: &Arc<Lease>, inner: &mut LeaseInner, at: Instant) {
+        self.shared.schedule(lease, inner, at);
+    }
+
+    /// Takes the lease out of the wheel. The caller holds the lease's mutex.
+    pub(crate) fn cancel(&self, inner: &mut LeaseInner) {
+        if let Some(key) = inner.renewal.take() {
+            self.shared.state.lock().wheel.cancel(key);
+        }
+    }
+
+    /// Leases scheduled for renewal (for tests and diagnostics).
+    pub(crate) fn scheduled(&self) -> usize {
+        self.shared.state.lock().wheel.len()
+    }
+
+    /// Stops the thread and waits for it; leases still held expire after their lease.
+    pub(crate) fn shutdown(&self) {
+        let mut state = self.shared.state.lock();
+        state.shutdown = true;
+        let mut cancelled = Vec::new();
+        state.wheel.poll_expired(u64::MAX, &mut cancelled);
+        drop(state);
+        self.shared.wake.notify_all();
+        drop(cancelled);
+        if let Some(thread) = self.thread.lock().take() {
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn tick_of(&self, at: Instant) -> u64 {
+        // Round up: a renewal is never sent before it is due.
+        let since = at.saturating_duration_since(self.start);
+        let millis = since.as_millis() + u128::from(since.subsec_nanos() % 1_000_000 != 0);
+        u64::try_from(millis).unwrap_or(u64::MAX)
+    }
+
+    fn instant_of(&self, tick: u64) -> Option<Instant> {
+        self.start.checked_add(Duration::from_millis(tick))
+    }
+
+    fn schedule(&self, lease: &Arc<Lease>, inner: &mut LeaseInner, at: Instant) {
+        let tick = self.tick_of(at);
+        let mut state = self.state.lock();
+        if state.shutdown {
+            return;
+        }
+        if let Some(old) = inner.renewal.take() {
+            state.wheel.cancel(old);
+        }
+        inner.renewal = Some(state.wheel.insert(tick, Arc::clone(lease)));
+        if state.sleeping_until.is_some_and(|until| tick < until) {
+            state.sleeping_until = None;
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+}
+
+impl Worker {
+    fn run(self) {
+        let mut due = Vec::new();
+        loop {
+            if !self.take_due(&mut due) {
+                return;
+            }
+            let leases: Vec<Arc<Lease>> = due.drain(..).map(|(_, lease)| lease).collect();
+            self.renew(leases);
+        }
+    }
+
+    /// Sleeps until some lease is due and moves the due ones into `due`. False at shutdown.
+    fn take_due(&self, due: &mut Vec<(u64, Arc<Lease>)>) -> bool {
+        let shared = &self.shared;
+        let mut state = shared.state.lock();
+        loop {
+            if state.shutdown {
+                return false;
+            }
+            let now = shared.tick_of(Instant::now());
+            state.wheel.poll_expired(now, due);
+            if !due.is_empty() {
+                state.sleeping_until = None;
+                return true;
+            }
+            match state.wheel.next_deadline() {
+                None => {
+                    state.sleeping_until = Some(u64::MAX);
+                    shared.wake.wait(&mut state);
+                }
+                Some(tick) => {
+                    state.sleeping_until = Some(tick);
+                    match shared.instant_of(tick) {
+                        Some(at) => {
+                            shared.wake.wait_until(&mut state, at);
+                        }
+                        None => shared.wake.wait(&mut state),
+                    }
+                }
+            }
+            state.sleeping_until = None;
+        }
+    }
+
+    /// Renews the leases that are still held with a watchdog, batch by batch.
+    fn renew(&self, leases: Vec<Arc<Lease>>) {
+        let mut batch = Vec::with_capacity(leases.len());
+        for lease in leases {
+            let mut inner = lease.lock();
+            // The wheel entry has fired; a release may no longer cancel it.
+            inner.renewal = None;
+            if inner.status == LeaseState::Held && inner.watchdog_holds > 0 {
+                inner.renewing = true;
+                drop(inner);
+                batch.push(lease);
+            }
+        }
+        for chunk in batch.chunks(self.config.renew_batch_size) {
+            let sent = Instant::now();
+            let result = self.pool.run("renewing leases", |conn| {
+                let mut call = scripts::RENEW.prepare_invoke();
+                for lease in chunk {
+                    call.key(&*lease.name);
+                }
+                call.arg(self.lease_millis);
+                for lease in chunk {
+                    call.arg(&lease.owner);
+                }
+                call.invoke::<Vec<i64>>(conn)
+            });
+            match &result {
+                Err(err) => self.config.events.renewal_failed(err),
+                Ok(renewed) if renewed.len() != chunk.len() => {
+                    let err = crate::Error::new(
+                        crate::ErrorKind::Redis,
+                        "the renew script answered for the wrong number of leases",
+                    );
+                    self.config.events.renewal_failed(&err);
+                }
+                Ok(_) => {}
+            }
+            for (i, lease) in chunk.iter().enumerate() {
+                let renewed = match &result {
+                    Ok(flags) if flags.len() == chunk.len() => Some(flags[i] == 1),
+                    _ => None,
+                };
+                self.settle(lease, sent, renewed);
+            }
+        }
+    }
+
+    /// Records one lease's renewal outcome: `Some(true)` renewed, `Some(false)` Redis says
+    /// the owner is gone, `None` the round trip failed.
+    fn settle(&self, lease: &Arc<Lease>, sent: Instant, renewed: Option<bool>) {
+        let watchdog = Duration::from_millis(self.lease_millis);
+        let mut inner = lease.lock();
+        lease.renewal_finished(&mut inner);
+        if inner.status != LeaseState::Held {
+            return;
+        }
+        match renewed {
+            Some(true) => {
+                inner.expires_at = sent.checked_add(watchdog);
+                if inner.watchdog_holds > 0 {
+                    self.reschedule(lease, &mut inner, sent + watchdog / 3);
+                }
+            }
+            Some(false) => self.lose(lease, inner),
+            None => {
+                let now = Instant::now();
+                match inner.expires_at {
+                    Some(at) if now >= at => self.lose(lease, inner),
+                    // Try again soon, and at the latest when the lease runs out, so that its
+                    // loss is known then.
+                    Some(at) => self.reschedule(lease, &mut inner, (now + watchdog / 12).min(at)),
+                    None => self.reschedule(lease, &mut inner, now + watchdog / 12),
+                }
+            }
+        }
+    }
+
+    fn reschedule(&self, lease: &Arc<Lease>, inner: &mut MutexGuard<'_, LeaseInner>, at: Instant) {
+        self.shared.schedule(lease, inner, at);
+    }
+
+    fn lose(&self, lease: &Arc<Lease>, mut inner: MutexGuard<'_, LeaseInner>) {
+        inner.status = LeaseState::Lost;
+        drop(inner);
+        self.config.events.lease_lost(&lease.name);
+    }
+}

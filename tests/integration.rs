@@ -1,0 +1,16 @@
+//! The one integration test binary: every module below talks to real `redis-server`
+//! processes that the tests start themselves (see `support`).
+
+mod support;
+mod support_selftest;
+
+/// Roles that a child worker process can play, by name (see `support::child`).
+const ROLES: &[&[support::child::Role]] = &[support_selftest::ROLES];
+
+/// Entry point of child worker processes: the test binary re-invokes itself with
+/// `child_process_entry --exact` and a role in the environment. In a normal test run
+/// no role is set and this returns at once.
+#[test]
+fn child_process_entry() {
+    support::child::dispatch(ROLES);
+}

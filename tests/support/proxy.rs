@@ -1,0 +1,310 @@
+//! `Proxy`: an in-test TCP proxy in front of a server, for fault injection (latency,
+//! black hole, lost replies, cut connections).
+//!
+//! Each proxied connection has one thread per direction. A direction's thread reads a
+//! chunk at time `t` and writes it at `t + latency` through its own FIFO delay queue,
+//! reading further chunks while earlier ones wait, so latency is added to every chunk
+//! without serialising chunks behind each other's full delay.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+const ACCEPT_POLL: Duration = Duration::from_millis(5);
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const BUF_SIZE: usize = 16 * 1024;
+
+/// A TCP proxy listening on `127.0.0.1:0`, forwarding to one upstream address.
+/// Dropping it stops accepting, closes every connection and joins all its threads.
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    latency_nanos: AtomicU64,
+    blackhole: AtomicBool,
+    drop_replies: AtomicBool,
+    stopping: AtomicBool,
+    next_id: AtomicU64,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// One proxied connection: the client side and the upstream side.
+struct Conn {
+    id: u64,
+    client: TcpStream,
+    server: TcpStream,
+    closed: AtomicBool,
+    /// Direction threads still running.
+    live: AtomicUsize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    ClientToServer,
+    ServerToClient,
+}
+
+impl Proxy {
+    /// Starts a proxy to `upstream` on a free loopback port.
+    pub fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("proxy: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("proxy: local_addr");
+        listener.set_nonblocking(true).expect("proxy: set_nonblocking");
+        let shared = Arc::new(Shared {
+            upstream,
+            latency_nanos: AtomicU64::new(0),
+            blackhole: AtomicBool::new(false),
+            drop_replies: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+        });
+        let acceptor = {
+            let shared = shared.clone();
+            thread::Builder::new()
+                .name(format!("proxy-accept-{}", addr.port()))
+                .spawn(move || accept_loop(listener, shared))
+                .expect("proxy: spawn acceptor")
+        };
+        Proxy { addr, shared, acceptor: Some(acceptor) }
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `redis://127.0.0.1:PORT/` for the proxy's own port.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.addr.port())
+    }
+
+    /// The upstream address this proxy forwards to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.shared.upstream
+    }
+
+    /// Delay added to every chunk in each direction (about twice this per round trip).
+    /// Order is preserved. Applies to chunks read from now on, on existing and new
+    /// connections.
+    pub fn set_latency(&self, one_way: Duration) {
+        let nanos = u64::try_from(one_way.as_nanos()).unwrap_or(u64::MAX);
+        self.shared.latency_nanos.store(nanos, Ordering::SeqCst);
+    }
+
+    /// While on, connections stay open (and new ones are accepted), but bytes in both
+    /// directions are read and discarded (also those still waiting in a delay queue).
+    pub fn set_blackhole(&self, on: bool) {
+        self.shared.blackhole.store(on, Ordering::SeqCst);
+    }
+
+    /// While on, client→server bytes are forwarded but server→client bytes are read
+    /// and discarded.
+    pub fn set_drop_replies(&self, on: bool) {
+        self.shared.drop_replies.store(on, Ordering::SeqCst);
+    }
+
+    /// Closes every current connection, both sides, now. New connections are still
+    /// accepted.
+    pub fn cut_all(&self) {
+        let conns: Vec<Arc<Conn>> = lock(&self.shared.conns).drain().map(|(_, c)| c).collect();
+        for conn in conns {
+            conn.close();
+        }
+    }
+
+    /// Proxied connections currently open.
+    pub fn connection_count(&self) -> usize {
+        lock(&self.shared.conns).len()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        // Connection threads register themselves under the `conns` lock only while not
+        // stopping, so after this no connection can stay open.
+        loop {
+            self.cut_all();
+            let handle = lock(&self.shared.threads).pop();
+            match handle {
+                Some(handle) => {
+                    let _ = handle.join();
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn spawn_tracked(shared: &Arc<Shared>, name: String, f: impl FnOnce() + Send + 'static) {
+    let mut threads = lock(&shared.threads);
+    // Forget finished threads so a long-lived proxy does not pile up handles.
+    threads.retain(|h| !h.is_finished());
+    match thread::Builder::new().name(name).spawn(f) {
+        Ok(handle) => threads.push(handle),
+        Err(e) => panic!("proxy: cannot spawn thread: {e}"),
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((client, _)) => {
+                let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+                let shared2 = shared.clone();
+                spawn_tracked(&shared, format!("proxy-conn-{id}"), move || run_connection(id, client, shared2));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                thread::sleep(ACCEPT_POLL);
+            }
+            Err(_) => thread::sleep(ACCEPT_POLL),
+        }
+    }
+}
+
+/// Connects upstream, registers the connection, then runs the client→server direction
+/// on this thread and the server→client direction on a new one.
+fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
+    let _ = client.set_nonblocking(false);
+    let _ = client.set_nodelay(true);
+    let Ok(server) = TcpStream::connect_timeout(&shared.upstream, UPSTREAM_CONNECT_TIMEOUT) else {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    };
+    let _ = server.set_nodelay(true);
+    let conn = Arc::new(Conn { id, client, server, closed: AtomicBool::new(false), live: AtomicUsize::new(2) });
+    {
+        let mut conns = lock(&shared.conns);
+        if shared.stopping.load(Ordering::SeqCst) {
+            drop(conns);
+            conn.close();
+            return;
+        }
+        conns.insert(id, conn.clone());
+    }
+    {
+        let conn = conn.clone();
+        let shared2 = shared.clone();
+        spawn_tracked(&shared, format!("proxy-s2c-{id}"), move || pump(&conn, &shared2, Direction::ServerToClient));
+    }
+    pump(&conn, &shared, Direction::ClientToServer);
+}
+
+impl Conn {
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let _ = self.client.shutdown(Shutdown::Both);
+        let _ = self.server.shutdown(Shutdown::Both);
+    }
+}
+
+impl Shared {
+    fn latency(&self) -> Duration {
+        Duration::from_nanos(self.latency_nanos.load(Ordering::SeqCst))
+    }
+
+    /// Whether bytes travelling in `dir` are forwarded right now.
+    fn forwarding(&self, dir: Direction) -> bool {
+        let discard_replies = dir == Direction::ServerToClient && self.drop_replies.load(Ordering::SeqCst);
+        !self.blackhole.load(Ordering::SeqCst) && !discard_replies
+    }
+}
+
+/// Copies one direction of `conn` through a FIFO delay queue until EOF or an error,
+/// then ends that direction (and the whole connection once both have ended).
+fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
+    let (mut src, mut dst) = match dir {
+        Direction::ClientToServer => (&conn.client, &conn.server),
+        Direction::ServerToClient => (&conn.server, &conn.client),
+    };
+    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    let mut buf = vec![0u8; BUF_SIZE];
+    let mut eof = false;
+    let mut failed = false;
+    'outer: loop {
+        if conn.closed.load(Ordering::SeqCst) {
+            failed = true;
+            break;
+        }
+        // Write every chunk that is due.
+        let now = Instant::now();
+        while queue.front().is_some_and(|(due, _)| *due <= now) {
+            let (_, chunk) = queue.pop_front().expect("front exists");
+            if shared.forwarding(dir) && dst.write_all(&chunk).is_err() {
+                failed = true;
+                break 'outer;
+            }
+        }
+        let next_due = queue.front().map(|(due, _)| *due);
+        if eof {
+            match next_due {
+                None => break,
+                Some(due) => {
+                    // Drain the rest on time, staying responsive to `close`.
+                    let wait = due.saturating_duration_since(Instant::now());
+                    thread::sleep(wait.min(Duration::from_millis(10)));
+                    continue;
+                }
+            }
+        }
+        let timeout = next_due.map(|due| due.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+        if src.set_read_timeout(timeout).is_err() {
+            failed = true;
+            break;
+        }
+        match src.read(&mut buf) {
+            Ok(0) => eof = true,
+            Ok(n) => {
+                if !shared.forwarding(dir) {
+                    continue; // read and discarded
+                }
+                let latency = shared.latency();
+                if latency.is_zero() && queue.is_empty() {
+                    if dst.write_all(&buf[..n]).is_err() {
+                        failed = true;
+                        break;
+                    }
+                } else {
+                    let mut due = Instant::now() + latency;
+                    if let Some((last, _)) = queue.back() {
+                        due = due.max(*last); // keep order when latency shrinks
+                    }
+                    queue.push_back((due, buf[..n].to_vec()));
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    if failed {
+        conn.close();
+    } else {
+        // Clean EOF with everything delivered: pass the half-close on.
+        let _ = dst.shutdown(Shutdown::Write);
+    }
+    if conn.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+        lock(&shared.conns).remove(&conn.id);
+        conn.close();
+    }
+}
