@@ -252,6 +252,7 @@ impl<T> Wheel<T> {
     }
 
     /// The last tick polled up to.
+    #[cfg_attr(not(test), allow(dead_code))] // used by the tests and diagnostics
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
     }
@@ -262,6 +263,7 @@ impl<T> Wheel<T> {
     }
 
     /// Whether no entry is scheduled.
+    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -301,6 +303,8 @@ impl<T> Wheel<T> {
     }
 
     /// The deadline the entry of `key` was scheduled with; `None` if the key is stale.
+    // Part of the API, for diagnostics; the renewal thread does not need it.
+    #[allow(dead_code)]
     pub(crate) fn deadline(&self, key: WheelKey) -> Option<u64> {
         self.live(key).map(|node| node.deadline)
     }

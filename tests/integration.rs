@@ -1,11 +1,17 @@
 //! The one integration test binary: every module below talks to real `redis-server`
 //! processes that the tests start themselves (see `support`).
 
+mod bad_input;
+mod exclusion;
+mod handoff;
+mod helpers;
+mod lock_basics;
 mod support;
 mod support_selftest;
+mod watchdog;
 
 /// Roles that a child worker process can play, by name (see `support::child`).
-const ROLES: &[&[support::child::Role]] = &[support_selftest::ROLES];
+const ROLES: &[&[support::child::Role]] = &[support_selftest::ROLES, watchdog::ROLES, handoff::ROLES, exclusion::ROLES];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with
 /// `child_process_entry --exact` and a role in the environment. In a normal test run

@@ -1,0 +1,68 @@
+//! Small helpers shared by the lock tests.
+
+use std::time::{Duration, Instant};
+
+use redlease::{Client, ClientBuilder};
+
+use crate::support::server::RedisServer;
+
+/// A client of `server` with a short command timeout, built by `configure`.
+pub fn client_with(server: &RedisServer, configure: impl FnOnce(ClientBuilder) -> ClientBuilder) -> Client {
+    configure(Client::builder(server.url()).command_timeout(Duration::from_secs(2))).build().expect("client builds")
+}
+
+pub fn client(server: &RedisServer) -> Client {
+    client_with(server, |b| b)
+}
+
+/// Polls `cond` every 5 ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The non-atomic read-modify-write that detects two holders at once: GET, then SET of
+/// value + 1, as two separate round trips.
+pub fn increment_non_atomically(conn: &mut redis::Connection, key: &str) {
+    let value: Option<u64> = redis::cmd("GET").arg(key).query(conn).expect("GET");
+    redis::cmd("SET").arg(key).arg(value.unwrap_or(0) + 1).query::<()>(conn).expect("SET");
+}
+
+/// Calls of every command the server has served so far (INFO commandstats), less the
+/// INFO calls themselves.
+pub fn commands_served(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Calls of one command (e.g. "evalsha") so far.
+pub fn calls_of(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines().find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse::<u64>().ok()).unwrap_or(0)
+}
+
+/// Subscribers of `channel` across all connections (PUBSUB NUMSUB).
+pub fn subscribers(conn: &mut redis::Connection, channel: &str) -> u64 {
+    let reply: (String, u64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query(conn).expect("NUMSUB");
+    reply.1
+}
+
+pub fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(conn).expect("PTTL")
+}
+
+pub fn exists(conn: &mut redis::Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query(conn).expect("EXISTS")
+}

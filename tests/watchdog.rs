@@ -1,0 +1,135 @@
+//! Leases: the watchdog keeps them alive, a dead holder's lease runs out, a fixed lease is
+//! not renewed, and a lost lease is reported.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{ErrorKind, LeaseState, LockEvents};
+
+use crate::helpers::*;
+use crate::support::child::{self, Child};
+use crate::support::server::RedisServer;
+
+pub const ROLES: &[crate::support::child::Role] = &[("watchdog_holder", holder)];
+
+/// Takes LOCK with a watchdog of WATCHDOG_MS, says "acquired", then keeps it until killed.
+fn holder() {
+    let watchdog = Duration::from_millis(child::env("WATCHDOG_MS").parse().unwrap());
+    let client = redlease::Client::builder(child::env("REDIS_URL")).watchdog_timeout(watchdog).build().unwrap();
+    let _guard = client.lock(child::env("LOCK")).lock().unwrap();
+    child::say("acquired");
+    thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn the_watchdog_keeps_a_long_critical_section_alive() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |b| b.watchdog_timeout(Duration::from_secs(1)));
+    let mut conn = server.conn();
+    let guard = client.lock("long-job").lock().unwrap();
+    let started = Instant::now();
+    let mut lowest = i64::MAX;
+    while started.elapsed() < Duration::from_secs(5) {
+        lowest = lowest.min(pttl(&mut conn, "long-job"));
+        assert!(guard.is_held());
+        thread::sleep(Duration::from_millis(20));
+    }
+    // Renewed every ~333 ms back to 1000 ms: the TTL stays far from zero.
+    assert!(lowest >= 300, "TTL fell to {lowest} ms");
+    drop(guard);
+    assert!(!exists(&mut conn, "long-job"), "released at once on drop");
+    assert_eq!(client.stats().renewals_scheduled, 0);
+}
+
+#[test]
+fn a_killed_holder_frees_the_lock_after_its_lease_and_not_before() {
+    let server = RedisServer::start();
+    let mut holder = Child::spawn(
+        "watchdog_holder",
+        &[("REDIS_URL", server.url()), ("LOCK", "crashy".into()), ("WATCHDOG_MS", "1500".into())],
+    );
+    holder.wait_line("acquired", Duration::from_secs(10));
+    let mut conn = server.conn();
+    let remaining = Duration::from_millis(pttl(&mut conn, "crashy") as u64);
+    holder.kill();
+    let killed = Instant::now();
+    let client = client(&server);
+    let guard = client.lock("crashy").try_lock_for(Duration::from_secs(10)).unwrap().expect("acquired after the lease");
+    let waited = killed.elapsed();
+    assert!(waited + Duration::from_millis(20) >= remaining, "acquired after {waited:?}, lease had {remaining:?} left");
+    assert!(waited < Duration::from_millis(1500) + Duration::from_secs(1), "took {waited:?}");
+    drop(guard);
+}
+
+#[test]
+fn a_fixed_lease_runs_out_and_a_stale_unlock_leaves_the_new_holder_alone() {
+    let server = RedisServer::start();
+    let first = client(&server);
+    let second = client(&server);
+    let guard = first.lock("fixed").with_lease(Duration::from_secs(1)).lock().unwrap();
+    let acquired = Instant::now();
+    let lock = second.lock("fixed");
+    let (waited, owner) = thread::spawn(move || {
+        let guard = lock.try_lock_for(Duration::from_secs(5)).unwrap().expect("free after the lease");
+        let waited = acquired.elapsed();
+        std::mem::forget(guard); // keep holding while the first guard tries its stale unlock
+        (waited, lock.hold_count().unwrap())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(owner, 1);
+    assert!(waited >= Duration::from_millis(950) && waited < Duration::from_secs(2), "acquired after {waited:?}");
+    while acquired.elapsed() < Duration::from_secs(2) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!guard.is_held());
+    assert_eq!(guard.lease_state(), LeaseState::Lost);
+    assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::NotHeld);
+    let fields: Vec<String> = redis::cmd("HKEYS").arg("fixed").query(&mut server.conn()).unwrap();
+    assert_eq!(fields.len(), 1);
+    assert!(fields[0].starts_with(second.id()), "the new holder's field is intact: {fields:?}");
+}
+
+#[derive(Default)]
+struct Losses(AtomicUsize);
+
+impl LockEvents for Losses {
+    fn lease_lost(&self, _lock: &str) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_redis_restart_loses_the_lease_and_a_waiter_gets_the_lock() {
+    let mut server = RedisServer::start();
+    let losses = Arc::new(Losses::default());
+    let events: Arc<dyn LockEvents> = Arc::clone(&losses) as _;
+    // Renewal every 300 ms.
+    let holder = client_with(&server, |b| b.watchdog_timeout(Duration::from_millis(900)).events(events));
+    let guard = holder.lock("restarted").lock().unwrap();
+    let waiter = client(&server);
+    let lock = waiter.lock("restarted");
+    let waiting = thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            // Calls that meet the server down fail with a connection error; a user retries.
+            match lock.try_lock_until(end) {
+                Ok(got) => return got.map(|g| g.is_held()),
+                Err(e) if e.is_connection_error() => thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+    });
+    assert!(wait_until(Duration::from_secs(5), || waiter.stats().waiters == 1));
+    server.restart();
+    let back = Instant::now();
+    assert!(wait_until(Duration::from_secs(3), || !guard.is_held()), "the loss is seen");
+    let seen = back.elapsed();
+    assert!(seen < Duration::from_millis(300) + Duration::from_millis(700), "loss seen after {seen:?}");
+    assert_eq!(guard.lease_state(), LeaseState::Lost);
+    assert_eq!(losses.0.load(Ordering::SeqCst), 1);
+    assert_eq!(waiting.join().unwrap(), Some(true), "the waiter got the lock");
+    assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::NotHeld);
+}
