@@ -48,12 +48,15 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) watchdog_millis: u64,
     pub(crate) pool: Arc<Pool>,
-    /// The leases threads of this client hold, by (lock name, thread number).
-    leases: Mutex<HashMap<(Arc<str>, u64), Arc<Lease>>>,
+    /// The leases threads of this client hold.
+    leases: Mutex<HashMap<LeaseKey, Arc<Lease>>>,
     pub(crate) renewer: Renewer,
     pub(crate) subscriber: Subscriber,
     shutdown: AtomicBool,
 }
+
+/// A lease's place in the registry: (lock name, thread number).
+type LeaseKey = (Arc<str>, u64);
 
 /// A snapshot of a client's internal bookkeeping, for monitoring and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -90,10 +90,11 @@ impl Drop for LockGuard {
         if let Some(hold) = self.hold.take() {
             let client = Arc::clone(&hold.client);
             let name = Arc::clone(&hold.lease.name);
-            if let Err(err) = hold.release(false) {
-                if !err.is_shutdown() && !err.is_not_held() {
-                    client.config.events.release_failed(&name, &err);
-                }
+            if let Err(err) = hold.release(false)
+                && !err.is_shutdown()
+                && !err.is_not_held()
+            {
+                client.config.events.release_failed(&name, &err);
             }
         }
     }

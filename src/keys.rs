@@ -40,6 +40,11 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     format!("{}:{request_id}", prefixed("redisson_unlock_latch", name))
 }
 
+/// Whole milliseconds, rounded up: a lease of 1.5 ms is 2 ms, never 1.
+pub(crate) fn ceil_millis(d: Duration) -> u128 {
+    d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000))
+}
+
 pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return Err(Error::invalid("lock name is empty"));
@@ -63,9 +68,7 @@ pub(crate) fn lease_millis(what: &str, lease: Duration) -> Result<u64> {
             "{what} {lease:?} is longer than {MAX_LEASE:?}, the most Lua holds exactly"
         )));
     }
-    // Whole milliseconds, rounded up so a lease of 1.5 ms never becomes 1 ms shorter.
-    let millis = lease.as_millis() + u128::from(lease.subsec_nanos() % 1_000_000 != 0);
-    u64::try_from(millis).map_err(|_| Error::invalid(format!("{what} {lease:?} is out of range")))
+    u64::try_from(ceil_millis(lease)).map_err(|_| Error::invalid(format!("{what} {lease:?} is out of range")))
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@
 //! under which faults.
 
 mod acquire;
+mod background;
 mod client;
 mod config;
 mod error;

@@ -18,13 +18,14 @@
 //! | any          | shutdown                                | ended |
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::background::Background;
 use crate::config::Config;
 use crate::error::Result;
+use crate::keys;
 use crate::lease::{Lease, LeaseInner, LeaseState};
 use crate::pool::Pool;
 use crate::scripts;
@@ -32,7 +33,7 @@ use crate::wheel::Wheel;
 
 pub(crate) struct Renewer {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Background,
 }
 
 struct Shared {
@@ -66,11 +67,8 @@ impl Renewer {
             wake: Condvar::new(),
         });
         let worker = Worker { shared: Arc::clone(&shared), pool, config, lease_millis };
-        let thread = std::thread::Builder::new()
-            .name("redlease-renewal".into())
-            .spawn(move || worker.run())
-            .map_err(|e| crate::Error::new(crate::ErrorKind::Redis, format!("cannot start the renewal thread: {e}")))?;
-        Ok(Renewer { shared, thread: Mutex::new(Some(thread)) })
+        let thread = Background::spawn("redlease-renewal", move || worker.run())?;
+        Ok(Renewer { shared, thread })
     }
 
     /// Schedules the lease's next renewal at `at`. The caller holds the lease's mutex.
@@ -99,20 +97,14 @@ impl Renewer {
         drop(state);
         self.shared.wake.notify_all();
         drop(cancelled);
-        if let Some(thread) = self.thread.lock().take() {
-            if thread.thread().id() != std::thread::current().id() {
-                let _ = thread.join();
-            }
-        }
+        self.thread.join();
     }
 }
 
 impl Shared {
     fn tick_of(&self, at: Instant) -> u64 {
         // Round up: a renewal is never sent before it is due.
-        let since = at.saturating_duration_since(self.start);
-        let millis = since.as_millis() + u128::from(since.subsec_nanos() % 1_000_000 != 0);
-        u64::try_from(millis).unwrap_or(u64::MAX)
+        u64::try_from(keys::ceil_millis(at.saturating_duration_since(self.start))).unwrap_or(u64::MAX)
     }
 
     fn instant_of(&self, tick: u64) -> Option<Instant> {

@@ -33,11 +33,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::BufReader;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::background::Background;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::LockEvents;
 use crate::net::{Stream, Target};
@@ -50,7 +50,7 @@ const SUBSCRIBE_CHUNK: usize = 512;
 
 pub(crate) struct Subscriber {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Background,
 }
 
 struct Shared {
@@ -161,11 +161,8 @@ impl Subscriber {
             writer: Mutex::new(None),
         });
         let worker = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("redlease-subscriber".into())
-            .spawn(move || worker.run())
-            .map_err(|e| Error::new(ErrorKind::Redis, format!("cannot start the subscriber thread: {e}")))?;
-        Ok(Subscriber { shared, thread: Mutex::new(Some(thread)) })
+        let thread = Background::spawn("redlease-subscriber", move || worker.run())?;
+        Ok(Subscriber { shared, thread })
     }
 
     /// Joins the waiters of `channel`, subscribing it if this is the first, and waits until
@@ -233,11 +230,7 @@ impl Subscriber {
             stream.close();
         }
         drop(writer);
-        if let Some(thread) = self.thread.lock().take() {
-            if thread.thread().id() != std::thread::current().id() {
-                let _ = thread.join();
-            }
-        }
+        self.thread.join();
     }
 }
 
@@ -298,10 +291,10 @@ impl Shared {
     fn send<'a>(&'a self, state: MutexGuard<'a, State>, args: &[&[u8]]) -> MutexGuard<'a, State> {
         let mut writer = self.writer.lock();
         drop(state);
-        if let Some(stream) = writer.as_mut() {
-            if resp::write_command(stream, args).is_err() {
-                stream.close();
-            }
+        if let Some(stream) = writer.as_mut()
+            && resp::write_command(stream, args).is_err()
+        {
+            stream.close();
         }
         drop(writer);
         self.state.lock()

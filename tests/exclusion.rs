@@ -25,7 +25,7 @@ fn worker() {
                 for _ in 0..SECTIONS {
                     let guard = lock.lock().unwrap();
                     increment_non_atomically(&mut conn, "exclusive:count");
-                    guard.unlock().unwrap();
+                    drop(guard);
                 }
             })
         })

@@ -46,13 +46,6 @@ pub fn commands_served(conn: &mut redis::Connection) -> u64 {
         .sum()
 }
 
-/// Calls of one command (e.g. "evalsha") so far.
-pub fn calls_of(conn: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines().find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse::<u64>().ok()).unwrap_or(0)
-}
-
 /// Subscribers of `channel` across all connections (PUBSUB NUMSUB).
 pub fn subscribers(conn: &mut redis::Connection, channel: &str) -> u64 {
     let reply: (String, u64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query(conn).expect("NUMSUB");
