@@ -66,6 +66,14 @@ pub struct ClientStats {
     pub leases: usize,
     /// Leases scheduled for renewal by the watchdog.
     pub renewals_scheduled: usize,
+    /// Watchdog wake-ups that renewed something, since the client was built.
+    pub renewal_passes: u64,
+    /// Renew round trips (one script call for up to `renew_batch_size` leases) so far.
+    pub renewal_round_trips: u64,
+    /// Leases renewed so far.
+    pub leases_renewed: u64,
+    /// Time spent waiting for renew round trips so far.
+    pub renewal_time: Duration,
     /// Channels the subscriber is subscribed to or is changing.
     pub channels: usize,
     /// Threads waiting for a release message.
@@ -146,9 +154,14 @@ impl Client {
     /// Counts of what the client tracks right now.
     pub fn stats(&self) -> ClientStats {
         let subscriber = self.inner.subscriber.stats();
+        let (renewals_scheduled, renewal) = self.inner.renewer.stats();
         ClientStats {
             leases: self.inner.leases.lock().len(),
-            renewals_scheduled: self.inner.renewer.scheduled(),
+            renewals_scheduled,
+            renewal_passes: renewal.passes,
+            renewal_round_trips: renewal.round_trips,
+            leases_renewed: renewal.renewed,
+            renewal_time: renewal.busy,
             channels: subscriber.channels,
             waiters: subscriber.waiters,
             subscriber_connected: subscriber.connected,

@@ -6,6 +6,10 @@
 //! thread is woken only when a new entry is due before the time it sleeps until. With no
 //! lease scheduled it waits on its condition variable with no timeout.
 //!
+//! Renewals are coalesced: when the first lease is due, every lease due within the next
+//! quarter of the renewal period is renewed with it, a little early. Leases taken at
+//! scattered times are thus renewed in a few large batches rather than many small ones.
+//!
 //! Lock order: a lease's mutex, then the wheel's. I/O happens with neither held.
 //!
 //! | thread state | event                                   | next |
@@ -49,6 +53,20 @@ struct State {
     /// scheduled, `None` while it is awake (it looks at the wheel before sleeping again).
     sleeping_until: Option<u64>,
     shutdown: bool,
+    counters: RenewalCounters,
+}
+
+/// What the renewal thread has done so far, for [`crate::ClientStats`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RenewalCounters {
+    /// Wake-ups that found leases due.
+    pub(crate) passes: u64,
+    /// Renew script calls (one round trip each).
+    pub(crate) round_trips: u64,
+    /// Leases Redis confirmed renewed.
+    pub(crate) renewed: u64,
+    /// Time spent in renew round trips.
+    pub(crate) busy: Duration,
 }
 
 /// What the thread needs besides the wheel.
@@ -63,7 +81,12 @@ impl Renewer {
     pub(crate) fn start(pool: Arc<Pool>, config: Config, lease_millis: u64) -> Result<Renewer> {
         let shared = Arc::new(Shared {
             start: Instant::now(),
-            state: Mutex::new(State { wheel: Wheel::new(), sleeping_until: None, shutdown: false }),
+            state: Mutex::new(State {
+                wheel: Wheel::new(),
+                sleeping_until: None,
+                shutdown: false,
+                counters: RenewalCounters::default(),
+            }),
             wake: Condvar::new(),
         });
         let worker = Worker { shared: Arc::clone(&shared), pool, config, lease_millis };
@@ -83,9 +106,10 @@ impl Renewer {
         }
     }
 
-    /// Leases scheduled for renewal (for tests and diagnostics).
-    pub(crate) fn scheduled(&self) -> usize {
-        self.shared.state.lock().wheel.len()
+    /// Leases scheduled for renewal, and the thread's counters.
+    pub(crate) fn stats(&self) -> (usize, RenewalCounters) {
+        let state = self.shared.state.lock();
+        (state.wheel.len(), state.counters)
     }
 
     /// Stops the thread and waits for it; leases still held expire after their lease.
@@ -150,9 +174,12 @@ impl Worker {
                 return false;
             }
             let now = shared.tick_of(Instant::now());
-            state.wheel.poll_expired(now, due);
+            if state.wheel.next_deadline().is_some_and(|tick| tick <= now) {
+                state.wheel.poll_expired(now.saturating_add(self.coalesce_ticks()), due);
+            }
             if !due.is_empty() {
                 state.sleeping_until = None;
+                state.counters.passes += 1;
                 return true;
             }
             match state.wheel.next_deadline() {
@@ -172,6 +199,11 @@ impl Worker {
             }
             state.sleeping_until = None;
         }
+    }
+
+    /// A quarter of the renewal period, in ticks.
+    fn coalesce_ticks(&self) -> u64 {
+        self.lease_millis / 12
     }
 
     /// Renews the leases that are still held with a watchdog, batch by batch.
@@ -200,6 +232,7 @@ impl Worker {
                 }
                 call.invoke::<Vec<i64>>(conn)
             });
+            self.count(sent.elapsed(), result.as_ref().map_or(0, |flags| flags.iter().filter(|&&f| f == 1).count()));
             match &result {
                 Err(err) => self.config.events.renewal_failed(err),
                 Ok(renewed) if renewed.len() != chunk.len() => {
@@ -219,6 +252,13 @@ impl Worker {
                 self.settle(lease, sent, renewed);
             }
         }
+    }
+
+    fn count(&self, took: Duration, renewed: usize) {
+        let counters = &mut self.shared.state.lock().counters;
+        counters.round_trips += 1;
+        counters.renewed += renewed as u64;
+        counters.busy += took;
     }
 
     /// Records one lease's renewal outcome: `Some(true)` renewed, `Some(false)` Redis says
