@@ -78,3 +78,8 @@ pub use events::LockEvents;
 pub use guard::LockGuard;
 pub use lease::LeaseState;
 pub use lock::Lock;
+
+/// The README's example, compiled as a doctest so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
