@@ -135,6 +135,7 @@ impl Client {
 
     /// A reentrant lock named `name` (its Redis key). No I/O; the name is checked when the
     /// handle is used.
+    #[must_use]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(Arc::clone(&self.inner), name.into())
     }

@@ -8,7 +8,8 @@ use crate::error::Error;
 /// Every method has a no-op default; implement the ones you care about and pass the value
 /// to [`ClientBuilder::events`](crate::ClientBuilder::events). Methods are called from the
 /// library's threads (the renewal thread, the subscriber thread, or a thread dropping a
-/// guard): keep them short and do not block in them.
+/// guard): keep them short and do not block in them. Do not keep a [`Client`](crate::Client)
+/// in the receiver: the client owns the receiver, and the cycle would keep both alive.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,7 +43,9 @@ pub trait LockEvents: Send + Sync {
         let _ = (lock, error);
     }
 
-    /// The pub/sub connection broke. Waiters keep waiting, each bounded by the holder's TTL.
+    /// The pub/sub connection broke, or an attempt to open it again failed (attempts are
+    /// spaced 50 ms to 1 s apart while some thread waits). Waiters keep waiting, each
+    /// bounded by the holder's TTL.
     fn subscriber_disconnected(&self, error: &Error) {
         let _ = error;
     }

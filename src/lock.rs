@@ -52,6 +52,7 @@ impl Lock {
     /// A handle whose acquisitions take a fixed lease: it is not renewed, and the lock
     /// expires after it even if the guard is still alive. The lease is checked (at least
     /// 1 ms, at most 2^53 − 1 ms) when the handle is used.
+    #[must_use = "with_lease returns a new handle and leaves this one unchanged"]
     pub fn with_lease(mut self, lease: Duration) -> Lock {
         self.lease = Some(lease);
         self
