@@ -12,6 +12,9 @@ use redis::IntoConnectionInfo;
 
 use crate::config::{ClientBuilder, Config};
 use crate::error::{Error, Result};
+use crate::fair_lock::FairLock;
+use crate::guard;
+use crate::handle::{Handle, Kind, Release};
 use crate::keys;
 use crate::lease::{Lease, LeaseState};
 use crate::lock::Lock;
@@ -47,6 +50,7 @@ pub(crate) struct Inner {
     url: String,
     pub(crate) config: Config,
     pub(crate) watchdog_millis: u64,
+    pub(crate) fair_wait_millis: u64,
     pub(crate) pool: Arc<Pool>,
     /// The leases threads of this client hold.
     leases: Mutex<HashMap<LeaseKey, Arc<Lease>>>,
@@ -111,6 +115,7 @@ impl Client {
             Ok(())
         })?;
         let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
+        let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
         let renewer = Renewer::start(Arc::clone(&pool), config.clone(), watchdog_millis)?;
         let subscriber =
             Subscriber::start(target, config.connect_timeout, config.command_timeout, Arc::clone(&config.events))?;
@@ -119,6 +124,7 @@ impl Client {
             url: redact_url(url),
             config,
             watchdog_millis,
+            fair_wait_millis,
             pool,
             leases: Mutex::new(HashMap::new()),
             renewer,
@@ -137,7 +143,14 @@ impl Client {
     /// handle is used.
     #[must_use]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(Arc::clone(&self.inner), name.into())
+        Lock(Handle::new(Arc::clone(&self.inner), name.into(), Kind::Reentrant))
+    }
+
+    /// A fair lock named `name`: reentrant, and waiters are served in arrival order. No
+    /// I/O; the name is checked when the handle is used.
+    #[must_use]
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock(Handle::new(Arc::clone(&self.inner), name.into(), Kind::Fair))
     }
 
     /// Stops the client: threads waiting for a lock return [`ErrorKind::Shutdown`](crate::ErrorKind::Shutdown),
@@ -239,26 +252,21 @@ impl Inner {
     /// When this thread held no live lease on it, release best-effort so that nothing is
     /// left behind until the lease runs out. (When it already held it, a decrement could
     /// undo a hold it really has; the extra hold, if any, then lapses with the lease.)
-    pub(crate) fn undo_uncertain_acquire(&self, name: &Arc<str>, owner: &str) {
+    pub(crate) fn undo_uncertain_acquire(&self, kind: Kind, name: &Arc<str>, owner: &str) {
         let key = (Arc::clone(name), owner::thread_number());
         let held = self.leases.lock().get(&key).is_some_and(|l| l.lock().status == LeaseState::Held);
         if held {
             return;
         }
-        let request_id = uuid::Uuid::new_v4().simple().to_string();
-        let latch = keys::unlock_latch(name, &request_id);
-        let channel = keys::lock_channel(name);
-        let _ = self.pool.run("undoing an uncertain acquire", |conn| {
-            scripts::RELEASE
-                .key(&**name)
-                .key(&channel)
-                .key(&latch)
-                .arg(0)
-                .arg(self.watchdog_millis)
-                .arg(owner)
-                .arg(1000)
-                .invoke::<Option<i64>>(conn)
-        });
+        let request_id = guard::new_request_id();
+        let release = Release {
+            name,
+            owner,
+            keep_millis: self.watchdog_millis,
+            request_id: &request_id,
+            latch_millis: guard::latch_lifetime(self.config.command_timeout),
+        };
+        let _ = self.pool.run("undoing an uncertain acquire", |conn| kind.release(conn, &release));
     }
 }
 

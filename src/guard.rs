@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind, Result};
+use crate::handle::{Kind, Release};
 use crate::keys;
 use crate::lease::{Lease, LeaseState};
 use crate::owner;
-use crate::scripts;
 
 /// Proof that the current thread holds a lock; releases one hold when dropped.
 ///
@@ -38,6 +38,7 @@ pub struct LockGuard {
 pub(crate) struct Hold {
     pub(crate) client: Arc<Inner>,
     pub(crate) lease: Arc<Lease>,
+    pub(crate) kind: Kind,
     /// Whether the watchdog renews this hold's lease.
     pub(crate) watchdog: bool,
     /// The lease this hold was acquired with, in milliseconds.
@@ -144,23 +145,15 @@ impl Hold {
                 Error::new(ErrorKind::NotHeld, "the lease was lost before the release; nothing was sent").on_lock(name)
             );
         }
-        let request_id = uuid::Uuid::new_v4().simple().to_string();
-        let latch = keys::unlock_latch(name, &request_id);
-        let channel = keys::lock_channel(name);
-        let latch_millis = latch_lifetime(client.config.command_timeout);
-        let send = || {
-            client.pool.run("releasing", |conn| {
-                scripts::RELEASE
-                    .key(name)
-                    .key(&channel)
-                    .key(&latch)
-                    .arg(0)
-                    .arg(keep_millis)
-                    .arg(&self.lease.owner)
-                    .arg(latch_millis)
-                    .invoke::<Option<i64>>(conn)
-            })
+        let request_id = new_request_id();
+        let release = Release {
+            name,
+            owner: &self.lease.owner,
+            keep_millis,
+            request_id: &request_id,
+            latch_millis: latch_lifetime(client.config.command_timeout),
         };
+        let send = || client.pool.run("releasing", |conn| self.kind.release(conn, &release));
         let outcome = match send() {
             Err(err) if retry_timeout && err.is_timeout() => send(),
             other => other,
@@ -178,8 +171,13 @@ impl Hold {
     }
 }
 
+/// A fresh id for one release request (the latch key's suffix).
+pub(crate) fn new_request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 /// How long a release latch is kept: long enough for any retry of that release.
-fn latch_lifetime(command_timeout: Duration) -> u64 {
+pub(crate) fn latch_lifetime(command_timeout: Duration) -> u64 {
     let millis = command_timeout.saturating_mul(4).as_millis().max(1000);
     u64::try_from(millis).unwrap_or(u64::MAX).min(keys::MAX_LEASE.as_millis() as u64)
 }

@@ -55,7 +55,9 @@ mod client;
 mod config;
 mod error;
 mod events;
+mod fair_lock;
 mod guard;
+mod handle;
 mod keys;
 mod lease;
 mod lock;
@@ -75,6 +77,7 @@ pub use config::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;
+pub use fair_lock::FairLock;
 pub use guard::LockGuard;
 pub use lease::LeaseState;
 pub use lock::Lock;

@@ -18,7 +18,20 @@ pub(crate) static RENEW: LazyLock<redis::Script> =
 pub(crate) static FORCE_UNLOCK: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../lua/force_unlock.lua")));
 
+/// Acquire a fair lock or keep a place in its queue: see `lua/fair_acquire.lua`.
+pub(crate) static FAIR_ACQUIRE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/fair_acquire.lua")));
+/// Leave a fair lock's queue: see `lua/fair_give_up.lua`.
+pub(crate) static FAIR_GIVE_UP: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/fair_give_up.lua")));
+/// Release one hold of a fair lock and wake the next waiter: see `lua/fair_release.lua`.
+pub(crate) static FAIR_RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/fair_release.lua")));
+/// Delete a fair lock whoever holds it: see `lua/fair_force_unlock.lua`.
+pub(crate) static FAIR_FORCE_UNLOCK: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/fair_force_unlock.lua")));
+
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static redis::Script; 4] {
-    [&ACQUIRE, &RELEASE, &RENEW, &FORCE_UNLOCK]
+pub(crate) fn all() -> [&'static redis::Script; 8] {
+    [&ACQUIRE, &RELEASE, &RENEW, &FORCE_UNLOCK, &FAIR_ACQUIRE, &FAIR_GIVE_UP, &FAIR_RELEASE, &FAIR_FORCE_UNLOCK]
 }

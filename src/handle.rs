@@ -1,0 +1,259 @@
+//! What every lock handle shares: the acquisition ladder, the queries, and the dispatch to
+//! each lock kind's scripts. The public handles (`Lock`, `FairLock`) wrap a [`Handle`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::acquire::{self, Attempt, Wait};
+use crate::client::Inner;
+use crate::error::{Error, Result};
+use crate::guard::{self, Hold, LockGuard};
+use crate::keys;
+use crate::{fair_lock, lock};
+
+/// The lock kinds: they share Redisson's lock hash and differ in how they queue, wake and
+/// release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Reentrant,
+    Fair,
+}
+
+/// One release request, as the release scripts take it.
+pub(crate) struct Release<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) owner: &'a str,
+    /// Lease to keep when holds remain.
+    pub(crate) keep_millis: u64,
+    pub(crate) request_id: &'a str,
+    pub(crate) latch_millis: u64,
+}
+
+impl Kind {
+    /// One acquire attempt: `None` acquired, `Some(ms)` how long to sleep at most before
+    /// trying again (negative: no expiry known). `queue`: a fair lock may enqueue the caller.
+    fn attempt(
+        self,
+        conn: &mut redis::Connection,
+        client: &Inner,
+        name: &str,
+        owner: &str,
+        lease_millis: u64,
+        queue: bool,
+    ) -> redis::RedisResult<Option<i64>> {
+        match self {
+            Kind::Reentrant => lock::acquire(conn, name, owner, lease_millis),
+            Kind::Fair => fair_lock::acquire(conn, name, owner, lease_millis, client.fair_wait_millis, queue),
+        }
+    }
+
+    pub(crate) fn release(self, conn: &mut redis::Connection, release: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+        match self {
+            Kind::Reentrant => lock::release(conn, release),
+            Kind::Fair => fair_lock::release(conn, release),
+        }
+    }
+
+    fn force_unlock(self, conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
+        match self {
+            Kind::Reentrant => lock::force_unlock(conn, name),
+            Kind::Fair => fair_lock::force_unlock(conn, name),
+        }
+    }
+
+    /// The channel a waiter listens on.
+    fn wait_channel(self, name: &str, owner: &str) -> String {
+        match self {
+            Kind::Reentrant => keys::lock_channel(name),
+            Kind::Fair => fair_lock::waiter_channel(name, owner),
+        }
+    }
+
+    /// Leaves whatever the waiter left in Redis when it stops waiting without the lock.
+    fn give_up(self, client: &Inner, name: &str, owner: &str) {
+        if self == Kind::Fair {
+            let _ = client.pool.run("leaving the queue", |conn| fair_lock::give_up(conn, name, owner, client.fair_wait_millis));
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Handle {
+    pub(crate) client: Arc<Inner>,
+    pub(crate) name: Arc<str>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) kind: Kind,
+}
+
+impl Handle {
+    pub(crate) fn new(client: Arc<Inner>, name: String, kind: Kind) -> Handle {
+        Handle { client, name: name.into(), lease: None, kind }
+    }
+
+    pub(crate) fn lock(&self) -> Result<LockGuard> {
+        self.acquire(Wait::Forever)?.ok_or_else(|| Error::shutdown().on_lock(&self.name))
+    }
+
+    pub(crate) fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Wait::No)
+    }
+
+    pub(crate) fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")).on_lock(&self.name))?;
+        self.acquire(Wait::Until(deadline))
+    }
+
+    pub(crate) fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard>> {
+        self.acquire(Wait::Until(deadline))
+    }
+
+    pub(crate) fn is_locked(&self) -> Result<bool> {
+        self.query("checking the lock", |conn| redis::cmd("EXISTS").arg(&*self.name).query(conn))
+    }
+
+    pub(crate) fn is_held_by_current_thread(&self) -> Result<bool> {
+        let owner = guard::current_owner(&self.client);
+        self.query("checking the owner", |conn| redis::cmd("HEXISTS").arg(&*self.name).arg(&owner).query(conn))
+    }
+
+    pub(crate) fn hold_count(&self) -> Result<u64> {
+        let owner = guard::current_owner(&self.client);
+        let count: Option<u64> =
+            self.query("reading the hold count", |conn| redis::cmd("HGET").arg(&*self.name).arg(&owner).query(conn))?;
+        Ok(count.unwrap_or(0))
+    }
+
+    pub(crate) fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        let ms: i64 = self.query("reading the lease", |conn| redis::cmd("PTTL").arg(&*self.name).query(conn))?;
+        Ok(match ms {
+            -1 => Some(Duration::MAX),
+            ms => u64::try_from(ms).ok().map(Duration::from_millis),
+        })
+    }
+
+    pub(crate) fn force_unlock(&self) -> Result<bool> {
+        let deleted = self.query("force-unlocking", |conn| self.kind.force_unlock(conn, &self.name))?;
+        Ok(deleted == 1)
+    }
+
+    fn query<T>(&self, what: &str, op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T> {
+        self.client.check_running().map_err(|e| e.on_lock(&self.name))?;
+        keys::check_name(&self.name).map_err(|e| e.on_lock(&self.name))?;
+        self.client.pool.run(what, op).map_err(|e| e.on_lock(&self.name))
+    }
+
+    fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
+        let (client, name, kind) = (&self.client, &*self.name, self.kind);
+        client.check_running().map_err(|e| e.on_lock(name))?;
+        keys::check_name(name).map_err(|e| e.on_lock(name))?;
+        let (lease_millis, watchdog) = match self.lease {
+            Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
+            None => (client.watchdog_millis, true),
+        };
+        let owner = guard::current_owner(client);
+        let queue = !matches!(wait, Wait::No);
+        let attempt = || {
+            let sent = Instant::now();
+            let reply = client.pool.run("acquiring", |conn| kind.attempt(conn, client, name, &owner, lease_millis, queue));
+            match reply {
+                Ok(reply) => Ok(Attempt::from_pttl(reply, || sent)),
+                Err(err) => {
+                    if err.is_timeout() {
+                        client.undo_uncertain_acquire(kind, &self.name, &owner);
+                    }
+                    Err(err.on_lock(name))
+                }
+            }
+        };
+        let channel = kind.wait_channel(name, &owner);
+        let result = acquire::acquire(client, &channel, wait, attempt);
+        if queue && !matches!(result, Ok(Some(_))) && client.check_running().is_ok() {
+            kind.give_up(client, name, &owner);
+        }
+        let acquired = result.map_err(|e| e.on_lock(name))?;
+        Ok(acquired.map(|sent| {
+            let lease = client.add_hold(&self.name, owner, sent, lease_millis, watchdog);
+            LockGuard::new(Hold { client: Arc::clone(client), lease, kind, watchdog, lease_millis, token: None })
+        }))
+    }
+}
+
+/// The acquisition ladder and queries of a public handle that wraps a [`Handle`] in its
+/// field `0`. Written once here so every lock kind documents and behaves the same.
+macro_rules! lock_handle_methods {
+    () => {
+        /// The lock's name, which is also its Redis key.
+        pub fn name(&self) -> &str {
+            &self.0.name
+        }
+
+        /// A handle whose acquisitions take a fixed lease: it is not renewed, and the lock
+        /// expires after it even if the guard is still alive. The lease is checked (at
+        /// least 1 ms, at most 2^53 − 1 ms) when the handle is used.
+        #[must_use = "with_lease returns a new handle and leaves this one unchanged"]
+        pub fn with_lease(mut self, lease: std::time::Duration) -> Self {
+            self.0.lease = Some(lease);
+            self
+        }
+
+        /// The fixed lease of this handle; `None` when the watchdog renews it.
+        pub fn lease(&self) -> Option<std::time::Duration> {
+            self.0.lease
+        }
+
+        /// Blocks until the lock is held. Returns `Err` when that cannot be done: Redis
+        /// unreachable, a timeout, bad input, or [`Client::shutdown`](crate::Client::shutdown).
+        pub fn lock(&self) -> $crate::Result<$crate::LockGuard> {
+            self.0.lock()
+        }
+
+        /// One attempt: `Ok(None)` when someone else holds the lock.
+        pub fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
+            self.0.try_lock()
+        }
+
+        /// Waits at most `timeout`: `Ok(None)` when the lock was not free in time. A
+        /// timeout so large that the deadline overflows `Instant` is
+        /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without
+        /// limit.
+        pub fn try_lock_for(&self, timeout: std::time::Duration) -> $crate::Result<Option<$crate::LockGuard>> {
+            self.0.try_lock_for(timeout)
+        }
+
+        /// Waits until `deadline`: `Ok(None)` when the lock was not free by then.
+        pub fn try_lock_until(&self, deadline: std::time::Instant) -> $crate::Result<Option<$crate::LockGuard>> {
+            self.0.try_lock_until(deadline)
+        }
+
+        /// Whether anyone holds the lock.
+        pub fn is_locked(&self) -> $crate::Result<bool> {
+            self.0.is_locked()
+        }
+
+        /// Whether the current thread holds the lock.
+        pub fn is_held_by_current_thread(&self) -> $crate::Result<bool> {
+            self.0.is_held_by_current_thread()
+        }
+
+        /// How many holds the current thread has on the lock; 0 when it holds none.
+        pub fn hold_count(&self) -> $crate::Result<u64> {
+            self.0.hold_count()
+        }
+
+        /// Time left on the lock's lease: `None` when it is not locked,
+        /// `Some(Duration::MAX)` when the key has no expiry (someone removed it).
+        pub fn remaining_ttl(&self) -> $crate::Result<Option<std::time::Duration>> {
+            self.0.remaining_ttl()
+        }
+
+        /// Deletes the lock whoever holds it and wakes its waiters. Returns whether there
+        /// was a lock to delete. Its holders learn of the loss at their next renewal.
+        pub fn force_unlock(&self) -> $crate::Result<bool> {
+            self.0.force_unlock()
+        }
+    };
+}
+
+pub(crate) use lock_handle_methods;
