@@ -1,9 +1,12 @@
--- Delete a fair lock whoever holds it, and wake the waiter whose turn it is.
+-- Delete a fair lock whoever holds it. As after a release, the head's turn has come: its
+-- deadline becomes now + the wait timeout, and it and the waiter behind it are woken.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue list
--- KEYS[3]  the lock's release channel; a waiter's own channel is KEYS[3] .. ':' .. owner
+-- KEYS[3]  the timeouts sorted set
+-- KEYS[4]  the lock's release channel; a waiter's own channel is KEYS[4] .. ':' .. owner
 -- ARGV[1]  release message ("0")
+-- ARGV[2]  wait timeout in milliseconds
 --
 -- Returns  1 when a lock was deleted, 0 when there was none.
 if redis.call('del', KEYS[1]) == 0 then
@@ -11,6 +14,13 @@ if redis.call('del', KEYS[1]) == 0 then
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if head then
-    redis.call('publish', KEYS[3] .. ':' .. head, ARGV[1])
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('zadd', KEYS[3], now + tonumber(ARGV[2]), head)
+    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+    local second = redis.call('lindex', KEYS[2], 1)
+    if second then
+        redis.call('publish', KEYS[4] .. ':' .. second, ARGV[1])
+    end
 end
 return 1

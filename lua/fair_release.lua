@@ -1,5 +1,6 @@
--- Release one hold of a fair lock, idempotently per request; when the lock is freed, wake
--- only the waiter whose turn it is.
+-- Release one hold of a fair lock, idempotently per request. When the lock is freed, the
+-- head's turn has come: its deadline becomes now + the wait timeout, and it and the waiter
+-- behind it are woken (see fair_acquire.lua for the deadline rules). Nobody else wakes.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue list
@@ -10,35 +11,42 @@
 -- ARGV[2]  lease in milliseconds to keep when holds remain
 -- ARGV[3]  owner field
 -- ARGV[4]  latch lifetime in milliseconds
+-- ARGV[5]  wait timeout in milliseconds
 --
--- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed; the head
---          waiter, after dead ones are dropped, was told). A retry replays the stored 0 or 1.
+-- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed). A retry
+--          of the same request replays the stored 0 or 1.
+local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local replay = redis.call('get', KEYS[5])
 if replay then
     return tonumber(replay)
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if redis.call('hexists', lock, ARGV[3]) == 0 then
     return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+local left = redis.call('hincrby', lock, ARGV[3], -1)
 if left > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('pexpire', lock, ARGV[2])
     redis.call('set', KEYS[5], 0, 'px', ARGV[4])
     return 0
 end
-redis.call('del', KEYS[1])
+redis.call('del', lock)
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 while true do
-    local head = redis.call('lindex', KEYS[2], 0)
+    local head = redis.call('lindex', queue, 0)
     if not head then break end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+    local deadline = tonumber(redis.call('zscore', timeouts, head))
     if deadline and deadline > now then
-        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+        redis.call('zadd', timeouts, now + tonumber(ARGV[5]), head)
+        redis.call('publish', channel .. ':' .. head, ARGV[1])
+        local second = redis.call('lindex', queue, 1)
+        if second then
+            redis.call('publish', channel .. ':' .. second, ARGV[1])
+        end
         break
     end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
+    redis.call('lpop', queue)
+    redis.call('zrem', timeouts, head)
 end
 redis.call('set', KEYS[5], 1, 'px', ARGV[4])
 return 1

@@ -265,6 +265,7 @@ impl Inner {
             keep_millis: self.watchdog_millis,
             request_id: &request_id,
             latch_millis: guard::latch_lifetime(self.config.command_timeout),
+            wait_millis: self.fair_wait_millis,
         };
         let _ = self.pool.run("undoing an uncertain acquire", |conn| kind.release(conn, &release));
     }

@@ -74,7 +74,12 @@ pub(crate) fn acquire(
         .invoke(conn)
 }
 
-pub(crate) fn give_up(conn: &mut redis::Connection, name: &str, owner: &str, wait_millis: u64) -> redis::RedisResult<i64> {
+pub(crate) fn give_up(
+    conn: &mut redis::Connection,
+    name: &str,
+    owner: &str,
+    wait_millis: u64,
+) -> redis::RedisResult<i64> {
     scripts::FAIR_GIVE_UP
         .key(name)
         .key(queue_key(name))
@@ -96,9 +101,17 @@ pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::R
         .arg(r.keep_millis)
         .arg(r.owner)
         .arg(r.latch_millis)
+        .arg(r.wait_millis)
         .invoke(conn)
 }
 
-pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
-    scripts::FAIR_FORCE_UNLOCK.key(name).key(queue_key(name)).key(keys::lock_channel(name)).arg(0).invoke(conn)
+pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
+    scripts::FAIR_FORCE_UNLOCK
+        .key(name)
+        .key(queue_key(name))
+        .key(timeouts_key(name))
+        .key(keys::lock_channel(name))
+        .arg(0)
+        .arg(wait_millis)
+        .invoke(conn)
 }

@@ -152,6 +152,7 @@ impl Hold {
             keep_millis,
             request_id: &request_id,
             latch_millis: latch_lifetime(client.config.command_timeout),
+            wait_millis: client.fair_wait_millis,
         };
         let send = || client.pool.run("releasing", |conn| self.kind.release(conn, &release));
         let outcome = match send() {

@@ -27,6 +27,8 @@ pub(crate) struct Release<'a> {
     pub(crate) keep_millis: u64,
     pub(crate) request_id: &'a str,
     pub(crate) latch_millis: u64,
+    /// The client's fair wait timeout (fair locks hand the head a new deadline).
+    pub(crate) wait_millis: u64,
 }
 
 impl Kind {
@@ -47,17 +49,21 @@ impl Kind {
         }
     }
 
-    pub(crate) fn release(self, conn: &mut redis::Connection, release: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+    pub(crate) fn release(
+        self,
+        conn: &mut redis::Connection,
+        release: &Release<'_>,
+    ) -> redis::RedisResult<Option<i64>> {
         match self {
             Kind::Reentrant => lock::release(conn, release),
             Kind::Fair => fair_lock::release(conn, release),
         }
     }
 
-    fn force_unlock(self, conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
+    fn force_unlock(self, conn: &mut redis::Connection, client: &Inner, name: &str) -> redis::RedisResult<i64> {
         match self {
             Kind::Reentrant => lock::force_unlock(conn, name),
-            Kind::Fair => fair_lock::force_unlock(conn, name),
+            Kind::Fair => fair_lock::force_unlock(conn, name, client.fair_wait_millis),
         }
     }
 
@@ -72,7 +78,9 @@ impl Kind {
     /// Leaves whatever the waiter left in Redis when it stops waiting without the lock.
     fn give_up(self, client: &Inner, name: &str, owner: &str) {
         if self == Kind::Fair {
-            let _ = client.pool.run("leaving the queue", |conn| fair_lock::give_up(conn, name, owner, client.fair_wait_millis));
+            let _ = client
+                .pool
+                .run("leaving the queue", |conn| fair_lock::give_up(conn, name, owner, client.fair_wait_millis));
         }
     }
 }
@@ -134,7 +142,7 @@ impl Handle {
     }
 
     pub(crate) fn force_unlock(&self) -> Result<bool> {
-        let deleted = self.query("force-unlocking", |conn| self.kind.force_unlock(conn, &self.name))?;
+        let deleted = self.query("force-unlocking", |conn| self.kind.force_unlock(conn, &self.client, &self.name))?;
         Ok(deleted == 1)
     }
 
@@ -156,7 +164,8 @@ impl Handle {
         let queue = !matches!(wait, Wait::No);
         let attempt = || {
             let sent = Instant::now();
-            let reply = client.pool.run("acquiring", |conn| kind.attempt(conn, client, name, &owner, lease_millis, queue));
+            let reply =
+                client.pool.run("acquiring", |conn| kind.attempt(conn, client, name, &owner, lease_millis, queue));
             match reply {
                 Ok(reply) => Ok(Attempt::from_pttl(reply, || sent)),
                 Err(err) => {

@@ -59,3 +59,28 @@ pub fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
 pub fn exists(conn: &mut redis::Connection, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query(conn).expect("EXISTS")
 }
+
+/// CLOCK_MONOTONIC in nanoseconds: comparable across processes on one host.
+pub fn monotonic_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("clock_gettime");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+/// Sleeps until CLOCK_MONOTONIC reads `ns`.
+pub fn sleep_until_monotonic(ns: u64) {
+    let now = monotonic_ns();
+    if ns > now {
+        std::thread::sleep(Duration::from_nanos(ns - now));
+    }
+}
+
+/// Calls of one command (e.g. "evalsha") so far.
+pub fn calls_of(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines().find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse::<u64>().ok()).unwrap_or(0)
+}
+
+pub fn llen(conn: &mut redis::Connection, key: &str) -> u64 {
+    redis::cmd("LLEN").arg(key).query(conn).expect("LLEN")
+}

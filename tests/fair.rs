@@ -1,0 +1,369 @@
+//! The fair lock: arrival order, dead and impatient waiters, no thundering herd.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::ErrorKind;
+
+use crate::helpers::*;
+use crate::support::child::{self, Child};
+use crate::support::server::RedisServer;
+
+pub const ROLES: &[crate::support::child::Role] = &[
+    ("fair_order_worker", order_worker),
+    ("fair_hanging_waiter", hanging_waiter),
+    ("fair_herd_waiters", herd_waiters),
+];
+
+fn queue(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+fn timeouts(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
+}
+
+fn scores(conn: &mut redis::Connection, name: &str) -> Vec<(String, i64)> {
+    let owners: Vec<String> = redis::cmd("LRANGE").arg(queue(name)).arg(0).arg(-1).query(conn).unwrap();
+    owners
+        .into_iter()
+        .map(|o| {
+            let score: i64 = redis::cmd("ZSCORE").arg(timeouts(name)).arg(&o).query(conn).unwrap();
+            (o, score)
+        })
+        .collect()
+}
+
+fn assert_no_trace(conn: &mut redis::Connection, name: &str) {
+    assert!(!exists(conn, &queue(name)), "queue left behind");
+    assert!(!exists(conn, &timeouts(name)), "timeouts left behind");
+}
+
+/// Threads for each arrival slot in SLOTS: at t0 + slot × 50 ms each waits for LOCK, then
+/// appends its slot to LOCK:order. t0 (CLOCK_MONOTONIC ns) is read from LOCK:t0.
+fn order_worker() {
+    let url = child::env("REDIS_URL");
+    let name = child::env("LOCK");
+    let client = redlease::Client::open(&url).unwrap();
+    let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+    child::say("ready");
+    let t0 = loop {
+        let t0: Option<u64> = redis::cmd("GET").arg(format!("{name}:t0")).query(&mut conn).unwrap();
+        match t0 {
+            Some(t0) => break t0,
+            None => thread::sleep(Duration::from_millis(2)),
+        }
+    };
+    let threads: Vec<_> = child::env("SLOTS")
+        .split(',')
+        .map(|s| s.parse::<u64>().unwrap())
+        .map(|slot| {
+            let lock = client.fair_lock(name.as_str());
+            let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+            let order = format!("{name}:order");
+            thread::spawn(move || {
+                sleep_until_monotonic(t0 + slot * 50_000_000);
+                let guard = lock.lock().unwrap();
+                redis::cmd("RPUSH").arg(&order).arg(slot).query::<()>(&mut conn).unwrap();
+                guard.unlock().unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    child::say("done");
+}
+
+#[test]
+fn waiters_from_two_processes_acquire_in_arrival_order() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let guard = client.fair_lock("fair-order").lock().unwrap();
+    let env = |slots: &str| [("REDIS_URL", server.url()), ("LOCK", "fair-order".to_string()), ("SLOTS", slots.into())];
+    let mut workers =
+        [Child::spawn("fair_order_worker", &env("0,2,4,6")), Child::spawn("fair_order_worker", &env("1,3,5,7"))];
+    for w in &workers {
+        w.wait_line("ready", Duration::from_secs(20));
+    }
+    let t0 = monotonic_ns() + 200_000_000;
+    redis::cmd("SET").arg("fair-order:t0").arg(t0).query::<()>(&mut conn).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || llen(&mut conn, &queue("fair-order")) == 8), "all 8 queued");
+    guard.unlock().unwrap();
+    for w in &mut workers {
+        w.wait_line("done", Duration::from_secs(30));
+    }
+    let order: Vec<u64> = redis::cmd("LRANGE").arg("fair-order:order").arg(0).arg(-1).query(&mut conn).unwrap();
+    assert_eq!(order, (0..8).collect::<Vec<_>>());
+    assert_no_trace(&mut conn, "fair-order");
+    assert!(!exists(&mut conn, "fair-order"));
+}
+
+#[test]
+fn expiring_leases_hand_the_lock_on_in_arrival_order() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let lease = Duration::from_secs(1);
+    let holder = client.fair_lock("fair-expiry").with_lease(lease).lock().unwrap();
+    let started = Instant::now();
+    let threads: Vec<_> = (0..8u64)
+        .map(|k| {
+            let lock = client.fair_lock("fair-expiry").with_lease(lease);
+            let mut conn = server.conn();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(50 * k));
+                let guard = lock.try_lock_for(Duration::from_secs(10)).unwrap().expect("acquired within 10 s");
+                let at = started.elapsed();
+                redis::cmd("RPUSH").arg("fair-expiry:order").arg(k).query::<()>(&mut conn).unwrap();
+                // Nobody releases: keep the guard until its lease has run out.
+                while guard.is_held() {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::NotHeld);
+                at
+            })
+        })
+        .collect();
+    let times: Vec<Duration> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    drop(holder);
+    let mut conn = server.conn();
+    let order: Vec<u64> = redis::cmd("LRANGE").arg("fair-expiry:order").arg(0).arg(-1).query(&mut conn).unwrap();
+    assert_eq!(order, (0..8).collect::<Vec<_>>());
+    for pair in times.windows(2) {
+        let gap = pair[1].saturating_sub(pair[0]);
+        assert!(gap >= Duration::from_millis(900) && gap < Duration::from_millis(1600), "gap {gap:?} in {times:?}");
+    }
+    assert_no_trace(&mut conn, "fair-expiry");
+}
+
+/// Queues up for LOCK with a 1 s fair wait timeout and waits until killed.
+fn hanging_waiter() {
+    let client =
+        redlease::Client::builder(child::env("REDIS_URL")).fair_wait_timeout(Duration::from_secs(1)).build().unwrap();
+    child::say("queuing");
+    let _ = client.fair_lock(child::env("LOCK")).try_lock_for(Duration::from_secs(60));
+}
+
+#[test]
+fn a_dead_waiter_delays_the_queue_by_at_most_one_wait_timeout() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |b| b.fair_wait_timeout(Duration::from_secs(1)));
+    let mut conn = server.conn();
+    let q = queue("fair-dead");
+    let holder = client.fair_lock("fair-dead").lock().unwrap();
+    let first = {
+        let lock = client.fair_lock("fair-dead");
+        thread::spawn(move || {
+            let guard = lock.try_lock_for(Duration::from_secs(20)).unwrap().expect("first waiter");
+            thread::sleep(Duration::from_millis(50));
+            guard.unlock().unwrap();
+            Instant::now()
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &q) == 1));
+    let mut dead = Child::spawn("fair_hanging_waiter", &[("REDIS_URL", server.url()), ("LOCK", "fair-dead".into())]);
+    dead.wait_line("queuing", Duration::from_secs(10));
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &q) == 2));
+    dead.kill();
+    let third = {
+        let lock = client.fair_lock("fair-dead");
+        thread::spawn(move || {
+            let guard = lock.try_lock_for(Duration::from_secs(20)).unwrap().expect("third waiter");
+            let at = Instant::now();
+            guard.unlock().unwrap();
+            at
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &q) == 3));
+    holder.unlock().unwrap();
+    let first_released = first.join().unwrap();
+    let third_acquired = third.join().unwrap();
+    let delay = third_acquired.duration_since(first_released);
+    assert!(delay >= Duration::from_millis(800), "the dead waiter kept its place for its wait timeout: {delay:?}");
+    assert!(delay < Duration::from_millis(2500), "delayed by {delay:?}");
+    assert_no_trace(&mut conn, "fair-dead");
+    assert!(!exists(&mut conn, "fair-dead"));
+}
+
+#[test]
+fn abandoned_waits_leave_the_queue_and_shift_the_deadlines_behind() {
+    let server = RedisServer::start();
+    let wait = 10_000; // fair wait timeout, ms
+    let client = client_with(&server, |b| b.fair_wait_timeout(Duration::from_millis(wait as u64)));
+    let mut conn = server.conn();
+    let name = "fair-abandon";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let patience = [30_000, 1_500, 30_000, 3_000, 30_000];
+    let mut threads = Vec::new();
+    for (k, ms) in patience.into_iter().enumerate() {
+        let lock = client.fair_lock(name);
+        threads.push(thread::spawn(move || lock.try_lock_for(Duration::from_millis(ms)).unwrap().map(|g| g.unlock())));
+        assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue(name)) == k as u64 + 1));
+    }
+    let before = scores(&mut conn, name);
+    for pair in before.windows(2) {
+        assert_eq!(pair[1].1 - pair[0].1, wait, "deadlines are chained one wait timeout apart: {before:?}");
+    }
+    // Waiter 1 gives up: it leaves, and 2, 3, 4 move one wait timeout earlier.
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue(name)) == 4));
+    let after_one = scores(&mut conn, name);
+    let expected: Vec<(String, i64)> = [0, 2, 3, 4]
+        .iter()
+        .map(|&k| (before[k].0.clone(), if k == 0 { before[0].1 } else { before[k].1 - wait }))
+        .collect();
+    assert_eq!(after_one, expected);
+    // Waiter 3 gives up: only 4 moves.
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue(name)) == 3));
+    let after_two = scores(&mut conn, name);
+    let expected = vec![expected[0].clone(), expected[1].clone(), (expected[3].0.clone(), expected[3].1 - wait)];
+    assert_eq!(after_two, expected);
+    holder.unlock().unwrap();
+    let outcomes: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap().is_some()).collect();
+    assert_eq!(outcomes, [true, false, true, false, true]);
+    assert_no_trace(&mut conn, name);
+}
+
+/// THREADS threads each wait for LOCK once and bump LOCK:count under it.
+fn herd_waiters() {
+    let url = child::env("REDIS_URL");
+    let name = child::env("LOCK");
+    let client = redlease::Client::open(&url).unwrap();
+    let threads: Vec<_> = (0..child::env("THREADS").parse::<usize>().unwrap())
+        .map(|_| {
+            let lock = client.fair_lock(name.as_str());
+            let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+            let count = format!("{name}:count");
+            thread::spawn(move || {
+                let guard = lock.lock().unwrap();
+                increment_non_atomically(&mut conn, &count);
+                drop(guard);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    child::say("done");
+}
+
+#[test]
+fn each_release_wakes_one_waiter_not_all() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let name = "fair-herd";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let env = [("REDIS_URL", server.url()), ("LOCK", name.to_string()), ("THREADS", "10".to_string())];
+    let mut workers = [Child::spawn("fair_herd_waiters", &env), Child::spawn("fair_herd_waiters", &env)];
+    assert!(wait_until(Duration::from_secs(20), || llen(&mut conn, &queue(name)) == 20), "20 queued");
+    thread::sleep(Duration::from_millis(100)); // let every waiter park
+    let scripts_before = calls_of(&mut conn, "evalsha");
+    holder.unlock().unwrap();
+    for w in &mut workers {
+        w.wait_line("done", Duration::from_secs(60));
+    }
+    let scripts = calls_of(&mut conn, "evalsha") - scripts_before;
+    let count: u64 = redis::cmd("GET").arg(format!("{name}:count")).query(&mut conn).unwrap();
+    assert_eq!(count, 20);
+    // Per hand-off: the release, the head's acquire, and a few polls by the new head and
+    // the one behind it. Waking every waiter would cost about 20 attempts per release.
+    assert!(scripts <= 20 * 6, "{scripts} script calls for 20 hand-offs");
+    assert_no_trace(&mut conn, name);
+}
+
+#[test]
+fn try_lock_never_queues_and_never_jumps_the_queue() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let lock = client.fair_lock("fair-try");
+    let holder = lock.lock().unwrap();
+    let other = client.fair_lock("fair-try");
+    assert!(thread::spawn(move || other.try_lock().unwrap().is_none()).join().unwrap());
+    assert_eq!(llen(&mut conn, &queue("fair-try")), 0, "try_lock did not queue");
+    // A patient waiter queues; once the lock is free, a newcomer's try_lock does not barge.
+    let patient = {
+        let lock = client.fair_lock("fair-try");
+        thread::spawn(move || lock.try_lock_for(Duration::from_secs(10)).unwrap().map(|g| g.unlock().is_ok()))
+    };
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue("fair-try")) == 1));
+    // Free the lock without waking anyone (as if the holder's lease ran out).
+    redis::cmd("DEL").arg("fair-try").query::<()>(&mut conn).unwrap();
+    let barger = client.fair_lock("fair-try");
+    assert!(
+        thread::spawn(move || barger.try_lock().unwrap().is_none()).join().unwrap(),
+        "the queue's head comes first"
+    );
+    assert_eq!(patient.join().unwrap(), Some(true));
+    assert_eq!(holder.unlock().unwrap_err().kind(), ErrorKind::NotHeld);
+    assert_no_trace(&mut conn, "fair-try");
+}
+
+#[test]
+fn fair_reentrancy_queries_and_force_unlock() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let lock = client.fair_lock("fair-basics");
+    let a = lock.lock().unwrap();
+    let b = lock.try_lock().unwrap().expect("reentrant");
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    assert!(lock.is_held_by_current_thread().unwrap() && lock.is_locked().unwrap());
+    assert!(lock.remaining_ttl().unwrap().unwrap() > Duration::from_secs(25));
+    b.unlock().unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    let waiter = {
+        let lock = client.fair_lock("fair-basics");
+        thread::spawn(move || {
+            let started = Instant::now();
+            let got = lock.try_lock_for(Duration::from_secs(20)).unwrap().is_some();
+            (got, started.elapsed())
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue("fair-basics")) == 1));
+    assert!(client.fair_lock("fair-basics").force_unlock().unwrap());
+    let (got, waited) = waiter.join().unwrap();
+    assert!(got && waited < Duration::from_secs(5), "the head was woken by the forced unlock: {waited:?}");
+    assert_eq!(a.unlock().unwrap_err().kind(), ErrorKind::NotHeld);
+    assert!(!client.fair_lock("fair-basics").force_unlock().unwrap());
+    assert_no_trace(&mut conn, "fair-basics");
+}
+
+#[test]
+fn fair_bad_input_is_rejected_before_any_command() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let before = commands_served(&mut conn);
+    let kinds = [
+        client.fair_lock("").try_lock().unwrap_err().kind(),
+        client.fair_lock("x".repeat(8 * 1024 + 1)).lock().unwrap_err().kind(),
+        client.fair_lock("fair").with_lease(Duration::ZERO).try_lock_for(Duration::from_secs(1)).unwrap_err().kind(),
+        client.fair_lock("fair").try_lock_for(Duration::MAX).unwrap_err().kind(),
+        client.fair_lock("").force_unlock().unwrap_err().kind(),
+    ];
+    assert!(kinds.iter().all(|k| *k == ErrorKind::InvalidInput), "{kinds:?}");
+    assert_eq!(commands_served(&mut conn) - before, 0);
+}
+
+#[test]
+fn an_idle_fair_client_sends_nothing() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let other = client_with(&server, |b| b);
+    let holder = other.fair_lock("fair-idle").lock().unwrap();
+    let waiting = {
+        let lock = client.fair_lock("fair-idle");
+        thread::spawn(move || lock.try_lock_for(Duration::from_secs(10)).unwrap().map(|g| g.unlock()).is_some())
+    };
+    let mut conn = server.conn();
+    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue("fair-idle")) == 1));
+    holder.unlock().unwrap();
+    assert!(waiting.join().unwrap());
+    assert!(wait_until(Duration::from_secs(2), || client.stats().channels == 0 && other.stats().channels == 0));
+    let before = commands_served(&mut conn);
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(commands_served(&mut conn) - before, 0, "an idle client sent commands");
+    assert_no_trace(&mut conn, "fair-idle");
+}
