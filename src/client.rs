@@ -16,11 +16,12 @@ use crate::fair_lock::FairLock;
 use crate::guard;
 use crate::handle::{Handle, Kind, Release};
 use crate::keys;
-use crate::lease::{Lease, LeaseState};
+use crate::lease::{Lease, Role};
 use crate::lock::Lock;
 use crate::net::Target;
 use crate::owner;
 use crate::pool::Pool;
+use crate::read_write_lock::ReadWriteLock;
 use crate::renewal::Renewer;
 use crate::scripts;
 use crate::subscriber::Subscriber;
@@ -59,8 +60,8 @@ pub(crate) struct Inner {
     shutdown: AtomicBool,
 }
 
-/// A lease's place in the registry: (lock name, thread number).
-type LeaseKey = (Arc<str>, u64);
+/// A lease's place in the registry: (lock name, thread number, role).
+type LeaseKey = (Arc<str>, u64, Role);
 
 /// A snapshot of a client's internal bookkeeping, for monitoring and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -146,6 +147,13 @@ impl Client {
         Lock(Handle::new(Arc::clone(&self.inner), name.into(), Kind::Reentrant))
     }
 
+    /// A read-write lock named `name`: take `.read()` or `.write()`. No I/O; the name is
+    /// checked when a side is used.
+    #[must_use]
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(Arc::clone(&self.inner), name.into())
+    }
+
     /// A fair lock named `name`: reentrant, and waiters are served in arrival order. No
     /// I/O; the name is checked when the handle is used.
     #[must_use]
@@ -207,19 +215,22 @@ impl Inner {
     /// renewal when the watchdog keeps it.
     pub(crate) fn add_hold(
         &self,
+        kind: Kind,
         name: &Arc<str>,
         owner: String,
         sent: Instant,
         lease_millis: u64,
         watchdog: bool,
     ) -> Arc<Lease> {
-        let key = (Arc::clone(name), owner::thread_number());
+        let key = (Arc::clone(name), owner::thread_number(), kind.role());
         let lease = {
             let mut leases = self.leases.lock();
             match leases.get(&key) {
                 Some(lease) if lease.lock().is_live() => Arc::clone(lease),
                 _ => {
-                    let lease = Arc::new(Lease::new(Arc::clone(name), owner));
+                    let field = kind.field(&owner);
+                    let hold_keys = kind.hold_keys(name, &owner);
+                    let lease = Arc::new(Lease::new(Arc::clone(name), owner, kind.role(), field, hold_keys));
                     leases.insert(key, Arc::clone(&lease));
                     lease
                 }
@@ -238,10 +249,16 @@ impl Inner {
         lease
     }
 
+    /// Whether the current thread holds a live lease of `role` on the lock `name`.
+    pub(crate) fn holds(&self, name: &Arc<str>, role: Role) -> bool {
+        let key = (Arc::clone(name), owner::thread_number(), role);
+        self.leases.lock().get(&key).is_some_and(|l| l.lock().is_live())
+    }
+
     /// Removes a lease whose last guard is gone from the registry (unless a newer lease of
     /// the same thread has replaced it).
     pub(crate) fn forget_lease(&self, lease: &Arc<Lease>) {
-        let key = (Arc::clone(&lease.name), owner::thread_number());
+        let key = (Arc::clone(&lease.name), owner::thread_number(), lease.role);
         let mut leases = self.leases.lock();
         if leases.get(&key).is_some_and(|l| Arc::ptr_eq(l, lease)) {
             leases.remove(&key);
@@ -253,9 +270,7 @@ impl Inner {
     /// left behind until the lease runs out. (When it already held it, a decrement could
     /// undo a hold it really has; the extra hold, if any, then lapses with the lease.)
     pub(crate) fn undo_uncertain_acquire(&self, kind: Kind, name: &Arc<str>, owner: &str) {
-        let key = (Arc::clone(name), owner::thread_number());
-        let held = self.leases.lock().get(&key).is_some_and(|l| l.lock().status == LeaseState::Held);
-        if held {
+        if self.holds(name, kind.role()) {
             return;
         }
         let request_id = guard::new_request_id();

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use crate::acquire::{self, Attempt, Wait};
 use crate::client::Inner;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{self, Hold, LockGuard};
 use crate::keys;
-use crate::{fair_lock, lock};
+use crate::lease::Role;
+use crate::{fair_lock, lock, read_write_lock as rw};
 
 /// The lock kinds: they share Redisson's lock hash and differ in how they queue, wake and
 /// release.
@@ -17,6 +18,10 @@ use crate::{fair_lock, lock};
 pub(crate) enum Kind {
     Reentrant,
     Fair,
+    /// The read side of a read-write lock.
+    Read,
+    /// The write side of a read-write lock.
+    Write,
 }
 
 /// One release request, as the release scripts take it.
@@ -46,6 +51,8 @@ impl Kind {
         match self {
             Kind::Reentrant => lock::acquire(conn, name, owner, lease_millis),
             Kind::Fair => fair_lock::acquire(conn, name, owner, lease_millis, client.fair_wait_millis, queue),
+            Kind::Read => rw::read_acquire(conn, name, owner, lease_millis),
+            Kind::Write => rw::write_acquire(conn, name, owner, lease_millis),
         }
     }
 
@@ -57,6 +64,8 @@ impl Kind {
         match self {
             Kind::Reentrant => lock::release(conn, release),
             Kind::Fair => fair_lock::release(conn, release),
+            Kind::Read => rw::read_release(conn, release),
+            Kind::Write => rw::write_release(conn, release),
         }
     }
 
@@ -64,6 +73,8 @@ impl Kind {
         match self {
             Kind::Reentrant => lock::force_unlock(conn, name),
             Kind::Fair => fair_lock::force_unlock(conn, name, client.fair_wait_millis),
+            Kind::Read => rw::force_unlock(conn, name, "read"),
+            Kind::Write => rw::force_unlock(conn, name, "write"),
         }
     }
 
@@ -72,6 +83,36 @@ impl Kind {
         match self {
             Kind::Reentrant => keys::lock_channel(name),
             Kind::Fair => fair_lock::waiter_channel(name, owner),
+            Kind::Read | Kind::Write => rw::channel(name),
+        }
+    }
+
+    pub(crate) fn role(self) -> Role {
+        match self {
+            Kind::Reentrant | Kind::Fair => Role::Exclusive,
+            Kind::Read => Role::Read,
+            Kind::Write => Role::Write,
+        }
+    }
+
+    /// The hash field that counts `owner`'s holds of this kind.
+    pub(crate) fn field(self, owner: &str) -> String {
+        match self {
+            Kind::Write => rw::write_field(owner),
+            _ => owner.to_owned(),
+        }
+    }
+
+    /// For read holds, the prefix of the owner's per-hold timeout keys.
+    pub(crate) fn hold_keys(self, name: &str, owner: &str) -> Option<String> {
+        (self == Kind::Read).then(|| rw::hold_keys(name, owner))
+    }
+
+    fn is_locked(self, conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
+        match self {
+            Kind::Reentrant | Kind::Fair => redis::cmd("EXISTS").arg(name).query(conn),
+            Kind::Read => rw::has_read_holds(conn, name),
+            Kind::Write => rw::is_write_locked(conn, name),
         }
     }
 
@@ -118,18 +159,18 @@ impl Handle {
     }
 
     pub(crate) fn is_locked(&self) -> Result<bool> {
-        self.query("checking the lock", |conn| redis::cmd("EXISTS").arg(&*self.name).query(conn))
+        self.query("checking the lock", |conn| self.kind.is_locked(conn, &self.name))
     }
 
     pub(crate) fn is_held_by_current_thread(&self) -> Result<bool> {
-        let owner = guard::current_owner(&self.client);
-        self.query("checking the owner", |conn| redis::cmd("HEXISTS").arg(&*self.name).arg(&owner).query(conn))
+        let field = self.kind.field(&guard::current_owner(&self.client));
+        self.query("checking the owner", |conn| redis::cmd("HEXISTS").arg(&*self.name).arg(&field).query(conn))
     }
 
     pub(crate) fn hold_count(&self) -> Result<u64> {
-        let owner = guard::current_owner(&self.client);
+        let field = self.kind.field(&guard::current_owner(&self.client));
         let count: Option<u64> =
-            self.query("reading the hold count", |conn| redis::cmd("HGET").arg(&*self.name).arg(&owner).query(conn))?;
+            self.query("reading the hold count", |conn| redis::cmd("HGET").arg(&*self.name).arg(&field).query(conn))?;
         Ok(count.unwrap_or(0))
     }
 
@@ -160,6 +201,13 @@ impl Handle {
             Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
             None => (client.watchdog_millis, true),
         };
+        if kind == Kind::Write && client.holds(&self.name, Role::Read) && !client.holds(&self.name, Role::Write) {
+            return Err(Error::new(
+                ErrorKind::WouldDeadlock,
+                "this thread holds the read lock: asking for the write lock would wait on itself forever",
+            )
+            .on_lock(name));
+        }
         let owner = guard::current_owner(client);
         let queue = !matches!(wait, Wait::No);
         let attempt = || {
@@ -183,7 +231,7 @@ impl Handle {
         }
         let acquired = result.map_err(|e| e.on_lock(name))?;
         Ok(acquired.map(|sent| {
-            let lease = client.add_hold(&self.name, owner, sent, lease_millis, watchdog);
+            let lease = client.add_hold(kind, &self.name, owner, sent, lease_millis, watchdog);
             LockGuard::new(Hold { client: Arc::clone(client), lease, kind, watchdog, lease_millis, token: None })
         }))
     }

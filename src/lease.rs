@@ -36,11 +36,26 @@ pub enum LeaseState {
     Released,
 }
 
+/// Which kind of hold a lease stands for: a thread's read and write holds on one
+/// read-write lock are different hash fields, so they are different leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Role {
+    Exclusive,
+    Read,
+    Write,
+}
+
 pub(crate) struct Lease {
     /// The lock's name, which is also its Redis key.
     pub(crate) name: Arc<str>,
     /// `<client uuid>:<thread number>`.
     pub(crate) owner: String,
+    pub(crate) role: Role,
+    /// The hash field that records the holds: the owner, or `<owner>:write`.
+    pub(crate) field: String,
+    /// For read holds: the prefix of their per-hold timeout keys, which the watchdog
+    /// renews along with the hash.
+    pub(crate) hold_keys: Option<String>,
     inner: Mutex<LeaseInner>,
     renewal_done: Condvar,
 }
@@ -61,10 +76,13 @@ pub(crate) struct LeaseInner {
 }
 
 impl Lease {
-    pub(crate) fn new(name: Arc<str>, owner: String) -> Lease {
+    pub(crate) fn new(name: Arc<str>, owner: String, role: Role, field: String, hold_keys: Option<String>) -> Lease {
         Lease {
             name,
             owner,
+            role,
+            field,
+            hold_keys,
             inner: Mutex::new(LeaseInner {
                 status: LeaseState::Held,
                 expires_at: None,

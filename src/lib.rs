@@ -64,6 +64,7 @@ mod lock;
 mod net;
 mod owner;
 mod pool;
+mod read_write_lock;
 mod renewal;
 mod resp;
 mod scripts;
@@ -81,6 +82,7 @@ pub use fair_lock::FairLock;
 pub use guard::LockGuard;
 pub use lease::LeaseState;
 pub use lock::Lock;
+pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 
 /// The README's example, compiled as a doctest so that it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -228,7 +228,7 @@ impl Worker {
                 }
                 call.arg(self.lease_millis);
                 for lease in chunk {
-                    call.arg(&lease.owner);
+                    call.arg(&lease.field).arg(lease.hold_keys.as_deref().unwrap_or(""));
                 }
                 call.invoke::<Vec<i64>>(conn)
             });

@@ -31,7 +31,37 @@ pub(crate) static FAIR_RELEASE: LazyLock<redis::Script> =
 pub(crate) static FAIR_FORCE_UNLOCK: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../lua/fair_force_unlock.lua")));
 
+/// Take a read hold: see `lua/rw_read_acquire.lua`.
+pub(crate) static RW_READ_ACQUIRE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/rw_read_acquire.lua")));
+/// Release a read hold: see `lua/rw_read_release.lua`.
+pub(crate) static RW_READ_RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/rw_read_release.lua")));
+/// Take the write hold: see `lua/rw_write_acquire.lua`.
+pub(crate) static RW_WRITE_ACQUIRE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/rw_write_acquire.lua")));
+/// Release a write hold: see `lua/rw_write_release.lua`.
+pub(crate) static RW_WRITE_RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/rw_write_release.lua")));
+/// Delete a read-write lock in a given mode: see `lua/rw_force_unlock.lua`.
+pub(crate) static RW_FORCE_UNLOCK: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/rw_force_unlock.lua")));
+
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static redis::Script; 8] {
-    [&ACQUIRE, &RELEASE, &RENEW, &FORCE_UNLOCK, &FAIR_ACQUIRE, &FAIR_GIVE_UP, &FAIR_RELEASE, &FAIR_FORCE_UNLOCK]
+pub(crate) fn all() -> [&'static redis::Script; 13] {
+    [
+        &ACQUIRE,
+        &RELEASE,
+        &RENEW,
+        &FORCE_UNLOCK,
+        &FAIR_ACQUIRE,
+        &FAIR_GIVE_UP,
+        &FAIR_RELEASE,
+        &FAIR_FORCE_UNLOCK,
+        &RW_READ_ACQUIRE,
+        &RW_READ_RELEASE,
+        &RW_WRITE_ACQUIRE,
+        &RW_WRITE_RELEASE,
+        &RW_FORCE_UNLOCK,
+    ]
 }

@@ -1,0 +1,14 @@
+-- Delete a read-write lock whoever holds it, if it is in the given mode, and wake every
+-- waiter. Per-hold timeout keys of readers expire on their own.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the lock's channel (redisson_rwlock:{name})
+-- ARGV[1]  the mode this handle may delete: "read" or "write"
+--
+-- Returns  1 when the lock was deleted, 0 when it was absent or in the other mode.
+if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
+    redis.call('del', KEYS[1])
+    redis.call('publish', KEYS[2], '1')
+    return 1
+end
+return 0

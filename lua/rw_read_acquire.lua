@@ -1,0 +1,24 @@
+-- Take a read hold of a read-write lock (Redisson's layout).
+--
+-- KEYS[1]  the lock hash: 'mode' -> 'read' | 'write'; "<owner>" -> read holds;
+--          "<owner>:write" -> write holds
+-- KEYS[2]  prefix of this owner's per-hold timeout keys: hold k is KEYS[2] .. ':' .. k
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field, "<client uuid>:<thread number>"
+-- ARGV[3]  the owner's write field, "<owner>:write"
+--
+-- Returns  nil when granted: no mode is set, the mode is read, or this owner holds the
+--          write lock (a downgrade); otherwise the lock's PTTL (-1 when it has no expiry).
+-- Each read hold gets its own timeout key, so that a dead reader's holds end on their own;
+-- the hash keeps the longest lease of any hold.
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false or mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+    if mode == false then
+        redis.call('hset', KEYS[1], 'mode', 'read')
+    end
+    local hold = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('set', KEYS[2] .. ':' .. hold, 1, 'px', ARGV[1])
+    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+    return nil
+end
+return redis.call('pttl', KEYS[1])

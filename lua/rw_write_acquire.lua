@@ -1,0 +1,21 @@
+-- Take the write hold of a read-write lock (Redisson's layout).
+--
+-- KEYS[1]  the lock hash
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  the owner's write field, "<owner>:write"
+--
+-- Returns  nil when granted: no mode is set, or this owner already holds the write lock
+--          (reentrant); otherwise the lock's PTTL (-1 when it has no expiry).
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    redis.call('hset', KEYS[1], 'mode', 'write')
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+return redis.call('pttl', KEYS[1])
