@@ -46,6 +46,8 @@ const PROCESS_ENV: &str = "REDLEASE_BENCH_PROCESS";
 const QUICK_ENV: &str = "REDLEASE_BENCH_QUICK";
 /// Set to 1 to write the results into docs/performance.md.
 const WRITE_DOC_ENV: &str = "REDLEASE_BENCH_WRITE_DOC";
+/// Set to 0 to leave the processes wherever the scheduler puts them.
+const PIN_ENV: &str = "REDLEASE_BENCH_PIN";
 
 /// Threads per process in the throughput runs.
 const THREADS_PER_PROCESS: usize = 4;
@@ -57,6 +59,8 @@ const PIPELINE: usize = 1000;
 const RENEW_BATCH: u64 = 1000;
 /// Watchdog timeout of the renewal run: a renewal every second.
 const RENEWAL_WATCHDOG: Duration = Duration::from_secs(3);
+/// Round trips made for this long before the limit is measured.
+const LIMIT_WARMUP: Duration = Duration::from_secs(1);
 /// How long the parent waits for any line from a child.
 const CHILD_REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -79,6 +83,7 @@ fn main() {
     let machine = Machine::read();
     println!("redlease benchmark ({} run)", if plan.quick { "quick" } else { "full" });
     let server = RedisServer::start();
+    let placement = place_processes(&server);
 
     eprintln!("0. physical limit ...");
     let limit = measure_limit(&server, &plan);
@@ -92,7 +97,7 @@ fn main() {
     eprintln!("4. renewal of {} leases ...", plan.leases);
     let renewal = measure_renewal(&server, &plan);
 
-    let results = Results { machine, limit, uncontended, handoff, one_lock, own_locks, renewal };
+    let results = Results { machine, placement, limit, uncontended, handoff, one_lock, own_locks, renewal };
     let report = results.report();
     println!("\n{report}");
     println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
@@ -141,6 +146,54 @@ impl Plan {
                 hold_periods: 3,
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Placement
+
+/// Pins `redis-server` to the last CPU and this process (and so every child and thread it
+/// starts later) to the others, so that every round trip crosses CPUs, as it would cross a
+/// network. Left to the scheduler, client and server sometimes share a CPU, and a round
+/// trip then costs a fraction of a cross-CPU one (on a VM, waking an idle vCPU is what
+/// costs): ratios taken minutes apart would compare different limits.
+fn place_processes(server: &RedisServer) -> String {
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    if std::env::var(PIN_ENV).is_ok_and(|v| v == "0") {
+        return "not pinned (REDLEASE_BENCH_PIN=0)".to_string();
+    }
+    if cpus < 2 {
+        return "not pinned (one CPU)".to_string();
+    }
+    let server_cpu = cpus - 1;
+    let pid = server.pid().expect("the server is running");
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("list the server's threads");
+    let server_pinned = tasks
+        .flatten()
+        .filter_map(|task| task.file_name().to_str().and_then(|tid| tid.parse::<i32>().ok()))
+        .all(|tid| pin(tid, &[server_cpu]));
+    let client_cpus: Vec<usize> = (0..server_cpu).collect();
+    if server_pinned && pin(0, &client_cpus) {
+        let clients = if server_cpu == 1 { "CPU 0".to_string() } else { format!("CPUs 0–{}", server_cpu - 1) };
+        format!("redis-server pinned to CPU {server_cpu}, the benchmark and its child processes to {clients}")
+    } else {
+        "not pinned (sched_setaffinity failed)".to_string()
+    }
+}
+
+/// Restricts thread `tid` (0: the calling thread, and threads it starts later) to `cpus`.
+fn pin(tid: i32, cpus: &[usize]) -> bool {
+    use nix::libc;
+    // SAFETY: `cpu_set_t` is plain data and all zeroes is the empty set; `CPU_SET` writes
+    // inside it for any cpu below `CPU_SETSIZE` (checked); `sched_setaffinity` reads
+    // exactly `size_of::<cpu_set_t>()` bytes from a valid reference.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            assert!(cpu < libc::CPU_SETSIZE as usize, "CPU {cpu} beyond CPU_SETSIZE");
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
 
@@ -252,6 +305,12 @@ struct Limit {
 fn measure_limit(server: &RedisServer, plan: &Plan) -> Limit {
     let mut conn = server.conn();
     let call = trivial_call(&mut conn);
+    // Round trips until the machine is in its busy steady state (a VM's idle vCPU wakes
+    // slower after a quiet spell), then the measured ones.
+    let warm_until = Instant::now() + LIMIT_WARMUP;
+    while Instant::now() < warm_until {
+        let _: i64 = call.query(&mut conn).expect("trivial EVALSHA");
+    }
     reset_server_stats(&mut conn);
     let rtt = time_each(plan.warmup, plan.round_trips, || {
         let one: i64 = call.query(&mut conn).expect("trivial EVALSHA");
@@ -880,6 +939,8 @@ struct Machine {
     cpus: usize,
     model: String,
     virtualized: bool,
+    /// The 1-minute load average when the run started (other work on the machine).
+    load: String,
     memory_gib: f64,
     kernel: String,
     redis: String,
@@ -912,6 +973,10 @@ impl Machine {
             cpus: thread::available_parallelism().map_or(0, |n| n.get()),
             model,
             virtualized,
+            load: std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|l| l.split_whitespace().next().map(str::to_string))
+                .unwrap_or_else(|| "unknown".to_string()),
             memory_gib: memory_kib / (1024.0 * 1024.0),
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
             redis,
@@ -930,6 +995,7 @@ fn command_output(program: &str, arg: &str) -> String {
 
 struct Results {
     machine: Machine,
+    placement: String,
     limit: Limit,
     uncontended: Uncontended,
     handoff: Summary,
@@ -968,6 +1034,8 @@ impl Results {
             m.redis,
             m.rustc
         );
+        let _ =
+            writeln!(out, "Placement: {}. Load average (1 min) when the run started: {}.\n", self.placement, m.load);
     }
 
     fn report_limit(&self, out: &mut String) {
