@@ -1,4 +1,4 @@
-//! The RAII guard every lock kind returns.
+//! The RAII guard every lock kind returns, and the release path.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -12,7 +12,9 @@ use crate::keys;
 use crate::lease::{Lease, LeaseState};
 use crate::owner;
 
-/// Proof that the current thread holds a lock; releases one hold when dropped.
+/// Proof that the current thread holds a lock; releases its hold (or, for a
+/// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock), every member's hold)
+/// when dropped.
 ///
 /// The guard is `!Send` (like `std::sync::MutexGuard`): ownership of a lock belongs to the
 /// thread that acquired it. It has no lifetime parameter, so it can be stored freely within
@@ -23,14 +25,21 @@ use crate::owner;
 /// [`is_held`](LockGuard::is_held) tells, without I/O, whether the lease is still held as
 /// far as this client knows.
 ///
-/// Dropping the guard releases its hold best-effort: it never panics and never waits longer
-/// than the command timeout; a failure is reported to
+/// Dropping the guard releases best-effort: it never panics and never waits longer than
+/// the command timeout per lock; a failure is reported to
 /// [`LockEvents::release_failed`](crate::LockEvents::release_failed) and the lock then
 /// expires after its lease. Call [`unlock`](LockGuard::unlock) to see the outcome.
 #[must_use = "if unused the lock is released at once"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {
-    hold: Option<Hold>,
+    holds: Vec<Hold>,
+    /// How many holds must stay held for the guard to count as held: all of them, or a
+    /// Redlock's majority.
+    quorum: usize,
+    token: Option<u64>,
+    validity: Option<Duration>,
+    /// Redlock: release on every node at once, each bounded by this.
+    concurrent_release: Option<Duration>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -48,54 +57,96 @@ pub(crate) struct Hold {
 
 impl LockGuard {
     pub(crate) fn new(hold: Hold) -> LockGuard {
-        LockGuard { hold: Some(hold), _not_send: PhantomData }
+        let token = hold.token;
+        LockGuard::of(vec![hold], 1, token, None, None)
+    }
+
+    pub(crate) fn of(
+        holds: Vec<Hold>,
+        quorum: usize,
+        token: Option<u64>,
+        validity: Option<Duration>,
+        concurrent_release: Option<Duration>,
+    ) -> LockGuard {
+        LockGuard { holds, quorum, token, validity, concurrent_release, _not_send: PhantomData }
     }
 
     /// Whether the lease is held as far as this client knows (no I/O): false once it was
-    /// lost or ran out.
+    /// lost or ran out. For a [`RedLock`](crate::RedLock), while a majority of its nodes'
+    /// leases are held; for a [`MultiLock`](crate::MultiLock), while every member's is.
     pub fn is_held(&self) -> bool {
         self.lease_state() == LeaseState::Held
     }
 
     /// The lease's state as this client knows it (no I/O).
     pub fn lease_state(&self) -> LeaseState {
-        self.hold.as_ref().map_or(LeaseState::Released, |h| h.lease.state())
+        if self.holds.is_empty() {
+            return LeaseState::Released;
+        }
+        let held = self.holds.iter().filter(|h| h.lease.state() == LeaseState::Held).count();
+        if held >= self.quorum { LeaseState::Held } else { LeaseState::Lost }
     }
 
-    /// The fencing token of this acquisition: `Some` for fenced locks, `None` otherwise.
+    /// The fencing token of this acquisition: `Some` for a [`FencedLock`](crate::FencedLock),
+    /// `None` otherwise.
     pub fn token(&self) -> Option<u64> {
-        self.hold.as_ref().and_then(|h| h.token)
+        self.token
     }
 
-    /// The name of the lock this guard holds.
+    /// For a [`RedLock`](crate::RedLock): the validity it was granted with, the lease less
+    /// the time the acquisition took and the clock drift allowance. `None` otherwise.
+    pub fn validity(&self) -> Option<Duration> {
+        self.validity
+    }
+
+    /// The name of the lock this guard holds (the first member's, for a multi-lock).
     pub fn lock_name(&self) -> &str {
-        self.hold.as_ref().map_or("", |h| &h.lease.name)
+        self.holds.first().map_or("", |h| &h.lease.name)
     }
 
-    /// Releases this hold and reports the outcome.
+    /// Releases and reports the outcome (for several members: every one is released, and
+    /// the first error is returned).
     ///
     /// `Err` with [`ErrorKind::NotHeld`] when the lease was lost (nothing is sent then, so a
     /// new holder is left alone), [`ErrorKind::Timeout`] when Redis did not answer twice
     /// (the lock then expires after its lease), [`ErrorKind::Shutdown`] after the client
     /// was shut down.
     pub fn unlock(mut self) -> Result<()> {
-        match self.hold.take() {
-            Some(hold) => hold.release(true),
-            None => Ok(()),
+        self.release_all(true).into_iter().next().map_or(Ok(()), |(_, err)| Err(err))
+    }
+
+    /// Releases every hold; returns the errors, each with the client whose hold it was.
+    fn release_all(&mut self, retry_timeout: bool) -> Vec<(Arc<Inner>, Error)> {
+        let mut errors = Vec::new();
+        let mut pending = Vec::with_capacity(self.holds.len());
+        for hold in std::mem::take(&mut self.holds) {
+            let client = Arc::clone(&hold.client);
+            match hold.begin_release() {
+                Ok(p) => pending.push(p),
+                Err(e) => errors.push((client, e)),
+            }
         }
+        let send = |p: PendingRelease, retry: bool, limit: Option<Duration>| {
+            let client = Arc::clone(&p.client);
+            p.send(retry, limit).err().map(|e| (client, e))
+        };
+        match self.concurrent_release {
+            None => errors.extend(pending.into_iter().filter_map(|p| send(p, retry_timeout, None))),
+            Some(limit) => std::thread::scope(|scope| {
+                let sends: Vec<_> =
+                    pending.into_iter().map(|p| scope.spawn(move || send(p, false, Some(limit)))).collect();
+                errors.extend(sends.into_iter().filter_map(|s| s.join().ok().flatten()));
+            }),
+        }
+        errors
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if let Some(hold) = self.hold.take() {
-            let client = Arc::clone(&hold.client);
-            let name = Arc::clone(&hold.lease.name);
-            if let Err(err) = hold.release(false)
-                && !err.is_shutdown()
-                && !err.is_not_held()
-            {
-                client.config.events.release_failed(&name, &err);
+        for (client, err) in self.release_all(false) {
+            if !err.is_shutdown() && !err.is_not_held() {
+                client.config.events.release_failed(err.lock_name().unwrap_or(""), &err);
             }
         }
     }
@@ -105,17 +156,30 @@ impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock_name())
+            .field("holds", &self.holds.len())
             .field("state", &self.lease_state())
-            .field("token", &self.token())
+            .field("token", &self.token)
+            .field("validity", &self.validity)
             .finish()
     }
 }
 
+/// A release whose local bookkeeping is done and whose request is still to be sent; it may
+/// be sent from another thread.
+pub(crate) struct PendingRelease {
+    client: Arc<Inner>,
+    lease: Arc<Lease>,
+    kind: Kind,
+    keep_millis: u64,
+    request_id: String,
+}
+
 impl Hold {
-    /// Releases one hold: local bookkeeping first (so no renewal runs after the release),
-    /// then the release script. `retry_timeout`: send once more, with the same request id,
-    /// after a timeout (the latch makes that safe).
-    fn release(self, retry_timeout: bool) -> Result<()> {
+    /// The local half of a release: one hold fewer; when no watchdog hold remains, the
+    /// renewal is cancelled and any renewal round trip in flight is waited for, so that no
+    /// renewal reaches Redis after the release. `Err(NotHeld)` when the lease was already
+    /// lost: nothing is to be sent then.
+    fn begin_release(self) -> Result<PendingRelease> {
         let client = &self.client;
         let name = &*self.lease.name;
         client.check_running().map_err(|e| e.on_lock(name))?;
@@ -145,16 +209,32 @@ impl Hold {
                 Error::new(ErrorKind::NotHeld, "the lease was lost before the release; nothing was sent").on_lock(name)
             );
         }
-        let request_id = new_request_id();
+        Ok(PendingRelease {
+            client: self.client,
+            lease: self.lease,
+            kind: self.kind,
+            keep_millis,
+            request_id: new_request_id(),
+        })
+    }
+}
+
+impl PendingRelease {
+    /// Sends the release script. `retry_timeout`: after a timeout, send once more with the
+    /// same request id (the latch makes that safe). `limit`: a tighter bound than the
+    /// command timeout.
+    pub(crate) fn send(self, retry_timeout: bool, limit: Option<Duration>) -> Result<()> {
+        let client = &self.client;
+        let name = &*self.lease.name;
         let release = Release {
             name,
             owner: &self.lease.owner,
-            keep_millis,
-            request_id: &request_id,
+            keep_millis: self.keep_millis,
+            request_id: &self.request_id,
             latch_millis: latch_lifetime(client.config.command_timeout),
             wait_millis: client.fair_wait_millis,
         };
-        let send = || client.pool.run("releasing", |conn| self.kind.release(conn, &release));
+        let send = || client.pool.run_within("releasing", limit, |conn| self.kind.release(conn, &release));
         let outcome = match send() {
             Err(err) if retry_timeout && err.is_timeout() => send(),
             other => other,

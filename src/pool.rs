@@ -50,46 +50,69 @@ impl Pool {
     pub(crate) fn run<T>(
         &self,
         what: &str,
+        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.run_within(what, None, op)
+    }
+
+    /// [`run`](Pool::run) with a tighter bound than the configured timeouts: connecting,
+    /// waiting for a pooled connection and the command's reply each take at most `limit`.
+    pub(crate) fn run_within<T>(
+        &self,
+        what: &str,
+        limit: Option<Duration>,
         mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let (mut conn, reused) = self.checkout()?;
-        match op(&mut conn) {
-            Ok(value) => {
-                self.checkin(conn);
-                Ok(value)
-            }
+        let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
+        let (mut conn, reused) = self.checkout(limit)?;
+        let result = self.limit(&conn, timeout).and_then(|()| op(&mut conn));
+        match result {
+            Ok(value) => self.finish(conn, Ok(value), what, timeout),
             Err(err) if reused && err.is_connection_dropped() && !err.is_timeout() => {
                 self.discard(conn);
                 self.discard_idle();
-                let mut fresh = self.open_new()?;
-                let result = op(&mut fresh);
-                self.finish(fresh, result, what)
+                let mut fresh = self.open_new(limit)?;
+                let result = self.limit(&fresh, timeout).and_then(|()| op(&mut fresh));
+                self.finish(fresh, result, what, timeout)
             }
-            Err(err) => self.finish(conn, Err(err), what),
+            Err(err) => self.finish(conn, Err(err), what, timeout),
         }
     }
 
-    fn finish<T>(&self, conn: redis::Connection, result: redis::RedisResult<T>, what: &str) -> Result<T> {
-        match result {
-            Ok(value) => {
-                self.checkin(conn);
-                Ok(value)
-            }
-            Err(err) => {
-                if is_connection_fault(&err) {
-                    self.discard(conn);
-                } else {
-                    self.checkin(conn);
-                }
-                Err(Error::from_redis(err, what, self.command_timeout))
-            }
+    /// Sets the reply timeout of `conn` when it differs from the configured one.
+    fn limit(&self, conn: &redis::Connection, timeout: Duration) -> redis::RedisResult<()> {
+        if timeout == self.command_timeout {
+            return Ok(());
         }
+        conn.set_read_timeout(Some(timeout))?;
+        conn.set_write_timeout(Some(timeout))
+    }
+
+    fn finish<T>(
+        &self,
+        conn: redis::Connection,
+        result: redis::RedisResult<T>,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<T> {
+        let faulty = result.as_ref().err().is_some_and(is_connection_fault);
+        let restored = timeout == self.command_timeout || {
+            let configured = Some(self.command_timeout);
+            conn.set_read_timeout(configured).and_then(|()| conn.set_write_timeout(configured)).is_ok()
+        };
+        if faulty || !restored {
+            self.discard(conn);
+        } else {
+            self.checkin(conn);
+        }
+        result.map_err(|err| Error::from_redis(err, what, timeout))
     }
 
     /// An idle connection (reused = true), or a new one while fewer than `size` are open,
-    /// or the first one returned within the connect timeout.
-    fn checkout(&self) -> Result<(redis::Connection, bool)> {
-        let deadline = Instant::now() + self.connect_timeout;
+    /// or the first one returned within the connect timeout (or `limit`, if shorter).
+    fn checkout(&self, limit: Option<Duration>) -> Result<(redis::Connection, bool)> {
+        let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
+        let deadline = Instant::now() + patience;
         let mut state = self.state.lock();
         loop {
             if let Some(conn) = state.idle.pop() {
@@ -98,35 +121,30 @@ impl Pool {
             if state.open < self.size {
                 state.open += 1;
                 drop(state);
-                return self.connect().map(|conn| (conn, false)).inspect_err(|_| self.forget_one());
+                return self.connect_within(patience).map(|conn| (conn, false)).inspect_err(|_| self.forget_one());
             }
             if self.returned.wait_until(&mut state, deadline).timed_out() && state.idle.is_empty() {
                 return Err(Error::new(
                     ErrorKind::Timeout,
-                    format!(
-                        "no pooled connection became free within the connect timeout ({:?}); all {} are busy",
-                        self.connect_timeout, self.size
-                    ),
+                    format!("no pooled connection became free within {patience:?}; all {} are busy", self.size),
                 ));
             }
         }
     }
 
     /// A new connection counted against the pool size (the caller just gave one up).
-    fn open_new(&self) -> Result<redis::Connection> {
+    fn open_new(&self, limit: Option<Duration>) -> Result<redis::Connection> {
         self.state.lock().open += 1;
-        self.connect().inspect_err(|_| self.forget_one())
+        let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
+        self.connect_within(patience).inspect_err(|_| self.forget_one())
     }
 
-    /// Opens a connection outside the pool's accounting (also used for the build-time ping).
-    pub(crate) fn connect(&self) -> Result<redis::Connection> {
-        let conn = self.client.get_connection_with_timeout(self.connect_timeout).map_err(|err| {
+    /// Opens a connection, connect and handshake bounded by `patience`.
+    fn connect_within(&self, patience: Duration) -> Result<redis::Connection> {
+        let conn = self.client.get_connection_with_timeout(patience).map_err(|err| {
             if err.is_timeout() {
-                Error::new(
-                    ErrorKind::Timeout,
-                    format!("no connection within the connect timeout ({:?})", self.connect_timeout),
-                )
-                .connection()
+                let which = if patience == self.connect_timeout { "the connect timeout" } else { "the per-call limit" };
+                Error::new(ErrorKind::Timeout, format!("no connection within {which} ({patience:?})")).connection()
             } else {
                 Error::from_redis(err, "connecting", self.command_timeout).connection()
             }

@@ -1,0 +1,16 @@
+-- Acquire a fenced lock: a reentrant lock whose every grant, reentrant ones included,
+-- takes the next value of a counter that never expires (the fencing token).
+--
+-- KEYS[1]  the lock hash (as for the reentrant lock)
+-- KEYS[2]  the token counter, prefixed("redisson_lock_token", name); no TTL
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field, "<client uuid>:<thread number>"
+--
+-- Returns  {1, token} when acquired; {0, pttl} when someone else holds the lock (pttl is
+--          -1 when the key has no expiry).
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, redis.call('incr', KEYS[2])}
+end
+return {0, redis.call('pttl', KEYS[1])}
