@@ -33,16 +33,6 @@ pub(crate) enum Attempt<T> {
     },
 }
 
-impl<T> Attempt<T> {
-    /// Reads an acquire script's reply: nil is success, an integer the holder's PTTL.
-    pub(crate) fn from_pttl(reply: Option<i64>, acquired: impl FnOnce() -> T) -> Attempt<T> {
-        match reply {
-            None => Attempt::Acquired(acquired()),
-            Some(ms) => Attempt::Held { ttl: u64::try_from(ms).ok().map(Duration::from_millis) },
-        }
-    }
-}
-
 pub(crate) fn acquire<T>(
     client: &Inner,
     channel: &str,

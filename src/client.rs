@@ -13,6 +13,7 @@ use redis::IntoConnectionInfo;
 use crate::config::{ClientBuilder, Config};
 use crate::error::{Error, Result};
 use crate::fair_lock::FairLock;
+use crate::fenced_lock::FencedLock;
 use crate::guard;
 use crate::handle::{Handle, Kind, Release};
 use crate::keys;
@@ -152,6 +153,13 @@ impl Client {
     #[must_use]
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(Arc::clone(&self.inner), name.into())
+    }
+
+    /// A fenced lock named `name`: a reentrant lock whose every grant carries a fencing
+    /// token. No I/O; the name is checked when the handle is used.
+    #[must_use]
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        FencedLock(Handle::new(Arc::clone(&self.inner), name.into(), Kind::Fenced))
     }
 
     /// A fair lock named `name`: reentrant, and waiters are served in arrival order. No

@@ -71,6 +71,14 @@ impl LockGuard {
         LockGuard { holds, quorum, token, validity, concurrent_release, _not_send: PhantomData }
     }
 
+    /// One guard for every hold of `guards` (a multi-lock's members), all of which must
+    /// stay held.
+    pub(crate) fn merge(guards: Vec<LockGuard>) -> LockGuard {
+        let holds: Vec<Hold> = guards.into_iter().flat_map(|mut g| std::mem::take(&mut g.holds)).collect();
+        let quorum = holds.len();
+        LockGuard::of(holds, quorum, None, None, None)
+    }
+
     /// Whether the lease is held as far as this client knows (no I/O): false once it was
     /// lost or ran out. For a [`RedLock`](crate::RedLock), while a majority of its nodes'
     /// leases are held; for a [`MultiLock`](crate::MultiLock), while every member's is.

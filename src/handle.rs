@@ -10,7 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{self, Hold, LockGuard};
 use crate::keys;
 use crate::lease::Role;
-use crate::{fair_lock, lock, read_write_lock as rw};
+use crate::{fair_lock, fenced_lock, lock, read_write_lock as rw};
 
 /// The lock kinds: they share Redisson's lock hash and differ in how they queue, wake and
 /// release.
@@ -22,6 +22,28 @@ pub(crate) enum Kind {
     Read,
     /// The write side of a read-write lock.
     Write,
+    /// A reentrant lock whose every grant carries a fencing token.
+    Fenced,
+}
+
+/// What one acquire script call answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// Acquired, with the fencing token of a fenced lock.
+    Granted { token: Option<u64> },
+    /// Held by someone else; how long the caller may sleep before trying again (`None`:
+    /// no expiry known).
+    Busy { ttl: Option<Duration> },
+}
+
+impl Reply {
+    /// Reads the reply of a script that returns nil when acquired and a PTTL otherwise.
+    fn from_pttl(reply: Option<i64>) -> Reply {
+        match reply {
+            None => Reply::Granted { token: None },
+            Some(ms) => Reply::Busy { ttl: u64::try_from(ms).ok().map(Duration::from_millis) },
+        }
+    }
 }
 
 /// One release request, as the release scripts take it.
@@ -37,9 +59,8 @@ pub(crate) struct Release<'a> {
 }
 
 impl Kind {
-    /// One acquire attempt: `None` acquired, `Some(ms)` how long to sleep at most before
-    /// trying again (negative: no expiry known). `queue`: a fair lock may enqueue the caller.
-    fn attempt(
+    /// One acquire attempt. `queue`: a fair lock may enqueue the caller.
+    pub(crate) fn attempt(
         self,
         conn: &mut redis::Connection,
         client: &Inner,
@@ -47,12 +68,14 @@ impl Kind {
         owner: &str,
         lease_millis: u64,
         queue: bool,
-    ) -> redis::RedisResult<Option<i64>> {
+    ) -> redis::RedisResult<Reply> {
         match self {
-            Kind::Reentrant => lock::acquire(conn, name, owner, lease_millis),
-            Kind::Fair => fair_lock::acquire(conn, name, owner, lease_millis, client.fair_wait_millis, queue),
-            Kind::Read => rw::read_acquire(conn, name, owner, lease_millis),
-            Kind::Write => rw::write_acquire(conn, name, owner, lease_millis),
+            Kind::Reentrant => lock::acquire(conn, name, owner, lease_millis).map(Reply::from_pttl),
+            Kind::Fair => fair_lock::acquire(conn, name, owner, lease_millis, client.fair_wait_millis, queue)
+                .map(Reply::from_pttl),
+            Kind::Read => rw::read_acquire(conn, name, owner, lease_millis).map(Reply::from_pttl),
+            Kind::Write => rw::write_acquire(conn, name, owner, lease_millis).map(Reply::from_pttl),
+            Kind::Fenced => fenced_lock::acquire(conn, name, owner, lease_millis),
         }
     }
 
@@ -62,7 +85,7 @@ impl Kind {
         release: &Release<'_>,
     ) -> redis::RedisResult<Option<i64>> {
         match self {
-            Kind::Reentrant => lock::release(conn, release),
+            Kind::Reentrant | Kind::Fenced => lock::release(conn, release),
             Kind::Fair => fair_lock::release(conn, release),
             Kind::Read => rw::read_release(conn, release),
             Kind::Write => rw::write_release(conn, release),
@@ -71,7 +94,7 @@ impl Kind {
 
     fn force_unlock(self, conn: &mut redis::Connection, client: &Inner, name: &str) -> redis::RedisResult<i64> {
         match self {
-            Kind::Reentrant => lock::force_unlock(conn, name),
+            Kind::Reentrant | Kind::Fenced => lock::force_unlock(conn, name),
             Kind::Fair => fair_lock::force_unlock(conn, name, client.fair_wait_millis),
             Kind::Read => rw::force_unlock(conn, name, "read"),
             Kind::Write => rw::force_unlock(conn, name, "write"),
@@ -81,7 +104,7 @@ impl Kind {
     /// The channel a waiter listens on.
     fn wait_channel(self, name: &str, owner: &str) -> String {
         match self {
-            Kind::Reentrant => keys::lock_channel(name),
+            Kind::Reentrant | Kind::Fenced => keys::lock_channel(name),
             Kind::Fair => fair_lock::waiter_channel(name, owner),
             Kind::Read | Kind::Write => rw::channel(name),
         }
@@ -89,7 +112,7 @@ impl Kind {
 
     pub(crate) fn role(self) -> Role {
         match self {
-            Kind::Reentrant | Kind::Fair => Role::Exclusive,
+            Kind::Reentrant | Kind::Fair | Kind::Fenced => Role::Exclusive,
             Kind::Read => Role::Read,
             Kind::Write => Role::Write,
         }
@@ -110,7 +133,7 @@ impl Kind {
 
     fn is_locked(self, conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
         match self {
-            Kind::Reentrant | Kind::Fair => redis::cmd("EXISTS").arg(name).query(conn),
+            Kind::Reentrant | Kind::Fair | Kind::Fenced => redis::cmd("EXISTS").arg(name).query(conn),
             Kind::Read => rw::has_read_holds(conn, name),
             Kind::Write => rw::is_write_locked(conn, name),
         }
@@ -193,7 +216,7 @@ impl Handle {
         self.client.pool.run(what, op).map_err(|e| e.on_lock(&self.name))
     }
 
-    fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
+    pub(crate) fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
         let (client, name, kind) = (&self.client, &*self.name, self.kind);
         client.check_running().map_err(|e| e.on_lock(name))?;
         keys::check_name(name).map_err(|e| e.on_lock(name))?;
@@ -215,7 +238,8 @@ impl Handle {
             let reply =
                 client.pool.run("acquiring", |conn| kind.attempt(conn, client, name, &owner, lease_millis, queue));
             match reply {
-                Ok(reply) => Ok(Attempt::from_pttl(reply, || sent)),
+                Ok(Reply::Granted { token }) => Ok(Attempt::Acquired((sent, token))),
+                Ok(Reply::Busy { ttl }) => Ok(Attempt::Held { ttl }),
                 Err(err) => {
                     if err.is_timeout() {
                         client.undo_uncertain_acquire(kind, &self.name, &owner);
@@ -230,9 +254,9 @@ impl Handle {
             kind.give_up(client, name, &owner);
         }
         let acquired = result.map_err(|e| e.on_lock(name))?;
-        Ok(acquired.map(|sent| {
+        Ok(acquired.map(|(sent, token)| {
             let lease = client.add_hold(kind, &self.name, owner, sent, lease_millis, watchdog);
-            LockGuard::new(Hold { client: Arc::clone(client), lease, kind, watchdog, lease_millis, token: None })
+            LockGuard::new(Hold { client: Arc::clone(client), lease, kind, watchdog, lease_millis, token })
         }))
     }
 }

@@ -56,15 +56,18 @@ mod config;
 mod error;
 mod events;
 mod fair_lock;
+mod fenced_lock;
 mod guard;
 mod handle;
 mod keys;
 mod lease;
 mod lock;
+mod multi_lock;
 mod net;
 mod owner;
 mod pool;
 mod read_write_lock;
+mod red_lock;
 mod renewal;
 mod resp;
 mod scripts;
@@ -79,10 +82,13 @@ pub use config::{
 pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;
 pub use fair_lock::FairLock;
+pub use fenced_lock::FencedLock;
 pub use guard::LockGuard;
 pub use lease::LeaseState;
 pub use lock::Lock;
+pub use multi_lock::{AnyLock, MultiLock};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
+pub use red_lock::RedLock;
 
 /// The README's example, compiled as a doctest so that it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -47,9 +47,14 @@ pub(crate) static RW_WRITE_RELEASE: LazyLock<redis::Script> =
 pub(crate) static RW_FORCE_UNLOCK: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../lua/rw_force_unlock.lua")));
 
+/// Acquire a fenced lock and take a token: see `lua/fenced_acquire.lua`.
+pub(crate) static FENCED_ACQUIRE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/fenced_acquire.lua")));
+
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static redis::Script; 13] {
+pub(crate) fn all() -> [&'static redis::Script; 14] {
     [
+        &FENCED_ACQUIRE,
         &ACQUIRE,
         &RELEASE,
         &RENEW,

@@ -1,0 +1,270 @@
+//! Redlock: one lock on a majority of independent Redis masters.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::error::{Error, Result};
+use crate::guard::{self, Hold, LockGuard};
+use crate::handle::{Handle, Release, Reply};
+use crate::keys;
+use crate::multi_lock::AnyLock;
+
+/// Fewest nodes a Redlock accepts.
+const MIN_NODES: usize = 3;
+
+/// The Redlock algorithm over independent Redis masters: the same lock name on N ≥ 3
+/// servers (an odd number is best), each through its own [`Client`](crate::Client).
+///
+/// One attempt asks every node at once, each bounded by a short per-node timeout. It is
+/// granted when a majority (N/2 + 1) granted **and** time is left: the guard's
+/// [`validity`](LockGuard::validity) is lease − time spent − drift (0.01 × lease + 2 ms),
+/// measured on the monotonic clock from before the first request, and must be positive.
+/// A failed attempt releases on **every** node, including those whose reply was lost or
+/// late, then waits a random delay before the next, so that competing clients do not split
+/// the vote forever.
+///
+/// With the watchdog (the default), each node's lease is renewed by its own client, and the
+/// guard counts as held while a majority of the nodes' leases are held; when fewer are, the
+/// lease is lost ([`LockGuard::is_held`] turns false and each client reports its lost
+/// node through [`LockEvents`](crate::LockEvents)). What Redlock does and does not promise
+/// is in `docs/guarantees.md`; in short, it needs bounded clock drift and pauses, and it
+/// gives no fencing token.
+///
+/// ```no_run
+/// use redlease::{Client, RedLock};
+///
+/// let nodes: Vec<Client> = ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"]
+///     .into_iter()
+///     .map(Client::open)
+///     .collect::<Result<_, _>>()?;
+/// let red = RedLock::new(nodes.iter().map(|c| c.lock("invoice-run")));
+/// let guard = red.lock()?;
+/// println!("granted for at least {:?}", guard.validity().unwrap());
+/// # Ok::<(), redlease::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct RedLock {
+    nodes: Vec<Handle>,
+    lease: Option<Duration>,
+    node_timeout: Option<Duration>,
+    retry_delay: Duration,
+}
+
+impl RedLock {
+    /// A Redlock over `locks`, one per master. No I/O; fewer than 3 nodes are refused when
+    /// used.
+    pub fn new<I>(locks: I) -> RedLock
+    where
+        I: IntoIterator,
+        I::Item: Into<AnyLock>,
+    {
+        RedLock {
+            nodes: locks.into_iter().map(|l| l.into().0).collect(),
+            lease: None,
+            node_timeout: None,
+            retry_delay: Duration::from_millis(50),
+        }
+    }
+
+    /// Every node takes this fixed lease (not renewed).
+    ///
+    /// Defaults to each node's watchdog lease, renewed.
+    #[must_use = "with_lease returns a new RedLock and leaves this one unchanged"]
+    pub fn with_lease(mut self, lease: Duration) -> RedLock {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// How long one node may take to answer one request before the attempt goes on
+    /// without it.
+    ///
+    /// Defaults to 1/50 of the lease, at least 10 ms, at most the node's command timeout.
+    #[must_use = "node_timeout returns a new RedLock and leaves this one unchanged"]
+    pub fn node_timeout(mut self, timeout: Duration) -> RedLock {
+        self.node_timeout = Some(timeout);
+        self
+    }
+
+    /// Longest random pause between two attempts (each pause is drawn between half of it
+    /// and all of it).
+    ///
+    /// Defaults to 50 ms.
+    #[must_use = "retry_delay returns a new RedLock and leaves this one unchanged"]
+    pub fn retry_delay(mut self, delay: Duration) -> RedLock {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// Blocks until a majority is held.
+    pub fn lock(&self) -> Result<LockGuard> {
+        self.acquire(None, false)?.ok_or_else(Error::shutdown)
+    }
+
+    /// One attempt: `Ok(None)` when no majority could be had in time.
+    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(None, true)
+    }
+
+    /// Attempts until one succeeds or `timeout` has passed.
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")))?;
+        self.acquire(Some(deadline), false)
+    }
+
+    /// Attempts until one succeeds or `deadline` has passed.
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard>> {
+        self.acquire(Some(deadline), false)
+    }
+
+    /// The lease every node takes, and whether the watchdog renews it.
+    fn lease(&self) -> Result<(u64, bool)> {
+        match self.lease {
+            Some(lease) => Ok((keys::lease_millis("lease", lease)?, false)),
+            None => Ok((self.nodes.iter().map(|n| n.client.watchdog_millis).min().unwrap_or(0), true)),
+        }
+    }
+
+    fn node_limit(&self, node: &Handle, lease_millis: u64) -> Duration {
+        let command = node.client.config.command_timeout;
+        let limit = self
+            .node_timeout
+            .unwrap_or_else(|| Duration::from_millis(lease_millis / 50).max(Duration::from_millis(10)));
+        limit.min(command)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.nodes.len() < MIN_NODES {
+            return Err(Error::invalid(format!(
+                "a Redlock needs at least {MIN_NODES} nodes, got {}",
+                self.nodes.len()
+            )));
+        }
+        if self.node_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::invalid("the per-node timeout must be longer than zero"));
+        }
+        for node in &self.nodes {
+            node.client.check_running().map_err(|e| e.on_lock(&node.name))?;
+            keys::check_name(&node.name).map_err(|e| e.on_lock(&node.name))?;
+        }
+        Ok(())
+    }
+
+    fn acquire(&self, deadline: Option<Instant>, once: bool) -> Result<Option<LockGuard>> {
+        self.check()?;
+        let (lease_millis, watchdog) = self.lease()?;
+        loop {
+            if let Some(guard) = self.attempt(lease_millis, watchdog)? {
+                return Ok(Some(guard));
+            }
+            if once || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            let max = self.retry_delay.as_micros().max(2) as u64;
+            let pause = Duration::from_micros(rand::rng().random_range(max / 2..=max));
+            let pause = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
+            std::thread::sleep(pause);
+            for node in &self.nodes {
+                node.client.check_running()?;
+            }
+        }
+    }
+
+    /// One round over every node at once.
+    fn attempt(&self, lease_millis: u64, watchdog: bool) -> Result<Option<LockGuard>> {
+        let owners: Vec<String> = self.nodes.iter().map(|n| guard::current_owner(&n.client)).collect();
+        let limits: Vec<Duration> = self.nodes.iter().map(|n| self.node_limit(n, lease_millis)).collect();
+        let started = Instant::now();
+        let replies: Vec<Option<Reply>> = std::thread::scope(|scope| {
+            let asks: Vec<_> = self
+                .nodes
+                .iter()
+                .zip(&owners)
+                .zip(&limits)
+                .map(|((node, owner), &limit)| {
+                    scope.spawn(move || {
+                        let client = &node.client;
+                        client
+                            .pool
+                            .run_within("acquiring", Some(limit), |conn| {
+                                node.kind.attempt(conn, client, &node.name, owner, lease_millis, false)
+                            })
+                            .ok()
+                    })
+                })
+                .collect();
+            asks.into_iter().map(|a| a.join().ok().flatten()).collect()
+        });
+        let elapsed = started.elapsed();
+        let lease = Duration::from_millis(lease_millis);
+        let drift = lease / 100 + Duration::from_millis(2);
+        let validity = lease.checked_sub(elapsed + drift).filter(|v| !v.is_zero());
+        let granted = replies.iter().filter(|r| matches!(r, Some(Reply::Granted { .. }))).count();
+        let quorum = self.nodes.len() / 2 + 1;
+        match validity {
+            Some(validity) if granted >= quorum => {
+                let holds = self
+                    .nodes
+                    .iter()
+                    .zip(&owners)
+                    .zip(&replies)
+                    .filter(|(_, reply)| matches!(reply, Some(Reply::Granted { .. })))
+                    .map(|((node, owner), _)| {
+                        let client = &node.client;
+                        let lease =
+                            client.add_hold(node.kind, &node.name, owner.clone(), started, lease_millis, watchdog);
+                        Hold { client: Arc::clone(client), lease, kind: node.kind, watchdog, lease_millis, token: None }
+                    })
+                    .collect();
+                let release_limit = limits.iter().copied().max().unwrap_or(Duration::from_millis(10));
+                Ok(Some(LockGuard::of(holds, quorum, None, Some(validity), Some(release_limit))))
+            }
+            _ => {
+                self.release_everywhere(&owners, &limits);
+                Ok(None)
+            }
+        }
+    }
+
+    /// After a failed attempt: release on every node, whether or not it said yes, since a
+    /// reply may have been lost or late. Nodes on which this thread already held the lock
+    /// (a reentrant Redlock) are left alone: a decrement there could undo a real hold.
+    fn release_everywhere(&self, owners: &[String], limits: &[Duration]) {
+        std::thread::scope(|scope| {
+            for ((node, owner), &limit) in self.nodes.iter().zip(owners).zip(limits) {
+                if node.client.holds(&node.name, node.kind.role()) {
+                    continue;
+                }
+                scope.spawn(move || {
+                    let client = &node.client;
+                    let request_id = guard::new_request_id();
+                    let release = Release {
+                        name: &node.name,
+                        owner,
+                        keep_millis: client.watchdog_millis,
+                        request_id: &request_id,
+                        latch_millis: guard::latch_lifetime(client.config.command_timeout),
+                        wait_millis: client.fair_wait_millis,
+                    };
+                    let _ = client.pool.run_within("releasing", Some(limit), |conn| node.kind.release(conn, &release));
+                });
+            }
+        });
+    }
+}
+
+impl fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.nodes.iter().map(|n| &*n.name).collect();
+        f.debug_struct("RedLock")
+            .field("nodes", &names)
+            .field("lease", &self.lease)
+            .field("node_timeout", &self.node_timeout)
+            .field("retry_delay", &self.retry_delay)
+            .finish()
+    }
+}
