@@ -1,8 +1,10 @@
 //! Mutual exclusion across threads and processes, checked with a non-atomic counter: two
-//! holders at once would lose an increment.
+//! holders at once would lose an increment. Run through every lock kind that excludes.
 
 use std::thread;
 use std::time::Duration;
+
+use redlease::{Client, LockGuard, MultiLock, RedLock};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
@@ -10,60 +12,103 @@ use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] = &[("exclusion_worker", worker)];
 
-const THREADS: usize = 4;
-const SECTIONS: usize = 200;
+type Acquire = Box<dyn Fn() -> redlease::Result<LockGuard> + Send>;
+
+/// How a worker takes "the" lock, by KIND: a plain, fair or fenced lock on the first
+/// server, a multi-lock over two locks on it, or a Redlock over every server.
+fn acquirer(kind: &str, clients: &[Client]) -> Acquire {
+    let first = &clients[0];
+    match kind {
+        "plain" => {
+            let lock = first.lock("exclusive");
+            Box::new(move || lock.lock())
+        }
+        "fair" => {
+            let lock = first.fair_lock("exclusive");
+            Box::new(move || lock.lock())
+        }
+        "multi" => {
+            let multi = MultiLock::new([first.lock("exclusive"), first.lock("exclusive:b")]);
+            Box::new(move || multi.lock())
+        }
+        "redlock" => {
+            let red = RedLock::new(clients.iter().map(|c| c.lock("exclusive"))).retry_delay(Duration::from_millis(5));
+            Box::new(move || red.lock())
+        }
+        other => panic!("unknown lock kind {other}"),
+    }
+}
 
 /// THREADS threads, each entering the critical section SECTIONS times through the lock
-/// kind KIND ("plain" or "fair"); says "done".
+/// kind KIND, over the servers REDIS_URLS; says "done".
 fn worker() {
-    let url = child::env("REDIS_URL");
-    let client = redlease::Client::open(&url).unwrap();
-    let threads: Vec<_> = (0..THREADS)
+    let urls: Vec<String> = child::env("REDIS_URLS").split(',').map(str::to_owned).collect();
+    let kind = child::env("KIND");
+    let threads: usize = child::env("THREADS").parse().unwrap();
+    let sections: usize = child::env("SECTIONS").parse().unwrap();
+    let clients: Vec<Client> = urls.iter().map(|u| Client::open(u).unwrap()).collect();
+    let workers: Vec<_> = (0..threads)
         .map(|_| {
-            let lock = client.lock("exclusive");
-            let fair = client.fair_lock("exclusive");
-            let is_fair = child::env("KIND") == "fair";
-            let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+            let acquire = acquirer(&kind, &clients);
+            let mut conn = redis::Client::open(urls[0].as_str()).unwrap().get_connection().unwrap();
             thread::spawn(move || {
-                for _ in 0..SECTIONS {
-                    let guard = if is_fair { fair.lock() } else { lock.lock() }.unwrap();
+                for _ in 0..sections {
+                    let guard = acquire().unwrap();
                     increment_non_atomically(&mut conn, "exclusive:count");
                     drop(guard);
                 }
             })
         })
         .collect();
-    for t in threads {
-        t.join().unwrap();
+    for w in workers {
+        w.join().unwrap();
     }
     child::say("done");
 }
 
-#[test]
-fn two_processes_of_four_threads_never_overlap() {
-    exclusion_across_processes("plain");
-}
-
-#[test]
-fn two_processes_of_four_threads_never_overlap_on_a_fair_lock() {
-    exclusion_across_processes("fair");
-}
-
-fn exclusion_across_processes(kind: &str) {
-    let server = RedisServer::start();
-    let env = [("REDIS_URL", server.url()), ("KIND", kind.to_string())];
+fn exclusion_across_processes(kind: &str, servers: usize, threads: usize, sections: usize) {
+    let servers: Vec<RedisServer> = (0..servers).map(|_| RedisServer::start()).collect();
+    let urls = servers.iter().map(RedisServer::url).collect::<Vec<_>>().join(",");
+    let env = [
+        ("REDIS_URLS", urls),
+        ("KIND", kind.to_string()),
+        ("THREADS", threads.to_string()),
+        ("SECTIONS", sections.to_string()),
+    ];
     let mut workers: Vec<Child> = (0..2).map(|_| Child::spawn("exclusion_worker", &env)).collect();
     for w in &mut workers {
         w.wait_line("done", Duration::from_secs(240));
         assert!(w.wait(Duration::from_secs(10)).success());
     }
-    let mut conn = server.conn();
+    let mut conn = servers[0].conn();
     let count: u64 = redis::cmd("GET").arg("exclusive:count").query(&mut conn).unwrap();
-    assert_eq!(count, (2 * THREADS * SECTIONS) as u64);
-    assert!(!exists(&mut conn, "exclusive"));
-    assert_eq!(subscribers(&mut conn, "redisson_lock__channel:{exclusive}"), 0);
-    assert!(
-        !exists(&mut conn, "redisson_lock_queue:{exclusive}")
-            && !exists(&mut conn, "redisson_lock_timeout:{exclusive}")
-    );
+    assert_eq!(count, (2 * threads * sections) as u64);
+    for server in &servers {
+        let mut conn = server.conn();
+        let left: Vec<String> = redis::cmd("KEYS").arg("*exclusive*").query(&mut conn).unwrap();
+        let left: Vec<&String> =
+            left.iter().filter(|k| *k != "exclusive:count" && !k.starts_with("redisson_unlock_latch")).collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+        assert_eq!(subscribers(&mut conn, "redisson_lock__channel:{exclusive}"), 0);
+    }
+}
+
+#[test]
+fn two_processes_of_four_threads_never_overlap() {
+    exclusion_across_processes("plain", 1, 4, 200);
+}
+
+#[test]
+fn two_processes_of_four_threads_never_overlap_on_a_fair_lock() {
+    exclusion_across_processes("fair", 1, 4, 200);
+}
+
+#[test]
+fn two_processes_never_overlap_through_a_multi_lock() {
+    exclusion_across_processes("multi", 1, 4, 100);
+}
+
+#[test]
+fn two_processes_never_overlap_through_a_redlock() {
+    exclusion_across_processes("redlock", 3, 2, 50);
 }

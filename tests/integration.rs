@@ -4,17 +4,27 @@
 mod bad_input;
 mod exclusion;
 mod fair;
+mod fenced;
 mod handoff;
 mod helpers;
 mod lock_basics;
+mod multi;
+mod redlock;
 mod rwlock;
 mod support;
 mod support_selftest;
 mod watchdog;
 
 /// Roles that a child worker process can play, by name (see `support::child`).
-const ROLES: &[&[support::child::Role]] =
-    &[support_selftest::ROLES, watchdog::ROLES, handoff::ROLES, exclusion::ROLES, fair::ROLES, rwlock::ROLES];
+const ROLES: &[&[support::child::Role]] = &[
+    support_selftest::ROLES,
+    watchdog::ROLES,
+    handoff::ROLES,
+    exclusion::ROLES,
+    fair::ROLES,
+    rwlock::ROLES,
+    fenced::ROLES,
+];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with
 /// `child_process_entry --exact` and a role in the environment. In a normal test run

@@ -1,0 +1,172 @@
+//! Redlock over independent masters: quorum, per-node timeouts, no split brain.
+
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{Client, ErrorKind, RedLock};
+
+use crate::helpers::*;
+use crate::support::proxy::Proxy;
+use crate::support::server::RedisServer;
+
+fn servers(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start()).collect()
+}
+
+fn clients(urls: &[String]) -> Vec<Client> {
+    urls.iter().map(|u| Client::builder(u.as_str()).command_timeout(Duration::from_secs(1)).build().unwrap()).collect()
+}
+
+fn redlock(clients: &[Client], name: &str) -> RedLock {
+    RedLock::new(clients.iter().map(|c| c.lock(name)))
+}
+
+fn keys_on(server: &RedisServer, name: &str) -> bool {
+    exists(&mut server.conn(), name)
+}
+
+#[test]
+fn a_majority_suffices_and_a_minority_fails_fast_leaving_nothing() {
+    let mut nodes = servers(3);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let clients = clients(&urls);
+    let red = redlock(&clients, "red:quorum").with_lease(Duration::from_secs(10));
+    nodes[2].kill();
+    let guard = red.try_lock().unwrap().expect("two of three suffice");
+    let validity = guard.validity().expect("a Redlock guard reports its validity");
+    assert!(validity > Duration::from_millis(9_000) && validity < Duration::from_secs(10), "{validity:?}");
+    assert!(guard.is_held() && keys_on(&nodes[0], "red:quorum") && keys_on(&nodes[1], "red:quorum"));
+    guard.unlock().unwrap();
+    assert!(!keys_on(&nodes[0], "red:quorum") && !keys_on(&nodes[1], "red:quorum"));
+    nodes[1].kill();
+    let started = Instant::now();
+    assert!(red.try_lock().unwrap().is_none(), "one of three is no majority");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "failed within one attempt's timeout: {took:?}");
+    assert!(!keys_on(&nodes[0], "red:quorum"), "the live node's key was released");
+}
+
+#[test]
+fn five_nodes_need_three() {
+    let mut nodes = servers(5);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let clients = clients(&urls);
+    let red = redlock(&clients, "red:five").with_lease(Duration::from_secs(10));
+    nodes[3].kill();
+    nodes[4].kill();
+    let guard = red.try_lock().unwrap().expect("three of five");
+    drop(guard);
+    nodes[2].kill();
+    assert!(red.try_lock().unwrap().is_none(), "two of five is no majority");
+    assert!(!keys_on(&nodes[0], "red:five") && !keys_on(&nodes[1], "red:five"));
+}
+
+#[test]
+fn a_blackholed_node_costs_one_node_timeout_and_a_slow_majority_fails_on_validity() {
+    let nodes = servers(3);
+    let proxies: Vec<Proxy> = nodes.iter().map(|s| Proxy::start(s.addr())).collect();
+    let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+    let clients = clients(&urls);
+    let red =
+        redlock(&clients, "red:faults").with_lease(Duration::from_secs(10)).node_timeout(Duration::from_millis(100));
+    proxies[0].set_blackhole(true);
+    let started = Instant::now();
+    let guard = red.try_lock().unwrap().expect("the other two answer");
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(400), "the attempt ended at the per-node timeout: {took:?}");
+    assert!(guard.validity().unwrap() < Duration::from_secs(10) - Duration::from_millis(90));
+    drop(guard);
+    proxies[0].set_blackhole(false);
+
+    // Two slow nodes: they grant, but only after the whole 200 ms lease is spent.
+    let short =
+        redlock(&clients, "red:faults").with_lease(Duration::from_millis(200)).node_timeout(Duration::from_millis(500));
+    proxies[1].set_latency(Duration::from_millis(120));
+    proxies[2].set_latency(Duration::from_millis(120));
+    let started = Instant::now();
+    assert!(short.try_lock().unwrap().is_none(), "no validity left");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    proxies[1].set_latency(Duration::ZERO);
+    proxies[2].set_latency(Duration::ZERO);
+    thread::sleep(Duration::from_millis(600)); // healed, and past the short lease
+    for node in &nodes {
+        assert!(!keys_on(node, "red:faults"), "no key remains after healing");
+    }
+}
+
+#[test]
+fn three_contenders_never_both_win_a_round() {
+    let nodes = servers(3);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let rounds = 200;
+    let start = Arc::new(Barrier::new(3));
+    let done = Arc::new(Barrier::new(3));
+    let winners = Arc::new(Mutex::new(vec![0u32; rounds]));
+    let contenders: Vec<_> = (0..3)
+        .map(|_| {
+            let clients = clients(&urls);
+            let (start, done, winners) = (Arc::clone(&start), Arc::clone(&done), Arc::clone(&winners));
+            thread::spawn(move || {
+                let red = redlock(&clients, "red:contended")
+                    .with_lease(Duration::from_secs(5))
+                    .retry_delay(Duration::from_millis(10));
+                for round in 0..rounds {
+                    start.wait();
+                    // Losers retry (with random pauses) until the round's winner is known.
+                    let guard = red.try_lock_for(Duration::from_millis(60)).unwrap();
+                    if guard.is_some() {
+                        winners.lock().unwrap()[round] += 1;
+                    }
+                    done.wait(); // the winner holds until every contender has given up
+                    drop(guard);
+                }
+            })
+        })
+        .collect();
+    for c in contenders {
+        c.join().unwrap();
+    }
+    let winners = winners.lock().unwrap();
+    assert!(winners.iter().all(|&w| w <= 1), "two winners in a round: {winners:?}");
+    let without = winners.iter().filter(|&&w| w == 0).count();
+    assert_eq!(without, 0, "{without} of {rounds} rounds had no winner within 60 ms of retries");
+}
+
+#[test]
+fn the_watchdog_keeps_a_redlock_while_a_majority_holds() {
+    let mut nodes = servers(3);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let clients: Vec<Client> = urls
+        .iter()
+        .map(|u| Client::builder(u.as_str()).watchdog_timeout(Duration::from_millis(600)).build().unwrap())
+        .collect();
+    let red = redlock(&clients, "red:renewed");
+    let guard = red.lock().unwrap();
+    thread::sleep(Duration::from_millis(1500)); // past two leases
+    assert!(guard.is_held());
+    assert!(nodes.iter().all(|n| keys_on(n, "red:renewed")));
+    nodes[0].restart(); // the lock is gone there
+    assert!(wait_until(Duration::from_secs(2), || clients[0].stats().leases == 1), "local record stays until release");
+    thread::sleep(Duration::from_millis(500));
+    assert!(guard.is_held(), "two of three still hold");
+    nodes[1].restart();
+    assert!(wait_until(Duration::from_secs(2), || !guard.is_held()), "one of three is no majority: the lease is lost");
+    assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::NotHeld);
+    assert!(!keys_on(&nodes[2], "red:renewed"), "the remaining node's hold was released");
+}
+
+#[test]
+fn fewer_than_three_nodes_are_refused() {
+    let nodes = servers(2);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let two = clients(&urls);
+    let err = redlock(&two, "red:two").try_lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let three = servers(3);
+    let clients = clients(&three.iter().map(RedisServer::url).collect::<Vec<_>>());
+    let err = redlock(&clients, "red:zero").node_timeout(Duration::ZERO).try_lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    let err = redlock(&clients, "").try_lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+}
