@@ -273,7 +273,8 @@ impl Inner {
         }
     }
 
-    /// After an acquire timed out its outcome is unknown: the lock may have been granted.
+    /// After an acquire timed out, or its connection dropped, its outcome is unknown: the
+    /// lock may have been granted.
     /// When this thread held no live lease on it, release best-effort so that nothing is
     /// left behind until the lease runs out. (When it already held it, a decrement could
     /// undo a hold it really has; the extra hold, if any, then lapses with the lease.)

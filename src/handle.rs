@@ -241,7 +241,8 @@ impl Handle {
                 Ok(Reply::Granted { token }) => Ok(Attempt::Acquired((sent, token))),
                 Ok(Reply::Busy { ttl }) => Ok(Attempt::Held { ttl }),
                 Err(err) => {
-                    if err.is_timeout() {
+                    // A timeout or a dropped connection leaves the outcome unknown.
+                    if err.is_timeout() || err.is_connection_error() {
                         client.undo_uncertain_acquire(kind, &self.name, &owner);
                     }
                     Err(err.on_lock(name))

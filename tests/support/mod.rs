@@ -4,5 +4,6 @@
 #![allow(dead_code)]
 
 pub mod child;
+pub mod history;
 pub mod proxy;
 pub mod server;
