@@ -50,7 +50,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     thread::sleep(Duration::from_secs(1));
     let fast_token = fast_worker.join().expect("worker thread")?;
-    println!("fast worker got the lock with token {fast_token} and writes: accepted = {}", write(&mut store, fast_token, "fresh")?);
+    println!(
+        "fast worker got the lock with token {fast_token} and writes: accepted = {}",
+        write(&mut store, fast_token, "fresh")?
+    );
 
     println!("slow worker wakes; its guard says held = {}", slow_guard.is_held());
     println!("slow worker writes anyway: accepted = {}", write(&mut store, slow_token, "stale")?);
