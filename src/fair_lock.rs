@@ -1,8 +1,6 @@
 //! The fair lock: Redisson's `RFairLock`, reentrant and first come, first served.
 
-use std::fmt;
-
-use crate::handle::{Handle, Release, lock_handle_methods};
+use crate::handle::{Handle, Release, lock_handle};
 use crate::keys;
 use crate::scripts;
 
@@ -31,15 +29,7 @@ use crate::scripts;
 #[derive(Clone)]
 pub struct FairLock(pub(crate) Handle);
 
-impl FairLock {
-    lock_handle_methods!();
-}
-
-impl fmt::Debug for FairLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FairLock").field("name", &self.0.name).field("lease", &self.0.lease).finish()
-    }
-}
+lock_handle!(FairLock);
 
 fn queue_key(name: &str) -> String {
     keys::prefixed("redisson_lock_queue", name)

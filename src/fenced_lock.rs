@@ -1,8 +1,6 @@
 //! The fenced lock: a reentrant lock whose every grant carries a fencing token.
 
-use std::fmt;
-
-use crate::handle::{Handle, Reply, lock_handle_methods};
+use crate::handle::{Handle, Reply, lock_handle};
 use crate::keys;
 use crate::scripts;
 
@@ -26,15 +24,7 @@ use crate::scripts;
 #[derive(Clone)]
 pub struct FencedLock(pub(crate) Handle);
 
-impl FencedLock {
-    lock_handle_methods!();
-}
-
-impl fmt::Debug for FencedLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FencedLock").field("name", &self.0.name).field("lease", &self.0.lease).finish()
-    }
-}
+lock_handle!(FencedLock);
 
 /// The key of the lock's token counter.
 pub(crate) fn token_key(name: &str) -> String {

@@ -262,80 +262,93 @@ impl Handle {
     }
 }
 
-/// The acquisition ladder and queries of a public handle that wraps a [`Handle`] in its
-/// field `0`. Written once here so every lock kind documents and behaves the same.
-macro_rules! lock_handle_methods {
-    () => {
-        /// The lock's name, which is also its Redis key.
-        pub fn name(&self) -> &str {
-            &self.0.name
+/// The acquisition ladder, queries and `Debug` of a public handle type that wraps a
+/// [`Handle`] in its field `0`. Written once here so every lock kind documents and behaves
+/// the same.
+macro_rules! lock_handle {
+    ($handle:ident) => {
+        impl $handle {
+            /// The lock's name, which is also its Redis key.
+            pub fn name(&self) -> &str {
+                &self.0.name
+            }
+
+            /// A handle whose acquisitions take a fixed lease: it is not renewed, and the lock
+            /// expires after it even if the guard is still alive. The lease is checked (at
+            /// least 1 ms, at most 2^53 − 1 ms) when the handle is used.
+            #[must_use = "with_lease returns a new handle and leaves this one unchanged"]
+            pub fn with_lease(mut self, lease: std::time::Duration) -> Self {
+                self.0.lease = Some(lease);
+                self
+            }
+
+            /// The fixed lease of this handle; `None` when the watchdog renews it.
+            pub fn lease(&self) -> Option<std::time::Duration> {
+                self.0.lease
+            }
+
+            /// Blocks until the lock is held. Returns `Err` when that cannot be done: Redis
+            /// unreachable, a timeout, bad input, or [`Client::shutdown`](crate::Client::shutdown).
+            pub fn lock(&self) -> $crate::Result<$crate::LockGuard> {
+                self.0.lock()
+            }
+
+            /// One attempt: `Ok(None)` when someone else holds the lock.
+            pub fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
+                self.0.try_lock()
+            }
+
+            /// Waits at most `timeout`: `Ok(None)` when the lock was not free in time. A
+            /// timeout so large that the deadline overflows `Instant` is
+            /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without
+            /// limit.
+            pub fn try_lock_for(&self, timeout: std::time::Duration) -> $crate::Result<Option<$crate::LockGuard>> {
+                self.0.try_lock_for(timeout)
+            }
+
+            /// Waits until `deadline`: `Ok(None)` when the lock was not free by then.
+            pub fn try_lock_until(&self, deadline: std::time::Instant) -> $crate::Result<Option<$crate::LockGuard>> {
+                self.0.try_lock_until(deadline)
+            }
+
+            /// Whether anyone holds the lock.
+            pub fn is_locked(&self) -> $crate::Result<bool> {
+                self.0.is_locked()
+            }
+
+            /// Whether the current thread holds the lock.
+            pub fn is_held_by_current_thread(&self) -> $crate::Result<bool> {
+                self.0.is_held_by_current_thread()
+            }
+
+            /// How many holds the current thread has on the lock; 0 when it holds none.
+            pub fn hold_count(&self) -> $crate::Result<u64> {
+                self.0.hold_count()
+            }
+
+            /// Time left on the lock's lease: `None` when it is not locked,
+            /// `Some(Duration::MAX)` when the key has no expiry (someone removed it).
+            pub fn remaining_ttl(&self) -> $crate::Result<Option<std::time::Duration>> {
+                self.0.remaining_ttl()
+            }
+
+            /// Deletes the lock whoever holds it and wakes its waiters. Returns whether there
+            /// was a lock to delete. Its holders learn of the loss at their next renewal.
+            pub fn force_unlock(&self) -> $crate::Result<bool> {
+                self.0.force_unlock()
+            }
         }
 
-        /// A handle whose acquisitions take a fixed lease: it is not renewed, and the lock
-        /// expires after it even if the guard is still alive. The lease is checked (at
-        /// least 1 ms, at most 2^53 − 1 ms) when the handle is used.
-        #[must_use = "with_lease returns a new handle and leaves this one unchanged"]
-        pub fn with_lease(mut self, lease: std::time::Duration) -> Self {
-            self.0.lease = Some(lease);
-            self
-        }
-
-        /// The fixed lease of this handle; `None` when the watchdog renews it.
-        pub fn lease(&self) -> Option<std::time::Duration> {
-            self.0.lease
-        }
-
-        /// Blocks until the lock is held. Returns `Err` when that cannot be done: Redis
-        /// unreachable, a timeout, bad input, or [`Client::shutdown`](crate::Client::shutdown).
-        pub fn lock(&self) -> $crate::Result<$crate::LockGuard> {
-            self.0.lock()
-        }
-
-        /// One attempt: `Ok(None)` when someone else holds the lock.
-        pub fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
-            self.0.try_lock()
-        }
-
-        /// Waits at most `timeout`: `Ok(None)` when the lock was not free in time. A
-        /// timeout so large that the deadline overflows `Instant` is
-        /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without
-        /// limit.
-        pub fn try_lock_for(&self, timeout: std::time::Duration) -> $crate::Result<Option<$crate::LockGuard>> {
-            self.0.try_lock_for(timeout)
-        }
-
-        /// Waits until `deadline`: `Ok(None)` when the lock was not free by then.
-        pub fn try_lock_until(&self, deadline: std::time::Instant) -> $crate::Result<Option<$crate::LockGuard>> {
-            self.0.try_lock_until(deadline)
-        }
-
-        /// Whether anyone holds the lock.
-        pub fn is_locked(&self) -> $crate::Result<bool> {
-            self.0.is_locked()
-        }
-
-        /// Whether the current thread holds the lock.
-        pub fn is_held_by_current_thread(&self) -> $crate::Result<bool> {
-            self.0.is_held_by_current_thread()
-        }
-
-        /// How many holds the current thread has on the lock; 0 when it holds none.
-        pub fn hold_count(&self) -> $crate::Result<u64> {
-            self.0.hold_count()
-        }
-
-        /// Time left on the lock's lease: `None` when it is not locked,
-        /// `Some(Duration::MAX)` when the key has no expiry (someone removed it).
-        pub fn remaining_ttl(&self) -> $crate::Result<Option<std::time::Duration>> {
-            self.0.remaining_ttl()
-        }
-
-        /// Deletes the lock whoever holds it and wakes its waiters. Returns whether there
-        /// was a lock to delete. Its holders learn of the loss at their next renewal.
-        pub fn force_unlock(&self) -> $crate::Result<bool> {
-            self.0.force_unlock()
+        impl std::fmt::Debug for $handle {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($handle))
+                    .field("name", &self.0.name)
+                    .field("kind", &self.0.kind)
+                    .field("lease", &self.0.lease)
+                    .finish()
+            }
         }
     };
 }
 
-pub(crate) use lock_handle_methods;
+pub(crate) use lock_handle;

@@ -1,8 +1,6 @@
 //! The reentrant lock: Redisson's `RLock`.
 
-use std::fmt;
-
-use crate::handle::{Handle, Release, lock_handle_methods};
+use crate::handle::{Handle, Release, lock_handle};
 use crate::keys;
 use crate::scripts;
 
@@ -33,15 +31,7 @@ use crate::scripts;
 #[derive(Clone)]
 pub struct Lock(pub(crate) Handle);
 
-impl Lock {
-    lock_handle_methods!();
-}
-
-impl fmt::Debug for Lock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lock").field("name", &self.0.name).field("lease", &self.0.lease).finish()
-    }
-}
+lock_handle!(Lock);
 
 pub(crate) fn acquire(
     conn: &mut redis::Connection,

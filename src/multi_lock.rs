@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::acquire::Wait;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::handle::{Handle, lock_handle_methods};
+use crate::handle::{Handle, lock_handle};
 use crate::{FairLock, FencedLock, Lock, ReadLock, WriteLock};
 
 /// Any lock kind, so that kinds can be combined in a [`MultiLock`] or a
@@ -15,19 +15,7 @@ use crate::{FairLock, FencedLock, Lock, ReadLock, WriteLock};
 #[derive(Clone)]
 pub struct AnyLock(pub(crate) Handle);
 
-impl AnyLock {
-    lock_handle_methods!();
-}
-
-impl fmt::Debug for AnyLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnyLock")
-            .field("name", &self.0.name)
-            .field("kind", &self.0.kind)
-            .field("lease", &self.0.lease)
-            .finish()
-    }
-}
+lock_handle!(AnyLock);
 
 macro_rules! into_any_lock {
     ($($kind:ty),*) => {$(

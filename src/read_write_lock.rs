@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::client::Inner;
-use crate::handle::{Handle, Kind, Release, lock_handle_methods};
+use crate::handle::{Handle, Kind, Release, lock_handle};
 use crate::keys;
 use crate::scripts;
 
@@ -79,29 +79,13 @@ impl ReadWriteLock {
     }
 }
 
-impl ReadLock {
-    lock_handle_methods!();
-}
+lock_handle!(ReadLock);
 
-impl WriteLock {
-    lock_handle_methods!();
-}
+lock_handle!(WriteLock);
 
 impl fmt::Debug for ReadWriteLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadWriteLock").field("name", &self.name).finish()
-    }
-}
-
-impl fmt::Debug for ReadLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReadLock").field("name", &self.0.name).field("lease", &self.0.lease).finish()
-    }
-}
-
-impl fmt::Debug for WriteLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WriteLock").field("name", &self.0.name).field("lease", &self.0.lease).finish()
     }
 }
 
