@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use redis::IntoConnectionInfo;
 
 use crate::config::{ClientBuilder, Config};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::fair_lock::FairLock;
 use crate::fenced_lock::FencedLock;
 use crate::guard;
@@ -61,6 +61,9 @@ pub(crate) struct Inner {
     shutdown: AtomicBool,
 }
 
+/// How long the release that undoes an uncertain acquire waits for its reply.
+const UNDO_REPLY_WAIT: Duration = Duration::from_millis(50);
+
 /// A lease's place in the registry: (lock name, thread number, role).
 type LeaseKey = (Arc<str>, u64, Role);
 
@@ -105,16 +108,30 @@ impl Client {
         let info = url
             .into_connection_info()
             .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", redact_url(url), e.category())))?;
+        // No CLIENT SETINFO handshake: redis-rs waits up to the whole connect timeout for each
+        // handshake reply, so with it a connect could take several connect timeouts.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(settings);
         let target = Target::from_info(&info)?;
         let redis_client =
             redis::Client::open(info).map_err(|e| Error::invalid(format!("invalid redis URL: {}", e.category())))?;
         let pool = Arc::new(Pool::new(redis_client, config.pool_size, config.connect_timeout, config.command_timeout));
-        pool.run("connecting", |conn| {
+        // The first exchange is part of connecting: bounded by the connect timeout.
+        pool.run_within("connecting", Some(config.connect_timeout), |conn| {
             redis::cmd("PING").query::<String>(conn)?;
             for script in scripts::all() {
                 script.load(conn)?;
             }
             Ok(())
+        })
+        .map_err(|err| {
+            if err.is_timeout() {
+                let timeout = config.connect_timeout.min(config.command_timeout);
+                Error::new(ErrorKind::Timeout, format!("no answer within the connect timeout ({timeout:?})"))
+                    .connection()
+            } else {
+                err
+            }
         })?;
         let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
         let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
@@ -274,11 +291,22 @@ impl Inner {
     }
 
     /// After an acquire timed out, or its connection dropped, its outcome is unknown: the
-    /// lock may have been granted.
-    /// When this thread held no live lease on it, release best-effort so that nothing is
-    /// left behind until the lease runs out. (When it already held it, a decrement could
-    /// undo a hold it really has; the extra hold, if any, then lapses with the lease.)
-    pub(crate) fn undo_uncertain_acquire(&self, kind: Kind, name: &Arc<str>, owner: &str) {
+    /// lock may have been granted. When this thread held no live lease on it, release
+    /// best-effort so that nothing is left behind until the lease runs out. (When it already
+    /// held it, a decrement could undo a hold it really has; the extra hold, if any, then
+    /// lapses with the lease.)
+    ///
+    /// `conn` is the connection the acquire went out on, when it is still open: the release
+    /// then goes right behind the acquire, so Redis runs it after the acquire however late
+    /// that arrives, and needs no new connection (whose handshake could be lost too). Its
+    /// reply is not waited for long: the order, not the answer, is what matters.
+    pub(crate) fn undo_uncertain_acquire(
+        &self,
+        conn: Option<&mut redis::Connection>,
+        kind: Kind,
+        name: &Arc<str>,
+        owner: &str,
+    ) {
         if self.holds(name, kind.role()) {
             return;
         }
@@ -291,7 +319,17 @@ impl Inner {
             latch_millis: guard::latch_lifetime(self.config.command_timeout),
             wait_millis: self.fair_wait_millis,
         };
-        let _ = self.pool.run("undoing an uncertain acquire", |conn| kind.release(conn, &release));
+        match conn {
+            Some(conn) => {
+                let wait = Some(UNDO_REPLY_WAIT.min(self.config.command_timeout));
+                if conn.set_read_timeout(wait).is_ok() {
+                    let _ = kind.release(conn, &release);
+                }
+            }
+            None => {
+                let _ = self.pool.run("undoing an uncertain acquire", |conn| kind.release(conn, &release));
+            }
+        }
     }
 }
 

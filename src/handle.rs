@@ -235,15 +235,22 @@ impl Handle {
         let queue = !matches!(wait, Wait::No);
         let attempt = || {
             let sent = Instant::now();
-            let reply =
-                client.pool.run("acquiring", |conn| kind.attempt(conn, client, name, &owner, lease_millis, queue));
+            let reply = client.pool.run("acquiring", |conn| {
+                let reply = kind.attempt(conn, client, name, &owner, lease_millis, queue);
+                if reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
+                    // The outcome is unknown; undo it on this connection, behind the acquire.
+                    client.undo_uncertain_acquire(Some(conn), kind, &self.name, &owner);
+                }
+                reply
+            });
             match reply {
                 Ok(Reply::Granted { token }) => Ok(Attempt::Acquired((sent, token))),
                 Ok(Reply::Busy { ttl }) => Ok(Attempt::Held { ttl }),
                 Err(err) => {
-                    // A timeout or a dropped connection leaves the outcome unknown.
-                    if err.is_timeout() || err.is_connection_error() {
-                        client.undo_uncertain_acquire(kind, &self.name, &owner);
+                    // A dropped connection leaves the outcome unknown too; that connection
+                    // is gone, so the undo takes another.
+                    if err.is_connection_error() && !err.is_timeout() {
+                        client.undo_uncertain_acquire(None, kind, &self.name, &owner);
                     }
                     Err(err.on_lock(name))
                 }

@@ -6,9 +6,11 @@ mod exclusion;
 mod fair;
 mod fenced;
 mod handoff;
+mod hazards;
 mod helpers;
 mod lock_basics;
 mod multi;
+mod nemesis;
 mod redlock;
 mod rwlock;
 mod support;
@@ -24,6 +26,8 @@ const ROLES: &[&[support::child::Role]] = &[
     fair::ROLES,
     rwlock::ROLES,
     fenced::ROLES,
+    nemesis::ROLES,
+    hazards::ROLES,
 ];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with

@@ -40,7 +40,7 @@ fn acquire(kind: &str, clients: &[Client], thread: u32, round: u32) -> redlease:
         "fenced" => one(first.fenced_lock(LOCK).try_lock_for(WAIT)?, true),
         "rw" => {
             let rw = first.read_write_lock(LOCK);
-            if (thread + round) % 3 == 0 {
+            if (thread + round).is_multiple_of(3) {
                 one(rw.write().try_lock_for(WAIT)?, true)
             } else {
                 one(rw.read().try_lock_for(WAIT)?, false)
