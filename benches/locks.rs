@@ -85,19 +85,26 @@ fn main() {
     let server = RedisServer::start();
     let placement = place_processes(&server);
 
-    eprintln!("0. physical limit ...");
+    let mut meter = CpuMeter::new(&server);
+    let mut step = |name: &str| {
+        eprintln!("{name} ...");
+        meter.step(name);
+    };
+    step("0. physical limit");
     let limit = measure_limit(&server, &plan);
-    eprintln!("1. uncontended acquire + release ...");
+    step("1. uncontended acquire + release");
     let uncontended = measure_uncontended(&server, &plan);
-    eprintln!("2. contended hand-off across processes ...");
+    step("2. contended hand-off");
     let handoff = measure_handoff(&server, &plan);
-    eprintln!("3. throughput, {PROCESSES} processes x {THREADS_PER_PROCESS} threads ...");
+    step("3. throughput");
     let one_lock = measure_throughput(&server, &plan, true);
     let own_locks = measure_throughput(&server, &plan, false);
-    eprintln!("4. renewal of {} leases ...", plan.leases);
+    step("4. renewal");
     let renewal = measure_renewal(&server, &plan);
+    step("");
+    let other_work = meter.steps;
 
-    let results = Results { machine, placement, limit, uncontended, handoff, one_lock, own_locks, renewal };
+    let results = Results { machine, placement, other_work, limit, uncontended, handoff, one_lock, own_locks, renewal };
     let report = results.report();
     println!("\n{report}");
     println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
@@ -195,6 +202,63 @@ fn pin(tid: i32, cpus: &[usize]) -> bool {
         }
         libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
+}
+
+/// How much CPU processes other than this benchmark (itself, its children, its
+/// `redis-server`) use, step by step: the figures are only as good as the machine was quiet.
+struct CpuMeter {
+    server_pid: u32,
+    current: Option<(String, CpuSample)>,
+    steps: Vec<(String, f64)>,
+}
+
+#[derive(Clone, Copy)]
+struct CpuSample {
+    at: Instant,
+    /// Busy ticks of the whole machine.
+    busy: u64,
+    /// Ticks of this process, its reaped children and the server.
+    ours: u64,
+}
+
+impl CpuMeter {
+    fn new(server: &RedisServer) -> CpuMeter {
+        CpuMeter { server_pid: server.pid().expect("the server is running"), current: None, steps: Vec::new() }
+    }
+
+    /// Ends the current step (if any) and starts `name` (none when empty).
+    fn step(&mut self, name: &str) {
+        let now = self.sample();
+        if let Some((previous, start)) = self.current.take() {
+            let ticks_per_sec = 100.0; // USER_HZ on Linux
+            let elapsed = now.at.duration_since(start.at).as_secs_f64() * ticks_per_sec;
+            let other = now.busy.saturating_sub(start.busy).saturating_sub(now.ours.saturating_sub(start.ours));
+            self.steps.push((previous, other as f64 / elapsed.max(1.0)));
+        }
+        if !name.is_empty() {
+            self.current = Some((name.to_string(), now));
+        }
+    }
+
+    fn sample(&self) -> CpuSample {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        // cpu  user nice system idle iowait irq softirq steal ...
+        let fields: Vec<u64> =
+            stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+        let busy = [0, 1, 2, 5, 6].iter().filter_map(|&i| fields.get(i)).sum();
+        let ours = process_ticks("self", true) + process_ticks(&self.server_pid.to_string(), false);
+        CpuSample { at: Instant::now(), busy, ours }
+    }
+}
+
+/// utime + stime of a process (and of its reaped children when `children`), in ticks.
+fn process_ticks(pid: &str, children: bool) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after "pid (comm) ": state is field 3; utime, stime, cutime, cstime are 14–17.
+    let Some((_, rest)) = stat.rsplit_once(") ") else { return 0 };
+    let fields: Vec<u64> = rest.split_whitespace().skip(11).take(4).filter_map(|f| f.parse().ok()).collect();
+    let count = if children { 4 } else { 2 };
+    fields.iter().take(count).sum()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -687,6 +751,8 @@ impl LockEvents for EventCounts {
 struct Renewal {
     leases: usize,
     acquire_time: Duration,
+    acquire_each: Summary,
+    acquire_over_10ms: usize,
     window: Duration,
     passes: u64,
     round_trips: u64,
@@ -694,8 +760,9 @@ struct Renewal {
     renew_time: Duration,
     /// Time Redis spent running the renew script in the window.
     server_time: Duration,
-    /// The pipelined limit of step 0, measured again right after the window.
-    pipelined_after: f64,
+    /// The pipelined limit of step 0, measured again just before the leases were taken (with
+    /// no renewal running).
+    pipelined_before: f64,
     /// Guards reporting `is_held()` after the window.
     held: usize,
     /// Keys with a TTL > 0 on the server after the window, and the smallest TTL seen (ms).
@@ -704,6 +771,8 @@ struct Renewal {
     lost_events: u64,
     failed_renewals: u64,
     drop_time: Duration,
+    drop_each: Summary,
+    drop_over_10ms: usize,
     keys_left: u64,
     /// Release latch keys alive right after the drop (each lives 4 × the command timeout).
     latches_left: u64,
@@ -725,15 +794,22 @@ fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         .build()
         .expect("client for the renewal run");
     let names: Vec<String> = (0..plan.leases).map(|i| format!("bench:lease:{i}")).collect();
+    let mut conn = server.conn();
+    let pipelined_before = pipelined_rate(&mut conn, plan.pipelines);
 
+    let mut acquire_samples = Vec::with_capacity(plan.leases);
     let start = Instant::now();
     let guards: Vec<LockGuard> = names
         .iter()
-        .map(|name| client.lock(name.as_str()).try_lock().expect("try_lock").expect("a fresh lease lock is free"))
+        .map(|name| {
+            let one = Instant::now();
+            let guard = client.lock(name.as_str()).try_lock().expect("try_lock").expect("a fresh lease lock is free");
+            acquire_samples.push(nanos(one.elapsed()));
+            guard
+        })
         .collect();
     let acquire_time = start.elapsed();
 
-    let mut conn = server.conn();
     reset_server_stats(&mut conn);
     let before = client.stats();
     let window = RENEWAL_WATCHDOG / 3 * plan.hold_periods;
@@ -741,7 +817,6 @@ fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
     let after = client.stats();
     assert_eq!(after.leases, plan.leases, "every lease is still registered");
     let (_, server_usec) = server_command_stats(&mut conn, "evalsha");
-    let pipelined_after = pipelined_rate(&mut conn, plan.pipelines);
 
     let held = guards.iter().filter(|g| g.is_held()).count();
     let mut keys_alive = 0;
@@ -756,8 +831,14 @@ fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         min_ttl_ms = ttls.into_iter().fold(min_ttl_ms, i64::min);
     }
 
+    // Dropped one by one while the watchdog keeps renewing those still held.
+    let mut drop_samples = Vec::with_capacity(plan.leases);
     let start = Instant::now();
-    drop(guards);
+    for guard in guards {
+        let one = Instant::now();
+        drop(guard);
+        drop_samples.push(nanos(one.elapsed()));
+    }
     let drop_time = start.elapsed();
     let mut keys_left = 0;
     for chunk in names.chunks(PIPELINE) {
@@ -770,23 +851,31 @@ fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
     Renewal {
         leases: plan.leases,
         acquire_time,
+        acquire_over_10ms: over_10ms(&acquire_samples),
+        acquire_each: Summary::of_nanos(acquire_samples),
         window,
         passes: after.renewal_passes - before.renewal_passes,
         round_trips: after.renewal_round_trips - before.renewal_round_trips,
         renewed: after.leases_renewed - before.leases_renewed,
         renew_time: after.renewal_time - before.renewal_time,
         server_time: Duration::from_micros(server_usec),
-        pipelined_after,
+        pipelined_before,
         held,
         keys_alive,
         min_ttl_ms,
         lost_events: events.lost.load(Ordering::Relaxed),
         failed_renewals: events.renewal_failed.load(Ordering::Relaxed),
         drop_time,
+        drop_over_10ms: over_10ms(&drop_samples),
+        drop_each: Summary::of_nanos(drop_samples),
         keys_left,
         latches_left,
         failed_releases: events.release_failed.load(Ordering::Relaxed),
     }
+}
+
+fn over_10ms(samples: &[u64]) -> usize {
+    samples.iter().filter(|&&ns| ns > 10_000_000).count()
 }
 
 /// Keys matching `pattern` (SCAN).
@@ -996,6 +1085,8 @@ fn command_output(program: &str, arg: &str) -> String {
 struct Results {
     machine: Machine,
     placement: String,
+    /// Per step: the share of one CPU that processes other than the benchmark's used.
+    other_work: Vec<(String, f64)>,
     limit: Limit,
     uncontended: Uncontended,
     handoff: Summary,
@@ -1018,6 +1109,7 @@ impl Results {
         self.report_handoff(&mut out);
         self.report_throughput(&mut out);
         self.report_renewal(&mut out);
+        self.report_other_work(&mut out);
         out
     }
 
@@ -1086,7 +1178,7 @@ impl Results {
             };
             let _ = writeln!(
                 out,
-                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {to_rtt:.2} | {to_pair:.2} | {target} |",
+                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
                 x.pair.n, x.pair.mean, x.pair.p50, x.pair.p99, x.acquire.mean, x.release.mean, x.server_usec
             );
         }
@@ -1139,6 +1231,16 @@ impl Results {
         let _ = writeln!(out);
     }
 
+    fn report_other_work(&self, out: &mut String) {
+        let shares: Vec<String> =
+            self.other_work.iter().map(|(step, share)| format!("{step}: {:.0} %", share * 100.0)).collect();
+        let _ = writeln!(
+            out,
+            "Other processes on the machine during each step, in % of one CPU (from `/proc/stat`): {}.\n",
+            shares.join("; ")
+        );
+    }
+
     fn report_renewal(&self, out: &mut String) {
         let r = &self.renewal;
         let passes = r.passes.max(1) as f64;
@@ -1146,7 +1248,7 @@ impl Results {
         let ideal_per_pass = (per_pass / RENEW_BATCH as f64).ceil();
         let floor = r.renewed.div_ceil(RENEW_BATCH);
         let fraction = r.per_sec() / self.limit.pipelined_per_sec;
-        let fraction_after = r.per_sec() / r.pipelined_after;
+        let fraction_again = r.per_sec() / r.pipelined_before;
         let _ = writeln!(
             out,
             "#### 4. Renewal: {} watchdog leases held by one thread (watchdog {} s, renewal every {} s); \
@@ -1160,7 +1262,19 @@ impl Results {
         let mut row = |what: &str, value: String| {
             let _ = writeln!(out, "| {what} | {value} |");
         };
-        row("acquiring them (one `try_lock` each)", format!("{:.2} s", r.acquire_time.as_secs_f64()));
+        row(
+            "acquiring them, one `try_lock` each",
+            format!(
+                "{:.2} s; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}; {} took over 10 ms",
+                r.acquire_time.as_secs_f64(),
+                r.acquire_each.mean,
+                r.acquire_each.p50,
+                r.acquire_each.p90,
+                r.acquire_each.p99,
+                r.acquire_each.max,
+                r.acquire_over_10ms
+            ),
+        );
         row("window held", format!("{:.1} s", r.window.as_secs_f64()));
         row("renewal passes in the window", r.passes.to_string());
         row("renew round trips in the window", r.round_trips.to_string());
@@ -1186,12 +1300,12 @@ impl Results {
         row(
             "renewals/s (renewed / time in round trips)",
             format!(
-                "{:.0} = {fraction:.2} × the pipelined limit of step 0 ({}); {fraction_after:.2} × the same limit \
-                 measured right after the window ({:.0} calls/s, {})",
+                "{:.0} = {fraction:.3} × the pipelined limit of step 0 ({}); {fraction_again:.3} × the same limit \
+                 measured again just before the leases were taken ({:.0} calls/s, {})",
                 r.per_sec(),
                 verdict(fraction >= TARGET_RENEWAL_FRACTION),
-                r.pipelined_after,
-                verdict(fraction_after >= TARGET_RENEWAL_FRACTION)
+                r.pipelined_before,
+                verdict(fraction_again >= TARGET_RENEWAL_FRACTION)
             ),
         );
         row("guards `is_held()` after the window", format!("{} of {}", r.held, r.leases));
@@ -1201,15 +1315,19 @@ impl Results {
         );
         row("leases lost / renewals failed (event hook)", format!("{} / {}", r.lost_events, r.failed_renewals));
         row(
-            "dropping all guards",
+            "dropping all guards, one by one (the watchdog still renewing the rest)",
             format!(
-                "{:.2} s ({:.1} µs each), {} keys left, {} releases failed",
+                "{:.2} s; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}; {} took over 10 ms",
                 r.drop_time.as_secs_f64(),
-                r.drop_time.as_secs_f64() * 1e6 / r.leases as f64,
-                r.keys_left,
-                r.failed_releases
+                r.drop_each.mean,
+                r.drop_each.p50,
+                r.drop_each.p90,
+                r.drop_each.p99,
+                r.drop_each.max,
+                r.drop_over_10ms
             ),
         );
+        row("after the drop", format!("{} lease keys left, {} releases failed", r.keys_left, r.failed_releases));
         row(
             "release latch keys alive right after the drop",
             format!("{} (each kept 4 × the command timeout, 12 s by default)", r.latches_left),
