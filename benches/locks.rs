@@ -2,9 +2,10 @@
 //! the same run, on the same `redis-server`, over the same kind of connection.
 //!
 //! ```text
-//! cargo bench --bench locks                            # about a minute on 2 cores
-//! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, a few seconds
+//! cargo bench --bench locks                            # about 80 s on a 2-vCPU VM
+//! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 15 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
+//! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
@@ -1132,7 +1133,7 @@ impl Results {
 
     fn report_limit(&self, out: &mut String) {
         let l = &self.limit;
-        let _ = writeln!(out, "#### 0. Physical limit: `EVALSHA` of `return 1` on a plain `redis::Connection`\n");
+        let _ = writeln!(out, "### 0. Physical limit: `EVALSHA` of `return 1` on a plain `redis::Connection`\n");
         let _ = writeln!(
             out,
             "| calls | mean µs | p50 µs | p99 µs | server µs/call | pipelined, {PIPELINE} per pipeline |"
@@ -1151,7 +1152,7 @@ impl Results {
         let limit_pair = u.trivial.pair.mean;
         let _ = writeln!(
             out,
-            "#### 1. Uncontended acquire + release, one thread ({PAIR_BLOCKS} blocks per kind, interleaved)\n"
+            "### 1. Uncontended acquire + release, one thread ({PAIR_BLOCKS} blocks per kind, interleaved)\n"
         );
         let _ = writeln!(
             out,
@@ -1188,7 +1189,7 @@ impl Results {
     fn report_handoff(&self, out: &mut String) {
         let (h, rtt) = (&self.handoff, self.limit.rtt.mean);
         let (p50, p99) = (h.p50 / rtt, h.p99 / rtt);
-        let _ = writeln!(out, "#### 2. Contended hand-off to a waiter parked in another process\n");
+        let _ = writeln!(out, "### 2. Contended hand-off to a waiter parked in another process\n");
         let _ = writeln!(out, "| n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
         let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
         let _ = writeln!(
@@ -1208,7 +1209,7 @@ impl Results {
         let rtt = self.limit.rtt.mean;
         let _ = writeln!(
             out,
-            "#### 3. Throughput, {PROCESSES} processes × {THREADS_PER_PROCESS} threads, `lock()` + `unlock()` in a loop\n"
+            "### 3. Throughput, {PROCESSES} processes × {THREADS_PER_PROCESS} threads, `lock()` + `unlock()` in a loop\n"
         );
         let _ = writeln!(
             out,
@@ -1251,7 +1252,7 @@ impl Results {
         let fraction_again = r.per_sec() / r.pipelined_before;
         let _ = writeln!(
             out,
-            "#### 4. Renewal: {} watchdog leases held by one thread (watchdog {} s, renewal every {} s); \
+            "### 4. Renewal: {} watchdog leases held by one thread (watchdog {} s, renewal every {} s); \
              target: renewals/s ≥ {TARGET_RENEWAL_FRACTION} × pipelined limit\n",
             r.leases,
             RENEWAL_WATCHDOG.as_secs(),

@@ -28,7 +28,7 @@
 //! // Contention is not an error: `Ok(None)` means someone else holds it.
 //! match lock.try_lock_for(Duration::from_millis(200))? {
 //!     Some(guard) => guard.unlock()?,
-//!     None => println!("busy"),
+//!     None => { /* someone else holds it: do something else */ }
 //! }
 //! # Ok::<(), redlease::Error>(())
 //! ```

@@ -42,7 +42,9 @@ const MIN_NODES: usize = 3;
 ///     .collect::<Result<_, _>>()?;
 /// let red = RedLock::new(nodes.iter().map(|c| c.lock("invoice-run")));
 /// let guard = red.lock()?;
-/// println!("granted for at least {:?}", guard.validity().unwrap());
+/// let validity = guard.validity().expect("a Redlock guard reports its validity");
+/// // ... finish well within `validity` ...
+/// # let _ = validity;
 /// # Ok::<(), redlease::Error>(())
 /// ```
 #[derive(Clone)]
