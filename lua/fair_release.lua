@@ -14,7 +14,8 @@
 -- ARGV[5]  wait timeout in milliseconds
 --
 -- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed). A retry
---          of the same request replays the stored 0 or 1.
+--          of the same request replays a stored 0; after the last hold it finds nothing of
+--          this owner and acts on nothing.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local replay = redis.call('get', KEYS[5])
 if replay then
@@ -48,5 +49,4 @@ while true do
     redis.call('lpop', queue)
     redis.call('zrem', timeouts, head)
 end
-redis.call('set', KEYS[5], 1, 'px', ARGV[4])
 return 1

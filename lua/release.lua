@@ -11,8 +11,11 @@
 -- Returns  nil  the owner holds nothing: not held (never was, or the lease was lost)
 --          0    one hold released, the owner still holds the lock
 --          1    the last hold released: the key is deleted and the message published
--- A retry of the same request (same latch) replays the stored 0 or 1 without acting
--- again, so a release whose reply was lost can be sent once more safely.
+-- A retry of the same request (same latch) replays the stored 0 without acting again, so
+-- a release whose reply was lost can be sent once more safely. Only a release that leaves
+-- holds behind needs the latch: after the last hold is gone a retry finds no field of this
+-- owner and acts on nothing (the client takes that as done), so the common case writes no
+-- latch key.
 local replay = redis.call('get', KEYS[3])
 if replay then
     return tonumber(replay)
@@ -28,5 +31,4 @@ if left > 0 then
 end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[4])
 return 1

@@ -10,8 +10,9 @@
 -- ARGV[3]  latch lifetime in milliseconds
 --
 -- Returns  nil (this owner holds no read hold), 0 (released; the lock is still held),
---          1 (released; the lock is free and the message was published). A retry of the
---          same request replays the stored 0 or 1.
+--          1 (released; the lock is free and the message was published). While this owner
+--          keeps read holds the outcome is stored in the latch, and a retry of the same
+--          request replays it; after its last read hold a retry finds nothing of it.
 -- In read mode the hash's lease becomes the longest remaining lease of the read holds
 -- left; holds whose timeout key expired (dead readers) count for nothing, and when none is
 -- left the lock is deleted. In write mode (this owner's downgrade) the writer's lease stays.
@@ -48,5 +49,7 @@ else
         redis.call('publish', KEYS[2], ARGV[1])
     end
 end
-redis.call('set', KEYS[5], outcome, 'px', ARGV[3])
+if left > 0 then
+    redis.call('set', KEYS[5], outcome, 'px', ARGV[3])
+end
 return outcome

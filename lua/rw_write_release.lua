@@ -11,6 +11,8 @@
 -- Returns  nil (not held), 0 (one write hold released, others remain), 1 (the last write
 --          hold released: the lock is deleted, or, when this owner still has read holds
 --          (a downgrade), left in read mode; the message is published either way).
+-- Only a release that leaves write holds stores its outcome in the latch; after the last
+-- one a retry finds no write field of this owner and acts on nothing.
 local replay = redis.call('get', KEYS[3])
 if replay then
     return tonumber(replay)
@@ -31,5 +33,4 @@ else
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
 redis.call('publish', KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[4])
 return 1

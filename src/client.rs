@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -59,6 +59,7 @@ pub(crate) struct Inner {
     pub(crate) renewer: Renewer,
     pub(crate) subscriber: Subscriber,
     shutdown: AtomicBool,
+    request_ids: AtomicU64,
 }
 
 /// How long the release that undoes an uncertain acquire waits for its reply.
@@ -149,6 +150,7 @@ impl Client {
             renewer,
             subscriber,
             shutdown: AtomicBool::new(false),
+            request_ids: AtomicU64::new(0),
         };
         Ok(Client { inner: Arc::new(inner) })
     }
@@ -223,6 +225,12 @@ impl fmt::Debug for Client {
 }
 
 impl Inner {
+    /// A request id unique to this client (the suffix of a release's latch key): the
+    /// client's UUID and a counter, so no randomness is drawn per release.
+    pub(crate) fn next_request_id(&self) -> String {
+        format!("{}:{}", self.id, self.request_ids.fetch_add(1, Ordering::Relaxed))
+    }
+
     pub(crate) fn check_running(&self) -> Result<()> {
         if self.shutdown.load(Ordering::Acquire) { Err(Error::shutdown()) } else { Ok(()) }
     }
@@ -310,7 +318,7 @@ impl Inner {
         if self.holds(name, kind.role()) {
             return;
         }
-        let request_id = guard::new_request_id();
+        let request_id = self.next_request_id();
         let release = Release {
             name,
             owner,

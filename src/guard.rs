@@ -217,13 +217,8 @@ impl Hold {
                 Error::new(ErrorKind::NotHeld, "the lease was lost before the release; nothing was sent").on_lock(name)
             );
         }
-        Ok(PendingRelease {
-            client: self.client,
-            lease: self.lease,
-            kind: self.kind,
-            keep_millis,
-            request_id: new_request_id(),
-        })
+        let request_id = client.next_request_id();
+        Ok(PendingRelease { client: self.client, lease: self.lease, kind: self.kind, keep_millis, request_id })
     }
 }
 
@@ -244,7 +239,10 @@ impl PendingRelease {
         };
         let send = || client.pool.run_within("releasing", limit, |conn| self.kind.release(conn, &release));
         let outcome = match send() {
-            Err(err) if retry_timeout && err.is_timeout() => send(),
+            // The first attempt may have gone through. A retry that finds nothing of this
+            // owner means the hold is gone either way (only a release that leaves holds
+            // behind writes the latch that would replay its outcome).
+            Err(err) if retry_timeout && err.is_timeout() => send().map(|reply| reply.or(Some(1))),
             other => other,
         };
         match outcome.map_err(|e| e.on_lock(name))? {
@@ -258,11 +256,6 @@ impl PendingRelease {
             }
         }
     }
-}
-
-/// A fresh id for one release request (the latch key's suffix).
-pub(crate) fn new_request_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// How long a release latch is kept: long enough for any retry of that release.

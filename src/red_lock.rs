@@ -243,7 +243,7 @@ impl RedLock {
                 }
                 scope.spawn(move || {
                     let client = &node.client;
-                    let request_id = guard::new_request_id();
+                    let request_id = client.next_request_id();
                     let release = Release {
                         name: &node.name,
                         owner,

@@ -208,26 +208,34 @@ impl Worker {
 
     /// Renews the leases that are still held with a watchdog, batch by batch.
     fn renew(&self, leases: Vec<Arc<Lease>>) {
-        let mut batch = Vec::with_capacity(leases.len());
-        for lease in leases {
-            let mut inner = lease.lock();
+        for lease in &leases {
             // The wheel entry has fired; a release may no longer cancel it.
-            inner.renewal = None;
-            if inner.status == LeaseState::Held && inner.watchdog_holds > 0 {
-                inner.renewing = true;
-                drop(inner);
-                batch.push(lease);
-            }
+            lease.lock().renewal = None;
         }
-        for chunk in batch.chunks(self.config.renew_batch_size) {
+        for candidates in leases.chunks(self.config.renew_batch_size) {
+            // Marked in flight just before its batch goes out: a release waits for the one
+            // round trip that carries its lease, and a lease released meanwhile is left out.
+            let chunk: Vec<Arc<Lease>> = candidates
+                .iter()
+                .filter(|lease| {
+                    let mut inner = lease.lock();
+                    let renew = inner.status == LeaseState::Held && inner.watchdog_holds > 0;
+                    inner.renewing = renew;
+                    renew
+                })
+                .cloned()
+                .collect();
+            if chunk.is_empty() {
+                continue;
+            }
             let sent = Instant::now();
             let result = self.pool.run("renewing leases", |conn| {
                 let mut call = scripts::RENEW.prepare_invoke();
-                for lease in chunk {
+                for lease in &chunk {
                     call.key(&*lease.name);
                 }
                 call.arg(self.lease_millis);
-                for lease in chunk {
+                for lease in &chunk {
                     call.arg(&lease.field).arg(lease.hold_keys.as_deref().unwrap_or(""));
                 }
                 call.invoke::<Vec<i64>>(conn)

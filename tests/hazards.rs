@@ -278,6 +278,39 @@ fn a_release_whose_reply_is_lost_is_retried_and_releases_exactly_one_hold() {
     assert!(!exists(&mut direct, "retried"));
 }
 
+/// The reply to the release of the *last* hold is lost. That release writes no latch (only
+/// a release that leaves holds does), so the retry finds no field of this owner: the client
+/// must take that as done, not as `NotHeld`, and the lock must be free exactly once.
+///
+/// Breaks if the retry's "nothing held" were reported as an error, or if the first release
+/// had not run (the key would remain).
+#[test]
+fn a_lost_reply_to_the_last_release_is_retried_and_reported_done() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    let mut direct = server.conn();
+    let guard = client.lock("last-release").lock().unwrap();
+    let evalsha_before = calls_of(&mut direct, "evalsha");
+    proxy.set_drop_replies(true);
+    let (unlocked, healed) = thread::scope(|scope| {
+        let healer = scope.spawn(|| {
+            let mut conn = server.conn();
+            let ran = wait_until(Duration::from_secs(5), || !exists(&mut conn, "last-release"));
+            proxy.set_drop_replies(false);
+            ran
+        });
+        let unlocked = guard.unlock();
+        (unlocked, healer.join().unwrap())
+    });
+    proxy.set_drop_replies(false);
+    assert!(healed, "the first release ran on the server");
+    assert!(unlocked.is_ok(), "a retry that finds nothing of this owner means done: {unlocked:?}");
+    assert_eq!(calls_of(&mut direct, "evalsha") - evalsha_before, 2, "one release and one retry");
+    assert!(keys_matching(&mut direct, "redisson_unlock_latch:{last-release}:*").is_empty(), "no latch was needed");
+    assert!(!client.lock("last-release").is_locked().unwrap());
+}
+
 // -----------------------------------------------------------------------------------------
 // Keyspace hazards
 // -----------------------------------------------------------------------------------------
