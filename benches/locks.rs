@@ -2,27 +2,38 @@
 //! the same run, on the same `redis-server`, over the same kind of connection.
 //!
 //! ```text
-//! cargo bench --bench locks                            # about 80 s on a 2-vCPU VM
-//! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 15 s
+//! cargo bench --bench locks                            # about 2 min 10 s on a 2-vCPU VM
+//! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 25 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
 //!    one and pipelined 1000 at a time.
-//! 1. Uncontended `try_lock` + `unlock`, with a watchdog lease and with a fixed lease,
-//!    interleaved with two trivial calls and with the library's two scripts sent raw.
-//! 2. Contended hand-off to a waiter parked in another process (pub/sub wake-up).
-//! 3. Throughput of 8 threads in 2 processes, on one lock and on 8 locks.
+//! 1. Uncontended `try_lock` + `unlock` of the plain lock (watchdog and fixed lease), the
+//!    fair lock and both sides of the read-write lock, interleaved with two trivial calls
+//!    and with the plain lock's two scripts sent raw.
+//! 2. Contended hand-off to a waiter parked in another process (pub/sub wake-up), plain
+//!    and fair lock in interleaved blocks.
+//! 3. Throughput of 8 threads in 2 processes: plain lock on one lock and on 8 locks, fair
+//!    lock on one lock, read side of one read-write lock.
 //! 4. The watchdog renewing 100,000 leases.
+//! 5. A writer under continuously overlapping readers (Redisson's reader preference).
+//! 6. Redlock over 3 and 5 `redis-server`s: acquire + release against one node's plain
+//!    lock and against the same round trips fanned out by hand, healthy and with one node
+//!    blackholed behind a proxy.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
-//! with lines on stdout and take orders as lines on stdin. Every child and server is killed
-//! on drop, so a failed run leaves nothing behind.
+//! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
+//! stopped on drop, so a failed run leaves nothing behind.
 
 #[path = "../tests/support/server.rs"]
 #[allow(dead_code)]
 mod server;
+
+#[path = "../tests/support/proxy.rs"]
+#[allow(dead_code)]
+mod proxy;
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
@@ -33,7 +44,8 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, LockEvents, LockGuard};
+use proxy::Proxy;
+use redlease::{AnyLock, Client, LockEvents, LockGuard, RedLock};
 use server::RedisServer;
 
 /// Names the role of a child process; unset in the parent.
@@ -41,6 +53,9 @@ const ROLE_ENV: &str = "REDLEASE_BENCH_ROLE";
 const PARENT_ENV: &str = "REDLEASE_BENCH_PARENT";
 const URL_ENV: &str = "REDLEASE_BENCH_URL";
 const LOCK_ENV: &str = "REDLEASE_BENCH_LOCK";
+/// The lock kind a child uses (see [`LockKind`]).
+const KIND_ENV: &str = "REDLEASE_BENCH_KIND";
+/// Whether the throughput threads share one lock ("true") or take one each.
 const SHARED_ENV: &str = "REDLEASE_BENCH_SHARED";
 const PROCESS_ENV: &str = "REDLEASE_BENCH_PROCESS";
 /// Set to 1 for a short run.
@@ -68,7 +83,9 @@ const CHILD_REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 const ACQUIRE_LUA: &str = include_str!("../lua/acquire.lua");
 const RELEASE_LUA: &str = include_str!("../lua/release.lua");
 
-// Targets (SPEC §10, as set for this benchmark).
+// Targets (SPEC §10, as set for this benchmark). The pair target applies to every lock
+// kind's uncontended pair (each is one acquire and one release round trip), the hand-off
+// targets to the plain and the fair lock alike.
 const TARGET_PAIR_RATIO: f64 = 1.15;
 const TARGET_HANDOFF_P50_RATIO: f64 = 4.0;
 const TARGET_HANDOFF_P99_RATIO: f64 = 20.0;
@@ -84,28 +101,52 @@ fn main() {
     let machine = Machine::read();
     println!("redlease benchmark ({} run)", if plan.quick { "quick" } else { "full" });
     let server = RedisServer::start();
-    let placement = place_processes(&server);
+    let placement = Placement::apply(&server);
 
     let mut meter = CpuMeter::new(&server);
-    let mut step = |name: &str| {
-        eprintln!("{name} ...");
-        meter.step(name);
-    };
-    step("0. physical limit");
+    meter.step("0. physical limit");
     let limit = measure_limit(&server, &plan);
-    step("1. uncontended acquire + release");
+    meter.step("1. uncontended acquire + release");
     let uncontended = measure_uncontended(&server, &plan);
-    step("2. contended hand-off");
-    let handoff = measure_handoff(&server, &plan);
-    step("3. throughput");
-    let one_lock = measure_throughput(&server, &plan, true);
-    let own_locks = measure_throughput(&server, &plan, false);
-    step("4. renewal");
+    meter.step("2. contended hand-off");
+    let handoff = measure_handoffs(&server, &plan);
+    meter.step("3. throughput");
+    let throughput = [
+        measure_throughput(&server, &plan, LockKind::Plain, true),
+        measure_throughput(&server, &plan, LockKind::Plain, false),
+        measure_throughput(&server, &plan, LockKind::Fair, true),
+        measure_throughput(&server, &plan, LockKind::Read, true),
+    ];
+    meter.step("4. renewal");
     let renewal = measure_renewal(&server, &plan);
-    step("");
+    meter.step("5. writer under readers");
+    let writer = measure_writer_under_readers(&server, &plan);
+    meter.step("6. Redlock");
+    let red_servers: Vec<RedisServer> = (0..RED_NODES.iter().copied().max().unwrap_or(0))
+        .map(|_| {
+            let node = RedisServer::start();
+            placement.pin_server(&node);
+            meter.add_server(&node);
+            node
+        })
+        .collect();
+    let redlock: Vec<RedlockRun> = RED_NODES.iter().map(|&n| measure_redlock(&red_servers[..n], &plan)).collect();
+    meter.step("");
+    drop(red_servers);
     let other_work = meter.steps;
 
-    let results = Results { machine, placement, other_work, limit, uncontended, handoff, one_lock, own_locks, renewal };
+    let results = Results {
+        machine,
+        placement: placement.description,
+        other_work,
+        limit,
+        uncontended,
+        handoff,
+        throughput,
+        renewal,
+        writer,
+        redlock,
+    };
     let report = results.report();
     println!("\n{report}");
     println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
@@ -125,6 +166,14 @@ struct Plan {
     throughput_for: Duration,
     leases: usize,
     hold_periods: u32,
+    /// Rounds in which the writer waits for the readers to stop.
+    writer_rounds: usize,
+    /// How long the readers keep reading after the writer started waiting.
+    readers_for: Duration,
+    /// Pairs per kind in the healthy Redlock runs.
+    red_pairs: usize,
+    /// Pairs in the Redlock runs with one node blackholed.
+    blackholed_pairs: usize,
 }
 
 impl Plan {
@@ -140,6 +189,10 @@ impl Plan {
                 throughput_for: Duration::from_secs(1),
                 leases: 10_000,
                 hold_periods: 3,
+                writer_rounds: 2,
+                readers_for: Duration::from_millis(300),
+                red_pairs: 300,
+                blackholed_pairs: 20,
             }
         } else {
             Plan {
@@ -152,6 +205,10 @@ impl Plan {
                 throughput_for: Duration::from_secs(3),
                 leases: 100_000,
                 hold_periods: 3,
+                writer_rounds: 5,
+                readers_for: Duration::from_secs(1),
+                red_pairs: 2_000,
+                blackholed_pairs: 100,
             }
         }
     }
@@ -160,33 +217,60 @@ impl Plan {
 // ---------------------------------------------------------------------------------------
 // Placement
 
-/// Pins `redis-server` to the last CPU and this process (and so every child and thread it
-/// starts later) to the others, so that every round trip crosses CPUs, as it would cross a
-/// network. Left to the scheduler, client and server sometimes share a CPU, and a round
-/// trip then costs a fraction of a cross-CPU one (on a VM, waking an idle vCPU is what
-/// costs): ratios taken minutes apart would compare different limits.
-fn place_processes(server: &RedisServer) -> String {
-    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-    if std::env::var(PIN_ENV).is_ok_and(|v| v == "0") {
-        return "not pinned (REDLEASE_BENCH_PIN=0)".to_string();
+/// Where the processes run. [`Placement::apply`] pins `redis-server` to the last CPU and
+/// this process (and so every child and thread it starts later) to the others, so that
+/// every round trip crosses CPUs, as it would cross a network. Left to the scheduler,
+/// client and server sometimes share a CPU, and a round trip then costs a fraction of a
+/// cross-CPU one (on a VM, waking an idle vCPU is what costs): ratios taken minutes apart
+/// would compare different limits. The Redlock nodes started later go to the server's CPU
+/// too ([`Placement::pin_server`]).
+struct Placement {
+    description: String,
+    /// The CPU the servers are pinned to, when pinning worked.
+    server_cpu: Option<usize>,
+}
+
+impl Placement {
+    fn apply(server: &RedisServer) -> Placement {
+        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+        let unpinned = |why: &str| Placement { description: format!("not pinned ({why})"), server_cpu: None };
+        if std::env::var(PIN_ENV).is_ok_and(|v| v == "0") {
+            return unpinned("REDLEASE_BENCH_PIN=0");
+        }
+        if cpus < 2 {
+            return unpinned("one CPU");
+        }
+        let server_cpu = cpus - 1;
+        let client_cpus: Vec<usize> = (0..server_cpu).collect();
+        if pin_process(server, server_cpu) && pin(0, &client_cpus) {
+            let clients = if server_cpu == 1 { "CPU 0".to_string() } else { format!("CPUs 0–{}", server_cpu - 1) };
+            Placement {
+                description: format!(
+                    "redis-server pinned to CPU {server_cpu}, the benchmark and its child processes to {clients}"
+                ),
+                server_cpu: Some(server_cpu),
+            }
+        } else {
+            unpinned("sched_setaffinity failed")
+        }
     }
-    if cpus < 2 {
-        return "not pinned (one CPU)".to_string();
+
+    /// Puts another server where the first one is (nothing when unpinned).
+    fn pin_server(&self, server: &RedisServer) {
+        if let Some(cpu) = self.server_cpu {
+            assert!(pin_process(server, cpu), "pin a Redlock node to CPU {cpu}");
+        }
     }
-    let server_cpu = cpus - 1;
+}
+
+/// Pins every thread of `server` to `cpu`.
+fn pin_process(server: &RedisServer, cpu: usize) -> bool {
     let pid = server.pid().expect("the server is running");
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("list the server's threads");
-    let server_pinned = tasks
+    tasks
         .flatten()
         .filter_map(|task| task.file_name().to_str().and_then(|tid| tid.parse::<i32>().ok()))
-        .all(|tid| pin(tid, &[server_cpu]));
-    let client_cpus: Vec<usize> = (0..server_cpu).collect();
-    if server_pinned && pin(0, &client_cpus) {
-        let clients = if server_cpu == 1 { "CPU 0".to_string() } else { format!("CPUs 0–{}", server_cpu - 1) };
-        format!("redis-server pinned to CPU {server_cpu}, the benchmark and its child processes to {clients}")
-    } else {
-        "not pinned (sched_setaffinity failed)".to_string()
-    }
+        .all(|tid| pin(tid, &[cpu]))
 }
 
 /// Restricts thread `tid` (0: the calling thread, and threads it starts later) to `cpus`.
@@ -208,9 +292,18 @@ fn pin(tid: i32, cpus: &[usize]) -> bool {
 /// How much CPU processes other than this benchmark (itself, its children, its
 /// `redis-server`) use, step by step: the figures are only as good as the machine was quiet.
 struct CpuMeter {
-    server_pid: u32,
+    server_pids: Vec<u32>,
     current: Option<(String, CpuSample)>,
-    steps: Vec<(String, f64)>,
+    steps: Vec<OtherWork>,
+}
+
+/// What the machine did besides the benchmark during one step, in shares of one CPU.
+struct OtherWork {
+    step: String,
+    /// Processes other than the benchmark's.
+    others: f64,
+    /// Time the hypervisor ran something else on our vCPUs (steal).
+    steal: f64,
 }
 
 #[derive(Clone, Copy)]
@@ -220,21 +313,36 @@ struct CpuSample {
     busy: u64,
     /// Ticks of this process, its reaped children and the server.
     ours: u64,
+    /// Steal ticks of the whole machine.
+    steal: u64,
 }
 
 impl CpuMeter {
     fn new(server: &RedisServer) -> CpuMeter {
-        CpuMeter { server_pid: server.pid().expect("the server is running"), current: None, steps: Vec::new() }
+        CpuMeter { server_pids: vec![server.pid().expect("the server is running")], current: None, steps: Vec::new() }
+    }
+
+    /// Counts `server` as the benchmark's own from now on.
+    fn add_server(&mut self, server: &RedisServer) {
+        self.server_pids.push(server.pid().expect("the server is running"));
     }
 
     /// Ends the current step (if any) and starts `name` (none when empty).
     fn step(&mut self, name: &str) {
+        if !name.is_empty() {
+            eprintln!("{name} ...");
+        }
         let now = self.sample();
         if let Some((previous, start)) = self.current.take() {
             let ticks_per_sec = 100.0; // USER_HZ on Linux
             let elapsed = now.at.duration_since(start.at).as_secs_f64() * ticks_per_sec;
             let other = now.busy.saturating_sub(start.busy).saturating_sub(now.ours.saturating_sub(start.ours));
-            self.steps.push((previous, other as f64 / elapsed.max(1.0)));
+            let steal = now.steal.saturating_sub(start.steal);
+            self.steps.push(OtherWork {
+                step: previous,
+                others: other as f64 / elapsed.max(1.0),
+                steal: steal as f64 / elapsed.max(1.0),
+            });
         }
         if !name.is_empty() {
             self.current = Some((name.to_string(), now));
@@ -247,8 +355,9 @@ impl CpuMeter {
         let fields: Vec<u64> =
             stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
         let busy = [0, 1, 2, 5, 6].iter().filter_map(|&i| fields.get(i)).sum();
-        let ours = process_ticks("self", true) + process_ticks(&self.server_pid.to_string(), false);
-        CpuSample { at: Instant::now(), busy, ours }
+        let ours = process_ticks("self", true)
+            + self.server_pids.iter().map(|pid| process_ticks(&pid.to_string(), false)).sum::<u64>();
+        CpuSample { at: Instant::now(), busy, ours, steal: fields.get(7).copied().unwrap_or(0) }
     }
 }
 
@@ -453,6 +562,67 @@ impl PairSamples {
     }
 }
 
+/// A timed operation that returns how long its first half took.
+type PairOp<'a> = Box<dyn FnMut() -> Duration + 'a>;
+
+/// Runs every op `warmup` times, then `pairs` times each in `PAIR_BLOCKS` interleaved
+/// blocks. With `stats`, the server time per `EVALSHA` of each block is read on it (reset
+/// before the block).
+fn measure_pairs(
+    ops: &mut [PairOp],
+    warmup: usize,
+    pairs: usize,
+    mut stats: Option<&mut redis::Connection>,
+) -> Vec<PairStats> {
+    for op in ops.iter_mut() {
+        for _ in 0..warmup {
+            op();
+        }
+    }
+    let mut samples: Vec<PairSamples> = ops.iter().map(|_| PairSamples::default()).collect();
+    for _ in 0..PAIR_BLOCKS {
+        for (op, kind) in ops.iter_mut().zip(&mut samples) {
+            if let Some(conn) = stats.as_deref_mut() {
+                reset_server_stats(conn);
+            }
+            for _ in 0..pairs / PAIR_BLOCKS {
+                let start = Instant::now();
+                let first = nanos(op());
+                let pair = nanos(start.elapsed());
+                kind.pair.push(pair);
+                kind.acquire.push(first);
+                kind.release.push(pair - first);
+            }
+            if let Some(conn) = stats.as_deref_mut() {
+                let (calls, usec) = server_command_stats(conn, "evalsha");
+                kind.server_calls += calls;
+                kind.server_usec += usec;
+            }
+        }
+    }
+    samples.into_iter().map(PairSamples::finish).collect()
+}
+
+/// `op` twice, as a pair whose first half is the first call.
+fn twice<'a>(mut op: impl FnMut() + 'a) -> PairOp<'a> {
+    Box::new(move || {
+        let start = Instant::now();
+        op();
+        let first = start.elapsed();
+        op();
+        first
+    })
+}
+
+/// `try_lock()` (which must succeed) then `unlock()`; returns how long the acquire took.
+fn library_pair(lock: &AnyLock) -> Duration {
+    let start = Instant::now();
+    let guard = lock.try_lock().expect("try_lock").expect("an uncontended lock is free");
+    let acquired = start.elapsed();
+    guard.unlock().expect("unlock");
+    acquired
+}
+
 struct Uncontended {
     /// Two trivial `EVALSHA`s: the limit, measured again between the other blocks.
     trivial: PairStats,
@@ -461,15 +631,21 @@ struct Uncontended {
     raw_scripts: PairStats,
     watchdog: PairStats,
     fixed: PairStats,
+    fair: PairStats,
+    read: PairStats,
+    write: PairStats,
 }
-
-/// A timed operation that returns how long its first half took.
-type PairOp<'a> = Box<dyn FnMut() -> Duration + 'a>;
 
 fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Uncontended {
     let client = Client::open(&server.url()).expect("client for the uncontended run");
-    let watchdog = client.lock("bench:uncontended");
-    let fixed = client.lock("bench:uncontended:fixed").with_lease(Duration::from_secs(30));
+    let rw = client.read_write_lock("bench:uncontended:rw");
+    let locks: Vec<AnyLock> = vec![
+        client.lock("bench:uncontended").into(),
+        client.lock("bench:uncontended:fixed").with_lease(Duration::from_secs(30)).into(),
+        client.fair_lock("bench:uncontended:fair").into(),
+        rw.read().into(),
+        rw.write().into(),
+    ];
     let (mut trivial_conn, mut raw_conn, mut stats_conn) = (server.conn(), server.conn(), server.conn());
     let trivial = trivial_call(&mut trivial_conn);
     let (acquire_script, release_script) = (redis::Script::new(ACQUIRE_LUA), redis::Script::new(RELEASE_LUA));
@@ -477,13 +653,6 @@ fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Uncontended {
     let owner = format!("{}:1", client.id());
     let mut request = 0u64;
 
-    let library_pair = |lock: &redlease::Lock| {
-        let start = Instant::now();
-        let guard = lock.try_lock().expect("try_lock").expect("an uncontended lock is free");
-        let acquired = start.elapsed();
-        guard.unlock().expect("unlock");
-        acquired
-    };
     let mut ops: Vec<PairOp> = vec![
         Box::new(|| {
             let start = Instant::now();
@@ -499,10 +668,11 @@ fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Uncontended {
             assert_eq!(reply, None, "raw acquire of a free lock");
             let first = start.elapsed();
             request += 1;
+            // The request id as the library makes it: the client's UUID and a counter.
             let reply: Option<i64> = release_script
                 .key(raw_name)
                 .key(format!("redisson_lock__channel:{{{raw_name}}}"))
-                .key(format!("redisson_unlock_latch:{{{raw_name}}}:{request:032x}"))
+                .key(format!("redisson_unlock_latch:{{{raw_name}}}:{}:{request}", client.id()))
                 .arg(0)
                 .arg(30_000)
                 .arg(&owner)
@@ -512,35 +682,23 @@ fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Uncontended {
             assert_eq!(reply, Some(1), "raw release of a held lock");
             first
         }),
-        Box::new(|| library_pair(&watchdog)),
-        Box::new(|| library_pair(&fixed)),
     ];
-    for op in &mut ops {
-        for _ in 0..plan.warmup {
-            op();
-        }
+    for lock in &locks {
+        ops.push(Box::new(move || library_pair(lock)));
     }
-    let mut samples: Vec<PairSamples> = ops.iter().map(|_| PairSamples::default()).collect();
-    for _ in 0..PAIR_BLOCKS {
-        for (op, kind) in ops.iter_mut().zip(&mut samples) {
-            reset_server_stats(&mut stats_conn);
-            for _ in 0..plan.pairs / PAIR_BLOCKS {
-                let start = Instant::now();
-                let first = nanos(op());
-                let pair = nanos(start.elapsed());
-                kind.pair.push(pair);
-                kind.acquire.push(first);
-                kind.release.push(pair - first);
-            }
-            let (calls, usec) = server_command_stats(&mut stats_conn, "evalsha");
-            kind.server_calls += calls;
-            kind.server_usec += usec;
-        }
-    }
+    let stats = measure_pairs(&mut ops, plan.warmup, plan.pairs, Some(&mut stats_conn));
     drop(ops);
-    let mut kinds = samples.into_iter().map(PairSamples::finish);
+    let mut kinds = stats.into_iter();
     let mut next = || kinds.next().expect("one result per kind");
-    Uncontended { trivial: next(), raw_scripts: next(), watchdog: next(), fixed: next() }
+    Uncontended {
+        trivial: next(),
+        raw_scripts: next(),
+        watchdog: next(),
+        fixed: next(),
+        fair: next(),
+        read: next(),
+        write: next(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -550,54 +708,156 @@ fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Uncontended {
 const HANDOFF_WARMUP: usize = 20;
 /// How long a subscribed waiter is given to retry and park before the release.
 const HANDOFF_SETTLE: Duration = Duration::from_millis(2);
+/// The plain and the fair hand-off alternate in this many blocks each.
+const HANDOFF_BLOCKS: usize = 8;
 
-fn measure_handoff(server: &RedisServer, plan: &Plan) -> Summary {
-    let name = "bench:handoff";
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let client = Client::open(&server.url()).expect("client for the hand-off run");
-    let lock = client.lock(name);
-    let mut raw = server.conn();
-    let mut child = Worker::spawn("handoff", &[(URL_ENV, server.url()), (LOCK_ENV, name.to_string())]);
-    child.expect("ready");
-    let mut guard = lock.try_lock().expect("try_lock").expect("the hand-off lock starts free");
-    let mut samples = Vec::with_capacity(plan.handoffs);
-    for round in 0..HANDOFF_WARMUP + plan.handoffs {
-        child.send("go");
-        child.expect("waiting");
-        wait_for_subscriber(&mut raw, &channel);
-        thread::sleep(HANDOFF_SETTLE);
-        let t0 = mono_ns();
-        guard.unlock().expect("unlock for the hand-off");
-        let t1: u64 = child.expect("acquired ").parse().expect("the child's acquisition time");
-        if round >= HANDOFF_WARMUP {
-            samples.push(t1.checked_sub(t0).expect("the child acquired after the release"));
-        }
-        guard = lock.try_lock().expect("try_lock").expect("the child has released");
-    }
-    guard.unlock().expect("final unlock");
-    child.send("quit");
-    child.finish();
-    Summary::of_nanos(samples)
+/// The lock kind a child process or a measurement uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LockKind {
+    Plain,
+    Fair,
+    /// The read side of a read-write lock.
+    Read,
 }
 
-/// Polls `PUBSUB NUMSUB` until someone is subscribed to `channel`.
-fn wait_for_subscriber(conn: &mut redis::Connection, channel: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, count): (String, u64) =
-            redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query(conn).expect("PUBSUB NUMSUB");
-        if count >= 1 {
-            return;
+impl LockKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Plain => "plain",
+            LockKind::Fair => "fair",
+            LockKind::Read => "read",
         }
-        assert!(Instant::now() < deadline, "the waiting child did not subscribe to {channel} within 10 s");
-        thread::sleep(Duration::from_micros(100));
     }
+
+    fn parse(kind: &str) -> LockKind {
+        match kind {
+            "plain" => LockKind::Plain,
+            "fair" => LockKind::Fair,
+            "read" => LockKind::Read,
+            other => panic!("unknown lock kind {other:?}"),
+        }
+    }
+
+    /// The handle of this kind named `name` (watchdog lease).
+    fn handle(self, client: &Client, name: String) -> AnyLock {
+        match self {
+            LockKind::Plain => client.lock(name).into(),
+            LockKind::Fair => client.fair_lock(name).into(),
+            LockKind::Read => client.read_write_lock(name).read().into(),
+        }
+    }
+}
+
+struct Handoffs {
+    plain: Summary,
+    fair: Summary,
+}
+
+/// One holder here and one waiter in a child process, handing a lock back and forth.
+struct HandoffRig {
+    kind: LockKind,
+    name: String,
+    lock: AnyLock,
+    child: Worker,
+    raw: redis::Connection,
+    guard: Option<LockGuard>,
+}
+
+impl HandoffRig {
+    fn new(server: &RedisServer, client: &Client, kind: LockKind) -> HandoffRig {
+        let name = format!("bench:handoff:{}", kind.as_str());
+        let lock = kind.handle(client, name.clone());
+        let child = Worker::spawn(
+            "handoff",
+            &[(URL_ENV, server.url()), (LOCK_ENV, name.clone()), (KIND_ENV, kind.as_str().to_string())],
+        );
+        child.expect("ready");
+        let guard = Some(lock.try_lock().expect("try_lock").expect("the hand-off lock starts free"));
+        HandoffRig { kind, name, lock, child, raw: server.conn(), guard }
+    }
+
+    /// One hand-off: the child waits, this side releases; the time from just before the
+    /// release to the child's return from `lock()`, in nanoseconds.
+    fn round(&mut self) -> u64 {
+        self.child.send("go");
+        self.child.expect("waiting");
+        self.wait_until_parked();
+        thread::sleep(HANDOFF_SETTLE);
+        let guard = self.guard.take().expect("held between rounds");
+        let t0 = mono_ns();
+        guard.unlock().expect("unlock for the hand-off");
+        let t1: u64 = self.child.expect("acquired ").parse().expect("the child's acquisition time");
+        self.guard = Some(self.lock.try_lock().expect("try_lock").expect("the child has released"));
+        t1.checked_sub(t0).expect("the child acquired after the release")
+    }
+
+    /// Until the child waits where a release will wake it: subscribed to the lock's channel
+    /// (plain), or queued and subscribed to its own channel (fair).
+    fn wait_until_parked(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let conn = &mut self.raw;
+        let name = &self.name;
+        let parked = |conn: &mut redis::Connection| match self.kind {
+            LockKind::Plain => {
+                let channel = format!("redisson_lock__channel:{{{name}}}");
+                let (_, count): (String, u64) =
+                    redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query(conn).expect("PUBSUB NUMSUB");
+                count >= 1
+            }
+            LockKind::Fair => {
+                let queued: u64 =
+                    redis::cmd("LLEN").arg(format!("redisson_lock_queue:{{{name}}}")).query(conn).expect("LLEN");
+                let own: Vec<String> = redis::cmd("PUBSUB")
+                    .arg("CHANNELS")
+                    .arg(format!("redisson_lock__channel:{{{name}}}:*"))
+                    .query(conn)
+                    .expect("PUBSUB CHANNELS");
+                queued >= 1 && !own.is_empty()
+            }
+            LockKind::Read => unreachable!("no read hand-off"),
+        };
+        while !parked(conn) {
+            assert!(Instant::now() < deadline, "the waiting child did not park on {name} within 10 s");
+            thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn finish(mut self) {
+        self.guard.take().expect("held at the end").unlock().expect("final unlock");
+        self.child.send("quit");
+        self.child.finish();
+    }
+}
+
+/// The plain and the fair hand-off, in alternating blocks.
+fn measure_handoffs(server: &RedisServer, plan: &Plan) -> Handoffs {
+    let client = Client::open(&server.url()).expect("client for the hand-off run");
+    let mut rigs =
+        [HandoffRig::new(server, &client, LockKind::Plain), HandoffRig::new(server, &client, LockKind::Fair)];
+    for rig in &mut rigs {
+        for _ in 0..HANDOFF_WARMUP {
+            rig.round();
+        }
+    }
+    let mut samples = [Vec::with_capacity(plan.handoffs), Vec::with_capacity(plan.handoffs)];
+    for _ in 0..HANDOFF_BLOCKS {
+        for (rig, samples) in rigs.iter_mut().zip(&mut samples) {
+            for _ in 0..plan.handoffs / HANDOFF_BLOCKS {
+                samples.push(rig.round());
+            }
+        }
+    }
+    for rig in rigs {
+        rig.finish();
+    }
+    let [plain, fair] = samples;
+    Handoffs { plain: Summary::of_nanos(plain), fair: Summary::of_nanos(fair) }
 }
 
 /// Child: on each "go", blocks in `lock()`, notes the time it returned, releases, reports.
 fn handoff_child() {
     let client = Client::open(&child_env(URL_ENV)).expect("child client");
-    let lock = client.lock(child_env(LOCK_ENV));
+    let lock = LockKind::parse(&child_env(KIND_ENV)).handle(&client, child_env(LOCK_ENV));
     say("ready");
     for line in std::io::stdin().lock().lines() {
         match line.expect("read the parent's order").as_str() {
@@ -618,53 +878,85 @@ fn handoff_child() {
 // 3. Throughput
 
 struct Throughput {
+    kind: LockKind,
+    /// One lock shared by every thread, or one lock per thread.
+    shared: bool,
     acquisitions: u64,
     per_sec: f64,
     per_process: Vec<u64>,
-    /// Of consecutive acquisitions, the fraction that went to the other process (one lock only).
-    alternation: Option<f64>,
+    /// Scripts Redis ran (`INFO commandstats`) per acquisition: acquire, release, and the
+    /// attempts of waiters that were woken or polled.
+    scripts: f64,
+    /// Redis's time running them, per acquisition, µs.
+    server_usec: f64,
+    /// The same as a share of the window: how busy Redis was running scripts.
+    server_busy: f64,
+    /// Of consecutive acquisitions, the fraction that went to the other process, and to
+    /// another thread (one exclusive lock only).
+    alternation: Option<(f64, f64)>,
 }
 
-fn measure_throughput(server: &RedisServer, plan: &Plan, one_lock: bool) -> Throughput {
+fn measure_throughput(server: &RedisServer, plan: &Plan, kind: LockKind, shared: bool) -> Throughput {
     let mut workers: Vec<Worker> = (0..PROCESSES)
         .map(|p| {
             Worker::spawn(
                 "throughput",
-                &[(URL_ENV, server.url()), (SHARED_ENV, one_lock.to_string()), (PROCESS_ENV, p.to_string())],
+                &[
+                    (URL_ENV, server.url()),
+                    (KIND_ENV, kind.as_str().to_string()),
+                    (SHARED_ENV, shared.to_string()),
+                    (PROCESS_ENV, p.to_string()),
+                ],
             )
         })
         .collect();
     for worker in &workers {
         worker.expect("ready");
     }
+    let mut stats = server.conn();
+    reset_server_stats(&mut stats);
     let start = mono_ns() + nanos(Duration::from_millis(100));
     let end = start + nanos(plan.throughput_for);
     for worker in &mut workers {
         worker.send(&format!("start {start} {end}"));
     }
+    let exclusive = shared && kind != LockKind::Read;
     let mut per_process = Vec::new();
-    let mut stamps: Vec<(u64, usize)> = Vec::new();
+    // (time, process, thread) of every acquisition.
+    let mut stamps: Vec<(u64, usize, usize)> = Vec::new();
     for (p, worker) in workers.iter().enumerate() {
         per_process.push(worker.expect("count ").parse::<u64>().expect("acquisition count"));
-        if one_lock {
+        if exclusive {
             let line = worker.expect("stamps");
-            stamps.extend(line.split_whitespace().map(|s| (s.parse::<u64>().expect("timestamp"), p)));
+            stamps.extend(line.split_whitespace().map(|s| {
+                let (at, thread) = s.split_once('/').expect("time/thread");
+                (at.parse().expect("timestamp"), p, thread.parse().expect("thread index"))
+            }));
         }
     }
+    // Every thread has returned: only the window's calls (and their warm-up) were counted.
+    let (scripts, server_usec) = server_command_stats(&mut stats, "evalsha");
     for worker in workers {
         worker.finish();
     }
     let acquisitions: u64 = per_process.iter().sum();
-    let alternation = one_lock.then(|| {
+    let alternation = exclusive.then(|| {
         // Each stamp was taken while holding the lock, so their order is the order of holds.
         stamps.sort_unstable();
-        let switches = stamps.windows(2).filter(|w| w[0].1 != w[1].1).count();
-        switches as f64 / (stamps.len().max(2) - 1) as f64
+        let pairs = (stamps.len().max(2) - 1) as f64;
+        let other_process = stamps.windows(2).filter(|w| w[0].1 != w[1].1).count();
+        let other_thread = stamps.windows(2).filter(|w| (w[0].1, w[0].2) != (w[1].1, w[1].2)).count();
+        (other_process as f64 / pairs, other_thread as f64 / pairs)
     });
     Throughput {
+        kind,
+        shared,
         acquisitions,
         per_sec: acquisitions as f64 / plan.throughput_for.as_secs_f64(),
         per_process,
+        scripts: scripts as f64 / acquisitions.max(1) as f64,
+        server_usec: server_usec as f64 / acquisitions.max(1) as f64,
+        server_busy: server_usec as f64 / 1e6 / plan.throughput_for.as_secs_f64(),
         alternation,
     }
 }
@@ -672,7 +964,8 @@ fn measure_throughput(server: &RedisServer, plan: &Plan, one_lock: bool) -> Thro
 /// Child: `THREADS_PER_PROCESS` threads sharing one client loop `lock(); unlock()` between
 /// the start and end times the parent sends, on one shared lock or on one lock each.
 fn throughput_child() {
-    let one_lock = child_env(SHARED_ENV) == "true";
+    let kind = LockKind::parse(&child_env(KIND_ENV));
+    let shared = child_env(SHARED_ENV) == "true";
     let process = child_env(PROCESS_ENV);
     let client = Client::open(&child_env(URL_ENV)).expect("child client");
     let ready = Arc::new(Barrier::new(THREADS_PER_PROCESS + 1));
@@ -680,8 +973,11 @@ fn throughput_child() {
     let threads: Vec<_> = (0..THREADS_PER_PROCESS)
         .map(|t| {
             let (client, ready, window) = (client.clone(), Arc::clone(&ready), Arc::clone(&window));
-            let name =
-                if one_lock { "bench:throughput".to_string() } else { format!("bench:throughput:{process}:{t}") };
+            let name = if shared {
+                format!("bench:throughput:{}", kind.as_str())
+            } else {
+                format!("bench:throughput:{}:{process}:{t}", kind.as_str())
+            };
             let warm = format!("bench:throughput:warm:{process}:{t}");
             thread::spawn(move || {
                 // Open this thread's pooled connection before the clock starts.
@@ -689,7 +985,7 @@ fn throughput_child() {
                 for _ in 0..20 {
                     warm.try_lock().expect("warm-up try_lock").expect("warm-up lock is free").unlock().expect("unlock");
                 }
-                let lock = client.lock(name);
+                let lock = kind.handle(&client, name);
                 ready.wait();
                 ready.wait();
                 let (start, end) = *window.get().expect("start time set before the second barrier");
@@ -702,7 +998,7 @@ fn throughput_child() {
                         guard.unlock().expect("unlock");
                         return stamps;
                     }
-                    stamps.push(now - start);
+                    stamps.push((now - start, t));
                     guard.unlock().expect("unlock");
                 }
             })
@@ -715,12 +1011,12 @@ fn throughput_child() {
     let times: Vec<u64> = order.split_whitespace().skip(1).map(|s| s.parse().expect("start and end times")).collect();
     window.set((times[0], times[1])).expect("the window is set once");
     ready.wait();
-    let stamps: Vec<u64> = threads.into_iter().flat_map(|t| t.join().expect("throughput thread")).collect();
+    let stamps: Vec<(u64, usize)> = threads.into_iter().flat_map(|t| t.join().expect("throughput thread")).collect();
     say(&format!("count {}", stamps.len()));
-    if one_lock {
+    if shared && kind != LockKind::Read {
         let mut line = String::from("stamps");
-        for s in &stamps {
-            write!(line, " {s}").expect("write to a String");
+        for (at, thread) in &stamps {
+            write!(line, " {at}/{thread}").expect("write to a String");
         }
         say(&line);
     }
@@ -764,6 +1060,8 @@ struct Renewal {
     /// The pipelined limit of step 0, measured again just before the leases were taken (with
     /// no renewal running).
     pipelined_before: f64,
+    /// Keys in the database before the leases were taken (what earlier steps left).
+    keys_before: u64,
     /// Guards reporting `is_held()` after the window.
     held: usize,
     /// Keys with a TTL > 0 on the server after the window, and the smallest TTL seen (ms).
@@ -796,6 +1094,7 @@ fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         .expect("client for the renewal run");
     let names: Vec<String> = (0..plan.leases).map(|i| format!("bench:lease:{i}")).collect();
     let mut conn = server.conn();
+    let keys_before: u64 = redis::cmd("DBSIZE").query(&mut conn).expect("DBSIZE");
     let pipelined_before = pipelined_rate(&mut conn, plan.pipelines);
 
     let mut acquire_samples = Vec::with_capacity(plan.leases);
@@ -861,6 +1160,7 @@ fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         renew_time: after.renewal_time - before.renewal_time,
         server_time: Duration::from_micros(server_usec),
         pipelined_before,
+        keys_before,
         held,
         keys_alive,
         min_ttl_ms,
@@ -898,6 +1198,204 @@ fn count_keys(conn: &mut redis::Connection, pattern: &str) -> u64 {
         }
         cursor = next;
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. A writer under continuously overlapping readers
+
+/// Reader threads in the writer run.
+const WRITER_READERS: usize = 4;
+/// How long each reader holds the read lock before it releases and takes it again.
+const READER_HOLD: Duration = Duration::from_millis(20);
+/// The readers start this far apart, so that at any time at least three of them hold.
+const READER_STAGGER: Duration = Duration::from_millis(5);
+/// The writer starts waiting this long after the first reader.
+const WRITER_DELAY: Duration = Duration::from_millis(100);
+/// The writer's wait in the round that shows starvation: shorter than the readers' run.
+const STARVED_WAIT: Duration = Duration::from_millis(500);
+/// The writer's wait in the other rounds: longer than the readers' run.
+const WRITER_WAIT: Duration = Duration::from_secs(10);
+
+/// One round: readers overlap, a writer calls `try_lock_for`, the readers stop.
+struct WriterRound {
+    /// How long the writer's `try_lock_for` took.
+    waited: Duration,
+    granted: bool,
+    /// From the writer's call to the last reader's release (taken just before `unlock()`).
+    readers_went_on: Duration,
+    /// From the last reader's release to the writer's return with the lock, ns (negative:
+    /// the writer got in before the readers stopped).
+    after_last_release: Option<i64>,
+    /// Read acquisitions granted while the writer waited.
+    reads_while_waiting: usize,
+}
+
+struct WriterUnderReaders {
+    /// The round whose writer gives up (`STARVED_WAIT`) while the readers still overlap.
+    starved: WriterRound,
+    /// Rounds whose writer waits longer (`WRITER_WAIT`) than the readers read.
+    rounds: Vec<WriterRound>,
+    readers_for: Duration,
+}
+
+fn measure_writer_under_readers(server: &RedisServer, plan: &Plan) -> WriterUnderReaders {
+    let readers = Client::open(&server.url()).expect("client of the readers");
+    let writer = Client::open(&server.url()).expect("client of the writer");
+    let name = "bench:rw:writer";
+    let starved = writer_round(&readers, &writer, name, STARVED_WAIT * 2, STARVED_WAIT);
+    let rounds = (0..plan.writer_rounds).map(|_| writer_round(&readers, &writer, name, plan.readers_for, WRITER_WAIT));
+    WriterUnderReaders { starved, rounds: rounds.collect(), readers_for: plan.readers_for }
+}
+
+/// `WRITER_READERS` threads of `readers` take the read lock `name` in a loop, each holding it
+/// `READER_HOLD`, from the start until `readers_for` after the writer (a thread of `writer`)
+/// started waiting up to `wait` for the write lock.
+fn writer_round(readers: &Client, writer: &Client, name: &str, readers_for: Duration, wait: Duration) -> WriterRound {
+    let begin = mono_ns() + nanos(Duration::from_millis(10));
+    let writer_at = begin + nanos(WRITER_DELAY);
+    let stop_at = writer_at + nanos(readers_for);
+    let (reads, last_release, (w_start, w_end, granted)) = thread::scope(|scope| {
+        let reader_threads: Vec<_> = (0..WRITER_READERS)
+            .map(|i| {
+                let lock = readers.read_write_lock(name).read();
+                scope.spawn(move || {
+                    sleep_until_mono(begin + i as u64 * nanos(READER_STAGGER));
+                    let (mut acquired, mut last_release) = (Vec::new(), 0);
+                    while mono_ns() < stop_at {
+                        let guard = lock.lock().expect("read lock()");
+                        acquired.push(mono_ns());
+                        thread::sleep(READER_HOLD);
+                        last_release = mono_ns();
+                        guard.unlock().expect("read unlock");
+                    }
+                    (acquired, last_release)
+                })
+            })
+            .collect();
+        let write = writer.read_write_lock(name).write();
+        let writer_thread = scope.spawn(move || {
+            sleep_until_mono(writer_at);
+            let start = mono_ns();
+            let guard = write.try_lock_for(wait).expect("write try_lock_for");
+            let end = mono_ns();
+            let granted = guard.is_some();
+            if let Some(guard) = guard {
+                guard.unlock().expect("write unlock");
+            }
+            (start, end, granted)
+        });
+        let mut reads = Vec::new();
+        let mut last_release = 0;
+        for reader in reader_threads {
+            let (acquired, last) = reader.join().expect("reader thread");
+            reads.extend(acquired);
+            last_release = last_release.max(last);
+        }
+        (reads, last_release, writer_thread.join().expect("writer thread"))
+    });
+    let signed = |ns: u64, from: u64| i64::try_from(ns).unwrap_or(i64::MAX) - i64::try_from(from).unwrap_or(i64::MAX);
+    WriterRound {
+        waited: Duration::from_nanos(w_end - w_start),
+        granted,
+        readers_went_on: Duration::from_nanos(last_release.saturating_sub(w_start)),
+        after_last_release: granted.then(|| signed(w_end, last_release)),
+        reads_while_waiting: reads.iter().filter(|&&at| at >= w_start && at < w_end).count(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Redlock
+
+/// Redlock sizes measured.
+const RED_NODES: [usize; 2] = [3, 5];
+/// The per-node timeout the Redlock runs set.
+const RED_NODE_TIMEOUT: Duration = Duration::from_millis(20);
+/// Pairs before the measured ones with one node blackholed.
+const BLACKHOLED_WARMUP: usize = 3;
+
+struct RedlockRun {
+    nodes: usize,
+    /// `try_lock` + `unlock` of a plain lock on the first node.
+    plain: PairStats,
+    /// Two rounds of a trivial `EVALSHA` to every node from one thread (all sent, then all
+    /// read): the limit of a Redlock pair.
+    fan_out: PairStats,
+    /// The same from one scoped thread per node, as the library asks the nodes.
+    fan_out_threads: PairStats,
+    /// Two scopes of one thread per node that do nothing: thread start-up alone.
+    threads_only: PairStats,
+    /// `RedLock::try_lock` + `unlock`.
+    red: PairStats,
+    /// The same with the last node behind a blackholed proxy.
+    blackholed: PairStats,
+}
+
+fn measure_redlock(servers: &[RedisServer], plan: &Plan) -> RedlockRun {
+    let n = servers.len();
+    let clients: Vec<Client> = servers.iter().map(|s| Client::open(&s.url()).expect("Redlock node client")).collect();
+    let plain: AnyLock = clients[0].lock("bench:redlock:plain").into();
+    let red = RedLock::new(clients.iter().map(|c| c.lock("bench:redlock"))).node_timeout(RED_NODE_TIMEOUT);
+    let mut one_thread: Vec<redis::Connection> = servers.iter().map(RedisServer::conn).collect();
+    let mut per_thread: Vec<redis::Connection> = servers.iter().map(RedisServer::conn).collect();
+    let calls: Vec<redis::Cmd> = per_thread.iter_mut().map(trivial_call).collect();
+    // Loading the trivial script through `per_thread` loaded it on every node.
+    let packed = calls[0].get_packed_command();
+
+    let fan_out = |conns: &mut [redis::Connection]| {
+        for conn in conns.iter_mut() {
+            conn.send_packed_command(&packed).expect("send a trivial EVALSHA");
+        }
+        for conn in conns.iter_mut() {
+            assert_eq!(conn.recv_response().expect("trivial EVALSHA reply"), redis::Value::Int(1));
+        }
+    };
+    let fan_out_threads = |conns: &mut [redis::Connection]| {
+        thread::scope(|scope| {
+            for (conn, call) in conns.iter_mut().zip(&calls) {
+                scope.spawn(move || {
+                    let one: i64 = call.query(conn).expect("trivial EVALSHA");
+                    assert_eq!(one, 1);
+                });
+            }
+        });
+    };
+    let threads_only = || thread::scope(|scope| (0..n).for_each(|_| drop(scope.spawn(|| ()))));
+    let red_pair = |red: &RedLock| {
+        let start = Instant::now();
+        let guard = red.try_lock().expect("Redlock try_lock").expect("the Redlock is granted");
+        let acquired = start.elapsed();
+        guard.unlock().expect("Redlock unlock");
+        acquired
+    };
+    let mut ops: Vec<PairOp> = vec![
+        Box::new(|| library_pair(&plain)),
+        twice(|| fan_out(&mut one_thread)),
+        twice(|| fan_out_threads(&mut per_thread)),
+        twice(threads_only),
+        Box::new(|| red_pair(&red)),
+    ];
+    let stats = measure_pairs(&mut ops, plan.warmup / 4, plan.red_pairs, None);
+    drop(ops);
+    let mut kinds = stats.into_iter();
+    let mut next = || kinds.next().expect("one result per kind");
+    let (plain, fan_out, fan_out_threads, threads_only, red_stats) = (next(), next(), next(), next(), next());
+
+    // The last node behind a proxy that swallows everything in both directions.
+    let proxy = Proxy::start(servers[n - 1].addr());
+    let proxied = Client::open(&proxy.url()).expect("client of the proxied node");
+    let nodes = clients[..n - 1].iter().chain([&proxied]);
+    let silent = RedLock::new(nodes.map(|c| c.lock("bench:redlock:blackholed"))).node_timeout(RED_NODE_TIMEOUT);
+    for _ in 0..BLACKHOLED_WARMUP {
+        red_pair(&silent);
+    }
+    proxy.set_blackhole(true);
+    let mut ops: Vec<PairOp> = vec![Box::new(|| red_pair(&silent))];
+    let blackholed = measure_pairs(&mut ops, BLACKHOLED_WARMUP, plan.blackholed_pairs, None).pop().expect("one kind");
+    drop(ops);
+    drop(silent);
+    drop(proxied);
+    drop(proxy);
+    RedlockRun { nodes: n, plain, fan_out, fan_out_threads, threads_only, red: red_stats, blackholed }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1087,13 +1585,14 @@ struct Results {
     machine: Machine,
     placement: String,
     /// Per step: the share of one CPU that processes other than the benchmark's used.
-    other_work: Vec<(String, f64)>,
+    other_work: Vec<OtherWork>,
     limit: Limit,
     uncontended: Uncontended,
-    handoff: Summary,
-    one_lock: Throughput,
-    own_locks: Throughput,
+    handoff: Handoffs,
+    throughput: [Throughput; 4],
     renewal: Renewal,
+    writer: WriterUnderReaders,
+    redlock: Vec<RedlockRun>,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -1110,6 +1609,8 @@ impl Results {
         self.report_handoff(&mut out);
         self.report_throughput(&mut out);
         self.report_renewal(&mut out);
+        self.report_writer(&mut out);
+        self.report_redlock(&mut out);
         self.report_other_work(&mut out);
         out
     }
@@ -1157,7 +1658,9 @@ impl Results {
         let _ = writeln!(
             out,
             "Ratios: to 2 × the RTT of step 0, and to the pair of trivial calls measured in the blocks \
-             in between (the same limit, free of the machine's drift between steps). Target ≤ {TARGET_PAIR_RATIO}.\n"
+             in between (the same limit, free of the machine's drift between steps). Target ≤ {TARGET_PAIR_RATIO} \
+             for every lock kind (each is one acquire and one release round trip). Watchdog lease unless \
+             stated.\n"
         );
         let _ = writeln!(
             out,
@@ -1169,6 +1672,9 @@ impl Results {
             ("the two scripts sent raw", &u.raw_scripts, false),
             ("**`try_lock()` + `unlock()`, watchdog lease**", &u.watchdog, true),
             ("**`try_lock()` + `unlock()`, `with_lease(30 s)`**", &u.fixed, true),
+            ("**fair lock `try_lock()` + `unlock()`**", &u.fair, true),
+            ("**read lock `try_lock()` + `unlock()`**", &u.read, true),
+            ("**write lock `try_lock()` + `unlock()`**", &u.write, true),
         ];
         for (what, x, judged) in rows {
             let (to_rtt, to_pair) = (x.pair.mean / (2.0 * rtt), x.pair.mean / limit_pair);
@@ -1187,22 +1693,29 @@ impl Results {
     }
 
     fn report_handoff(&self, out: &mut String) {
-        let (h, rtt) = (&self.handoff, self.limit.rtt.mean);
-        let (p50, p99) = (h.p50 / rtt, h.p99 / rtt);
-        let _ = writeln!(out, "### 2. Contended hand-off to a waiter parked in another process\n");
-        let _ = writeln!(out, "| n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
-        let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
+        let rtt = self.limit.rtt.mean;
         let _ = writeln!(
             out,
-            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {p50:.2} (target ≤ {TARGET_HANDOFF_P50_RATIO}: {}) | {p99:.2} (target ≤ {TARGET_HANDOFF_P99_RATIO}: {}) |\n",
-            h.n,
-            h.p50,
-            h.p90,
-            h.p99,
-            h.max,
-            verdict(p50 <= TARGET_HANDOFF_P50_RATIO),
-            verdict(p99 <= TARGET_HANDOFF_P99_RATIO)
+            "### 2. Contended hand-off to a waiter parked in another process ({HANDOFF_BLOCKS} blocks per lock, \
+             alternating)\n"
         );
+        let _ = writeln!(out, "| lock | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (what, h) in [("plain", &self.handoff.plain), ("fair", &self.handoff.fair)] {
+            let (p50, p99) = (h.p50 / rtt, h.p99 / rtt);
+            let _ = writeln!(
+                out,
+                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {p50:.2} (target ≤ {TARGET_HANDOFF_P50_RATIO}: {}) | {p99:.2} (target ≤ {TARGET_HANDOFF_P99_RATIO}: {}) |",
+                h.n,
+                h.p50,
+                h.p90,
+                h.p99,
+                h.max,
+                verdict(p50 <= TARGET_HANDOFF_P50_RATIO),
+                verdict(p99 <= TARGET_HANDOFF_P99_RATIO)
+            );
+        }
+        let _ = writeln!(out);
     }
 
     fn report_throughput(&self, out: &mut String) {
@@ -1213,31 +1726,188 @@ impl Results {
         );
         let _ = writeln!(
             out,
-            "| locks | acquisitions | per process | acquisitions/s | µs per acquisition | to the other process |"
+            "| lock | acquisitions | per process | acquisitions/s | µs per acquisition | scripts per acquisition | Redis running them, µs per acquisition (share of the window) | to the other process | to another thread |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
-        for (what, t) in [("one shared lock", &self.one_lock), ("one lock per thread (8)", &self.own_locks)] {
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for t in &self.throughput {
+            let what = match (t.kind, t.shared) {
+                (LockKind::Plain, true) => "plain, one shared lock",
+                (LockKind::Plain, false) => "plain, one lock per thread (8)",
+                (LockKind::Fair, true) => "fair, one shared lock",
+                (LockKind::Fair, false) => "fair, one lock per thread (8)",
+                (LockKind::Read, true) => "read side of one read-write lock (8 readers)",
+                (LockKind::Read, false) => "read side, one lock per thread (8)",
+            };
             let per_process: Vec<String> = t.per_process.iter().map(u64::to_string).collect();
-            let alternation = t.alternation.map_or_else(|| "–".to_string(), |a| format!("{:.0} %", a * 100.0));
+            let percent = |f: f64| format!("{:.0} %", f * 100.0);
+            let (process, thread) =
+                t.alternation.map_or_else(|| ("–".to_string(), "–".to_string()), |(p, t)| (percent(p), percent(t)));
             let _ = writeln!(
                 out,
-                "| {what} | {} | {} | {:.0} | {:.1} ({:.2} RTT) | {alternation} |",
+                "| {what} | {} | {} | {:.0} | {:.1} ({:.2} RTT) | {:.2} | {:.1} ({:.0} %) | {process} | {thread} |",
                 t.acquisitions,
                 per_process.join(" / "),
                 t.per_sec,
                 1e6 / t.per_sec,
-                1e6 / t.per_sec / rtt
+                1e6 / t.per_sec / rtt,
+                t.scripts,
+                t.server_usec,
+                t.server_busy * 100.0
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_writer(&self, out: &mut String) {
+        let w = &self.writer;
+        let _ = writeln!(
+            out,
+            "### 5. A writer under {WRITER_READERS} readers in one process, each holding the read lock {} ms in a \
+             loop, started {} ms apart (always at least {} holding); the writer (its own client) calls \
+             `write().try_lock_for(d)` {} ms after the first reader\n",
+            READER_HOLD.as_millis(),
+            READER_STAGGER.as_millis(),
+            WRITER_READERS - 1,
+            WRITER_DELAY.as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "| round | d | readers went on after the writer's call for | writer waited | got in | from the last reader's release to the writer's entry | read acquisitions while it waited |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|");
+        let mut row = |what: String, d: Duration, r: &WriterRound| {
+            let entry = r.after_last_release.map_or_else(
+                || "–".to_string(),
+                |ns| {
+                    if ns >= 0 {
+                        format!("{:.1} µs", ns as f64 / 1e3)
+                    } else {
+                        format!("{:.1} µs before it", -ns as f64 / 1e3)
+                    }
+                },
+            );
+            let _ = writeln!(
+                out,
+                "| {what} | {} ms | {:.1} ms | {:.1} ms | {} | {entry} | {} |",
+                d.as_millis(),
+                r.readers_went_on.as_secs_f64() * 1e3,
+                r.waited.as_secs_f64() * 1e3,
+                if r.granted { "yes" } else { "no" },
+                r.reads_while_waiting
+            );
+        };
+        row("starvation: d shorter than the readers' run".to_string(), STARVED_WAIT, &w.starved);
+        for (i, r) in w.rounds.iter().enumerate() {
+            row(
+                format!("{}: readers stop {} ms after the writer's call", i + 1, w.readers_for.as_millis()),
+                WRITER_WAIT,
+                r,
+            );
+        }
+        let entries: Vec<u64> =
+            w.rounds.iter().filter_map(|r| r.after_last_release).map(|ns| u64::try_from(ns).unwrap_or(0)).collect();
+        let early = w.rounds.iter().filter(|r| r.after_last_release.is_some_and(|ns| ns < 0)).count();
+        if !entries.is_empty() {
+            let s = Summary::of_nanos(entries);
+            let _ = writeln!(
+                out,
+                "\nEntry after the last reader's release, over {} rounds: p50 {:.1} µs ({:.2} RTT), max {:.1} µs; \
+                 rounds in which the writer got in while readers still held: {early}.",
+                s.n,
+                s.p50,
+                s.p50 / self.limit.rtt.mean,
+                s.max
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_redlock(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "### 6. Redlock: one `redis-server` per node (pinned with the first one), one client each; node timeout \
+             {} ms; interleaved blocks ({PAIR_BLOCKS} per kind)\n",
+            RED_NODE_TIMEOUT.as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "The limit of a Redlock pair is two rounds of requests sent to every node at once: \"fan-out\" sends a \
+             trivial `EVALSHA` on every node's connection from one thread, then reads every reply. The library \
+             asks the nodes from one scoped thread per node, at acquire and at release.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| nodes | pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | mean / plain pair | mean / fan-out pair |"
+        );
+        let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &self.redlock {
+            let (plain, limit) = (r.plain.pair.mean, r.fan_out.pair.mean);
+            let rows = [
+                ("plain lock `try_lock()` + `unlock()` on the first node".to_string(), &r.plain),
+                ("two fan-out rounds of a trivial `EVALSHA`, one thread (the limit)".to_string(), &r.fan_out),
+                (format!("the same from {} scoped threads per round", r.nodes), &r.fan_out_threads),
+                (format!("two scopes of {} threads that do nothing", r.nodes), &r.threads_only),
+                ("**`RedLock` `try_lock()` + `unlock()`**".to_string(), &r.red),
+                (
+                    format!(
+                        "**the same, one node blackholed** (floor ≈ {} ms + one fan-out round)",
+                        RED_NODE_TIMEOUT.as_millis()
+                    ),
+                    &r.blackholed,
+                ),
+            ];
+            for (what, x) in rows {
+                let _ = writeln!(
+                    out,
+                    "| {} | {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} |",
+                    r.nodes,
+                    x.pair.n,
+                    x.pair.mean,
+                    x.pair.p50,
+                    x.pair.p99,
+                    x.acquire.mean,
+                    x.release.mean,
+                    x.pair.mean / plain,
+                    x.pair.mean / limit
+                );
+            }
+        }
+        let _ = writeln!(out);
+        for r in &self.redlock {
+            let floor = RED_NODE_TIMEOUT.as_secs_f64() * 1e6 + r.fan_out.acquire.mean;
+            let _ = writeln!(
+                out,
+                "- {} nodes: thread start-up {:.1} µs per pair ({} threads twice; {:.0} % of the Redlock pair); fan-out \
+                 from threads costs {:.1} µs more than from one thread; the Redlock pair {:.1} µs more than the \
+                 threaded fan-out. Blackholed: acquire mean {:.2} ms against the node timeout of {} ms, release mean \
+                 {:.1} µs; pair {:.2} ms = {:.3} × the floor of {:.2} ms.",
+                r.nodes,
+                r.threads_only.pair.mean,
+                r.nodes,
+                r.threads_only.pair.mean / r.red.pair.mean * 100.0,
+                r.fan_out_threads.pair.mean - r.fan_out.pair.mean,
+                r.red.pair.mean - r.fan_out_threads.pair.mean,
+                r.blackholed.acquire.mean / 1e3,
+                RED_NODE_TIMEOUT.as_millis(),
+                r.blackholed.release.mean,
+                r.blackholed.pair.mean / 1e3,
+                r.blackholed.pair.mean / floor,
+                floor / 1e3
             );
         }
         let _ = writeln!(out);
     }
 
     fn report_other_work(&self, out: &mut String) {
-        let shares: Vec<String> =
-            self.other_work.iter().map(|(step, share)| format!("{step}: {:.0} %", share * 100.0)).collect();
+        let shares: Vec<String> = self
+            .other_work
+            .iter()
+            .map(|w| format!("{}: {:.0} % ({:.1} % steal)", w.step, w.others * 100.0, w.steal * 100.0))
+            .collect();
         let _ = writeln!(
             out,
-            "Other processes on the machine during each step, in % of one CPU (from `/proc/stat`): {}.\n",
+            "Other processes on the machine during each step, in % of one CPU, and in brackets the time the \
+             hypervisor gave our vCPUs to others (steal), from `/proc/stat`: {}.\n",
             shares.join("; ")
         );
     }
@@ -1263,6 +1933,7 @@ impl Results {
         let mut row = |what: &str, value: String| {
             let _ = writeln!(out, "| {what} | {value} |");
         };
+        row("keys in the database before (left by earlier steps)", r.keys_before.to_string());
         row(
             "acquiring them, one `try_lock` each",
             format!(
