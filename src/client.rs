@@ -315,9 +315,22 @@ impl Inner {
         name: &Arc<str>,
         owner: &str,
     ) {
-        if self.holds(name, kind.role()) {
-            return;
+        if !self.holds(name, kind.role()) {
+            self.send_undo(conn, UNDO_REPLY_WAIT, kind, name, owner);
         }
+    }
+
+    /// The release of [`undo_uncertain_acquire`](Inner::undo_uncertain_acquire), without
+    /// its check (for callers that made it on the owner's thread). On `conn` its reply is
+    /// awaited at most `wait` (and the command timeout).
+    pub(crate) fn send_undo(
+        &self,
+        conn: Option<&mut redis::Connection>,
+        wait: Duration,
+        kind: Kind,
+        name: &str,
+        owner: &str,
+    ) {
         let request_id = self.next_request_id();
         let release = Release {
             name,
@@ -329,8 +342,7 @@ impl Inner {
         };
         match conn {
             Some(conn) => {
-                let wait = Some(UNDO_REPLY_WAIT.min(self.config.command_timeout));
-                if conn.set_read_timeout(wait).is_ok() {
+                if conn.set_read_timeout(Some(wait.min(self.config.command_timeout))).is_ok() {
                     let _ = kind.release(conn, &release);
                 }
             }

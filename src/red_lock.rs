@@ -179,6 +179,9 @@ impl RedLock {
     /// One round over every node at once.
     fn attempt(&self, lease_millis: u64, watchdog: bool) -> Result<Option<LockGuard>> {
         let owners: Vec<String> = self.nodes.iter().map(|n| guard::current_owner(&n.client)).collect();
+        // Whether this thread already held the lock on each node (a reentrant Redlock),
+        // decided here on the owner's thread.
+        let held_before: Vec<bool> = self.nodes.iter().map(|n| n.client.holds(&n.name, n.kind.role())).collect();
         let limits: Vec<Duration> = self.nodes.iter().map(|n| self.node_limit(n, lease_millis)).collect();
         let started = Instant::now();
         let replies: Vec<Option<Reply>> = std::thread::scope(|scope| {
@@ -187,13 +190,20 @@ impl RedLock {
                 .iter()
                 .zip(&owners)
                 .zip(&limits)
-                .map(|((node, owner), &limit)| {
+                .zip(&held_before)
+                .map(|(((node, owner), &limit), &held_before)| {
                     scope.spawn(move || {
                         let client = &node.client;
                         client
                             .pool
                             .run_within("acquiring", Some(limit), |conn| {
-                                node.kind.attempt(conn, client, &node.name, owner, lease_millis, false)
+                                let reply = node.kind.attempt(conn, client, &node.name, owner, lease_millis, false);
+                                if !held_before && reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
+                                    // A slow node may still grant it: undo right behind the
+                                    // acquire, on its connection, so the undo runs after it.
+                                    client.send_undo(Some(conn), limit, node.kind, &node.name, owner);
+                                }
+                                reply
                             })
                             .ok()
                     })

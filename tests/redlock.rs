@@ -96,6 +96,30 @@ fn a_blackholed_node_costs_one_node_timeout_and_a_slow_majority_fails_on_validit
 }
 
 #[test]
+fn a_slow_node_that_grants_after_its_timeout_is_left_without_the_lock() {
+    // The slow node answers after the per-node timeout: the attempt goes on without it, but
+    // its late grant must be undone (behind the acquire, on the same connection), or it
+    // would keep the lock for a whole lease.
+    let nodes = servers(3);
+    let slow = Proxy::start(nodes[2].addr());
+    let urls = vec![nodes[0].url(), nodes[1].url(), slow.url()];
+    let clients = clients(&urls);
+    let red = redlock(&clients, "red:slow").with_lease(Duration::from_secs(30)).node_timeout(Duration::from_millis(20));
+    slow.set_latency(Duration::from_millis(30));
+    for _ in 0..10 {
+        let guard = red.try_lock().unwrap().expect("the two fast nodes grant");
+        guard.unlock().unwrap();
+    }
+    let mut conn = nodes[2].conn();
+    assert!(
+        wait_until(Duration::from_secs(2), || !exists(&mut conn, "red:slow")),
+        "the slow node still holds the lock (PTTL {} ms)",
+        pttl(&mut conn, "red:slow")
+    );
+    assert!(!keys_on(&nodes[0], "red:slow") && !keys_on(&nodes[1], "red:slow"));
+}
+
+#[test]
 fn three_contenders_never_both_win_a_round() {
     let nodes = servers(3);
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
