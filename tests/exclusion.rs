@@ -1,7 +1,6 @@
 //! Mutual exclusion across threads and processes, checked with a non-atomic counter: two
 //! holders at once would lose an increment. Run through every lock kind that excludes.
 
-use std::thread;
 use std::time::Duration;
 
 use redlease::{Client, LockGuard, MultiLock, RedLock};
@@ -47,22 +46,14 @@ fn worker() {
     let threads: usize = child::env("THREADS").parse().unwrap();
     let sections: usize = child::env("SECTIONS").parse().unwrap();
     let clients: Vec<Client> = urls.iter().map(|u| Client::open(u).unwrap()).collect();
-    let workers: Vec<_> = (0..threads)
-        .map(|_| {
-            let acquire = acquirer(&kind, &clients);
-            let mut conn = redis::Client::open(urls[0].as_str()).unwrap().get_connection().unwrap();
-            thread::spawn(move || {
-                for _ in 0..sections {
-                    let guard = acquire().unwrap();
-                    increment_non_atomically(&mut conn, "exclusive:count");
-                    drop(guard);
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().unwrap();
-    }
+    run_threads(threads, &urls[0], |_, conn| {
+        let acquire = acquirer(&kind, &clients);
+        for _ in 0..sections {
+            let guard = acquire().unwrap();
+            increment_non_atomically(conn, "exclusive:count");
+            drop(guard);
+        }
+    });
     child::say("done");
 }
 

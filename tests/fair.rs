@@ -54,24 +54,14 @@ fn order_worker() {
             None => thread::sleep(Duration::from_millis(2)),
         }
     };
-    let threads: Vec<_> = child::env("SLOTS")
-        .split(',')
-        .map(|s| s.parse::<u64>().unwrap())
-        .map(|slot| {
-            let lock = client.fair_lock(name.as_str());
-            let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
-            let order = format!("{name}:order");
-            thread::spawn(move || {
-                sleep_until_monotonic(t0 + slot * 50_000_000);
-                let guard = lock.lock().unwrap();
-                redis::cmd("RPUSH").arg(&order).arg(slot).query::<()>(&mut conn).unwrap();
-                guard.unlock().unwrap();
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    let slots: Vec<u64> = child::env("SLOTS").split(',').map(|s| s.parse().unwrap()).collect();
+    let order = format!("{name}:order");
+    run_threads(slots.len(), &url, |i, conn| {
+        sleep_until_monotonic(t0 + slots[i] * 50_000_000);
+        let guard = client.fair_lock(name.as_str()).lock().unwrap();
+        redis::cmd("RPUSH").arg(&order).arg(slots[i]).query::<()>(conn).unwrap();
+        guard.unlock().unwrap();
+    });
     child::say("done");
 }
 
@@ -229,21 +219,12 @@ fn herd_waiters() {
     let url = child::env("REDIS_URL");
     let name = child::env("LOCK");
     let client = redlease::Client::open(&url).unwrap();
-    let threads: Vec<_> = (0..child::env("THREADS").parse::<usize>().unwrap())
-        .map(|_| {
-            let lock = client.fair_lock(name.as_str());
-            let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
-            let count = format!("{name}:count");
-            thread::spawn(move || {
-                let guard = lock.lock().unwrap();
-                increment_non_atomically(&mut conn, &count);
-                drop(guard);
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    let count = format!("{name}:count");
+    run_threads(child::env("THREADS").parse().unwrap(), &url, |_, conn| {
+        let guard = client.fair_lock(name.as_str()).lock().unwrap();
+        increment_non_atomically(conn, &count);
+        drop(guard);
+    });
     child::say("done");
 }
 

@@ -36,23 +36,15 @@ fn store_write(conn: &mut redis::Connection, token: u64, value: &str) -> bool {
 fn token_worker() {
     let url = child::env("REDIS_URL");
     let client = redlease::Client::open(&url).unwrap();
-    let threads: Vec<_> = (0..4)
-        .map(|_| {
-            let lock = client.fenced_lock("fenced-order");
-            let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
-            thread::spawn(move || {
-                for _ in 0..50 {
-                    let guard = lock.lock().unwrap();
-                    let token = guard.token().expect("a fenced grant has a token");
-                    redis::cmd("RPUSH").arg("fenced-order:tokens").arg(token).query::<()>(&mut conn).unwrap();
-                    drop(guard);
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    run_threads(4, &url, |_, conn| {
+        let lock = client.fenced_lock("fenced-order");
+        for _ in 0..50 {
+            let guard = lock.lock().unwrap();
+            let token = guard.token().expect("a fenced grant has a token");
+            redis::cmd("RPUSH").arg("fenced-order:tokens").arg(token).query::<()>(conn).unwrap();
+            drop(guard);
+        }
+    });
     child::say("done");
 }
 

@@ -84,3 +84,15 @@ pub fn calls_of(conn: &mut redis::Connection, command: &str) -> u64 {
 pub fn llen(conn: &mut redis::Connection, key: &str) -> u64 {
     redis::cmd("LLEN").arg(key).query(conn).expect("LLEN")
 }
+
+/// Runs `threads` threads, each given its index and a raw connection of its own to `url`
+/// (for the checks it makes under the lock), and waits for them all.
+pub fn run_threads(threads: usize, url: &str, body: impl Fn(usize, &mut redis::Connection) + Sync) {
+    std::thread::scope(|scope| {
+        for index in 0..threads {
+            let body = &body;
+            let mut conn = redis::Client::open(url).expect("url").get_connection().expect("connection");
+            scope.spawn(move || body(index, &mut conn));
+        }
+    });
+}

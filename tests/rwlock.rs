@@ -65,27 +65,19 @@ fn mixed_worker() {
     let url = child::env("REDIS_URL");
     let name = child::env("LOCK");
     let client = redlease::Client::open(&url).unwrap();
-    let threads: Vec<_> = (0..4)
-        .map(|k| {
-            let rw = client.read_write_lock(name.as_str());
-            let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
-            let log = format!("{name}:log");
-            thread::spawn(move || {
-                for round in 0..25 {
-                    let write = (k + round) % 2 == 0;
-                    let guard = if write { rw.write().lock() } else { rw.read().lock() }.unwrap();
-                    let start = monotonic_ns();
-                    thread::sleep(Duration::from_millis(2));
-                    let end = monotonic_ns();
-                    drop(guard);
-                    record(&mut conn, &log, Section { write, start, end });
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    let log = format!("{name}:log");
+    run_threads(4, &url, |k, conn| {
+        let rw = client.read_write_lock(name.as_str());
+        for round in 0..25 {
+            let write = (k + round) % 2 == 0;
+            let guard = if write { rw.write().lock() } else { rw.read().lock() }.unwrap();
+            let start = monotonic_ns();
+            thread::sleep(Duration::from_millis(2));
+            let end = monotonic_ns();
+            drop(guard);
+            record(conn, &log, Section { write, start, end });
+        }
+    });
     child::say("done");
 }
 
