@@ -194,6 +194,8 @@ impl Subscriber {
         let until = deadline.map_or(bound, |d| d.min(bound));
         loop {
             if state.shutdown {
+                // Let the registry go before the ticket leaves it (its drop takes the lock).
+                drop(state);
                 return Err(Error::shutdown());
             }
             if state.channels.get(channel).is_some_and(Channel::is_ready) {

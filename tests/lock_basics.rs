@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use redlease::{Client, ErrorKind, LeaseState};
 
 use crate::helpers::*;
+use crate::support::proxy::Proxy;
 use crate::support::server::RedisServer;
 
 #[test]
@@ -162,6 +163,31 @@ fn shutdown_wakes_a_blocked_lock_with_shutdown() {
     assert!(stopped.elapsed() < Duration::from_secs(2), "woken at once, not at the TTL");
     assert!(client.is_shutdown());
     assert_eq!(client.lock("closing").try_lock().unwrap_err().kind(), ErrorKind::Shutdown);
+}
+
+#[test]
+fn shutdown_while_a_waiter_awaits_its_subscription_does_not_hang() {
+    // A waiter is counted as soon as it joins, then waits for Redis to confirm its
+    // subscription; 500 ms each way through the proxy keeps it there for about a second.
+    // Shutting down in that window once deadlocked: the waiter returned while still
+    // holding the registry, and shutdown waited for the subscriber thread forever.
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let _guard = holder.lock("slow-subscribe").lock().unwrap();
+    let proxy = Proxy::start(server.addr());
+    let client = Client::builder(proxy.url()).command_timeout(Duration::from_secs(10)).build().unwrap();
+    proxy.set_latency(Duration::from_millis(500));
+    let lock = client.lock("slow-subscribe");
+    let blocked = thread::spawn(move || lock.lock().map(|_| ()).map_err(|e| e.kind()));
+    assert!(wait_until(Duration::from_secs(10), || client.stats().waiters == 1));
+    let (done, stopped) = std::sync::mpsc::channel();
+    let stopper = client.clone();
+    thread::spawn(move || {
+        stopper.shutdown();
+        let _ = done.send(());
+    });
+    assert!(stopped.recv_timeout(Duration::from_secs(5)).is_ok(), "shutdown hung");
+    assert_eq!(blocked.join().unwrap(), Err(ErrorKind::Shutdown));
 }
 
 #[test]
