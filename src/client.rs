@@ -316,13 +316,17 @@ impl Inner {
         owner: &str,
     ) {
         if !self.holds(name, kind.role()) {
-            self.send_undo(conn, UNDO_REPLY_WAIT, kind, name, owner);
+            // On the acquire's own connection only the order matters, not the reply; a new
+            // connection gets the whole command timeout.
+            let wait = if conn.is_some() { UNDO_REPLY_WAIT } else { self.config.command_timeout };
+            self.send_undo(conn, wait, kind, name, owner);
         }
     }
 
     /// The release of [`undo_uncertain_acquire`](Inner::undo_uncertain_acquire), without
-    /// its check (for callers that made it on the owner's thread). On `conn` its reply is
-    /// awaited at most `wait` (and the command timeout).
+    /// its check (for callers that made it on the owner's thread). It goes out on `conn`
+    /// when given, else on a pooled connection; either way it takes at most `wait` (and the
+    /// command timeout) for its reply.
     pub(crate) fn send_undo(
         &self,
         conn: Option<&mut redis::Connection>,
@@ -347,7 +351,7 @@ impl Inner {
                 }
             }
             None => {
-                let _ = self.pool.run("undoing an uncertain acquire", |conn| kind.release(conn, &release));
+                let _ = self.pool.run_within("undoing an acquire", Some(wait), |conn| kind.release(conn, &release));
             }
         }
     }

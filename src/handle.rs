@@ -210,16 +210,19 @@ impl Handle {
         Ok(deleted == 1)
     }
 
+    /// What every call checks before sending anything: the client runs, the name is valid.
+    pub(crate) fn ready(&self) -> Result<()> {
+        self.client.check_running().and_then(|()| keys::check_name(&self.name)).map_err(|e| e.on_lock(&self.name))
+    }
+
     fn query<T>(&self, what: &str, op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T> {
-        self.client.check_running().map_err(|e| e.on_lock(&self.name))?;
-        keys::check_name(&self.name).map_err(|e| e.on_lock(&self.name))?;
+        self.ready()?;
         self.client.pool.run(what, op).map_err(|e| e.on_lock(&self.name))
     }
 
     pub(crate) fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
         let (client, name, kind) = (&self.client, &*self.name, self.kind);
-        client.check_running().map_err(|e| e.on_lock(name))?;
-        keys::check_name(name).map_err(|e| e.on_lock(name))?;
+        self.ready()?;
         let (lease_millis, watchdog) = match self.lease {
             Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
             None => (client.watchdog_millis, true),

@@ -8,7 +8,7 @@ use rand::Rng;
 
 use crate::error::{Error, Result};
 use crate::guard::{self, Hold, LockGuard};
-use crate::handle::{Handle, Release, Reply};
+use crate::handle::{Handle, Reply};
 use crate::keys;
 use crate::multi_lock::AnyLock;
 
@@ -149,11 +149,7 @@ impl RedLock {
         if self.node_timeout.is_some_and(|t| t.is_zero()) {
             return Err(Error::invalid("the per-node timeout must be longer than zero"));
         }
-        for node in &self.nodes {
-            node.client.check_running().map_err(|e| e.on_lock(&node.name))?;
-            keys::check_name(&node.name).map_err(|e| e.on_lock(&node.name))?;
-        }
-        Ok(())
+        self.nodes.iter().try_for_each(Handle::ready)
     }
 
     fn acquire(&self, deadline: Option<Instant>, once: bool) -> Result<Option<LockGuard>> {
@@ -236,7 +232,7 @@ impl RedLock {
                 Ok(Some(LockGuard::of(holds, quorum, None, Some(validity), Some(release_limit))))
             }
             _ => {
-                self.release_everywhere(&owners, &limits);
+                self.release_everywhere(&owners, &limits, &held_before);
                 Ok(None)
             }
         }
@@ -245,25 +241,12 @@ impl RedLock {
     /// After a failed attempt: release on every node, whether or not it said yes, since a
     /// reply may have been lost or late. Nodes on which this thread already held the lock
     /// (a reentrant Redlock) are left alone: a decrement there could undo a real hold.
-    fn release_everywhere(&self, owners: &[String], limits: &[Duration]) {
+    fn release_everywhere(&self, owners: &[String], limits: &[Duration], held_before: &[bool]) {
         std::thread::scope(|scope| {
-            for ((node, owner), &limit) in self.nodes.iter().zip(owners).zip(limits) {
-                if node.client.holds(&node.name, node.kind.role()) {
-                    continue;
+            for (((node, owner), &limit), &held) in self.nodes.iter().zip(owners).zip(limits).zip(held_before) {
+                if !held {
+                    scope.spawn(move || node.client.send_undo(None, limit, node.kind, &node.name, owner));
                 }
-                scope.spawn(move || {
-                    let client = &node.client;
-                    let request_id = client.next_request_id();
-                    let release = Release {
-                        name: &node.name,
-                        owner,
-                        keep_millis: client.watchdog_millis,
-                        request_id: &request_id,
-                        latch_millis: guard::latch_lifetime(client.config.command_timeout),
-                        wait_millis: client.fair_wait_millis,
-                    };
-                    let _ = client.pool.run_within("releasing", Some(limit), |conn| node.kind.release(conn, &release));
-                });
             }
         });
     }
