@@ -33,9 +33,11 @@ pub(crate) enum Attempt<T> {
     },
 }
 
+/// `channel` names the channel to wait on; it is asked for only when the first attempt
+/// finds the lock held and the caller waits (an uncontended acquire never needs it).
 pub(crate) fn acquire<T>(
     client: &Inner,
-    channel: &str,
+    channel: impl FnOnce() -> String,
     wait: Wait,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
@@ -50,7 +52,7 @@ pub(crate) fn acquire<T>(
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(None);
     }
-    let ticket = client.subscriber.join(channel, deadline)?;
+    let ticket = client.subscriber.join(&channel(), deadline)?;
     loop {
         client.check_running()?;
         let ttl = match attempt()? {

@@ -259,8 +259,7 @@ impl Handle {
                 }
             }
         };
-        let channel = kind.wait_channel(name, &owner);
-        let result = acquire::acquire(client, &channel, wait, attempt);
+        let result = acquire::acquire(client, || kind.wait_channel(name, &owner), wait, attempt);
         if queue && !matches!(result, Ok(Some(_))) && client.check_running().is_ok() {
             kind.give_up(client, name, &owner);
         }
