@@ -7,9 +7,17 @@
 -- Returns  nil when acquired (first hold or a reentrant one); otherwise the lock's
 --          PTTL in milliseconds (-1 when the key has no expiry), which bounds how long
 --          the caller sleeps before it tries again.
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+-- A reentrant hold never shortens the lease: the owner's other holds may need a longer one.
+if redis.call('exists', KEYS[1]) == 0 then
+    redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return nil
 end
 return redis.call('pttl', KEYS[1])

@@ -46,12 +46,22 @@ local function crown()
     end
 end
 
+-- Waiters' channels are all KEYS[4] .. ':' .. <owner>; an ACL rule that lets this owner
+-- publish to its own lets it publish to theirs. Checked before the first write of a path
+-- that wakes someone, so that a refusal leaves everything as it was.
+local function may_wake()
+    may('publish', channel .. ':' .. owner, '0')
+end
+
 local purged = false
 while true do
     local head = redis.call('lindex', queue, 0)
     if not head then break end
     local deadline = tonumber(redis.call('zscore', timeouts, head))
     if deadline and deadline > now then break end
+    if not purged then
+        may_wake()
+    end
     redis.call('lpop', queue)
     redis.call('zrem', timeouts, head)
     purged = true
@@ -60,6 +70,9 @@ end
 if redis.call('exists', lock) == 0 then
     local head = redis.call('lindex', queue, 0)
     if not head or head == owner then
+        if head then
+            may_wake()
+        end
         redis.call('hset', lock, owner, 1)
         redis.call('pexpire', lock, ARGV[1])
         if head then
@@ -76,8 +89,11 @@ if redis.call('exists', lock) == 0 then
         return nil
     end
 elseif redis.call('hexists', lock, owner) == 1 then
+    -- A reentrant hold never shortens the lease: the owner's other holds may need longer.
     redis.call('hincrby', lock, owner, 1)
-    redis.call('pexpire', lock, ARGV[1])
+    if redis.call('pttl', lock) < tonumber(ARGV[1]) then
+        redis.call('pexpire', lock, ARGV[1])
+    end
     return nil
 end
 if purged then

@@ -9,18 +9,23 @@
 -- ARGV[2]  wait timeout in milliseconds
 --
 -- Returns  1 when a lock was deleted, 0 when there was none.
-if redis.call('del', KEYS[1]) == 0 then
+-- The messages go before the first write: a user refused the channels leaves the lock as
+-- it was.
+if redis.call('exists', KEYS[1]) == 0 then
     return 0
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if head then
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('zadd', KEYS[3], now + tonumber(ARGV[2]), head)
     redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
     local second = redis.call('lindex', KEYS[2], 1)
     if second then
         redis.call('publish', KEYS[4] .. ':' .. second, ARGV[1])
     end
+end
+redis.call('del', KEYS[1])
+if head then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('zadd', KEYS[3], now + tonumber(ARGV[2]), head)
 end
 return 1

@@ -10,13 +10,29 @@
 -- ARGV[2]  wait timeout in milliseconds
 --
 -- Returns  1 when the waiter was in the queue, 0 when it was not.
+-- Who is woken is read first and woken before the first write: a user refused the
+-- channels leaves the queue as it was.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, wait = ARGV[1], tonumber(ARGV[2])
 local position = redis.call('lpos', queue, owner)
-redis.call('zrem', timeouts, owner)
 if not position then
+    redis.call('zrem', timeouts, owner)
     return 0
 end
+-- Leaving the head makes a new head (woken with the one behind it); leaving second place
+-- makes a new second, which must watch the head's deadline.
+local woken = {}
+if position == 0 then
+    woken = {redis.call('lindex', queue, 1), redis.call('lindex', queue, 2)}
+elseif position == 1 then
+    woken = {redis.call('lindex', queue, 2)}
+end
+for _, waiter in ipairs(woken) do
+    if waiter then
+        redis.call('publish', channel .. ':' .. waiter, 0)
+    end
+end
+redis.call('zrem', timeouts, owner)
 redis.call('lrem', queue, 1, owner)
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -26,24 +42,11 @@ for _, behind in ipairs(redis.call('lrange', queue, position, -1)) do
         redis.call('zadd', timeouts, math.max(deadline - wait, now + wait), behind)
     end
 end
-
-local function wake(at)
-    local waiter = redis.call('lindex', queue, at)
-    if waiter then
-        redis.call('publish', channel .. ':' .. waiter, 0)
-    end
-end
-
 if position == 0 then
     -- A new head: its turn comes when the holder's lease ends at the latest.
     local head = redis.call('lindex', queue, 0)
     if head then
         redis.call('zadd', timeouts, now + math.max(redis.call('pttl', lock), 0) + wait, head)
     end
-    wake(0)
-    wake(1)
-elseif position == 1 then
-    -- A new second waiter: it must watch the head's deadline.
-    wake(1)
 end
 return 1

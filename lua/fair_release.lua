@@ -8,7 +8,7 @@
 -- KEYS[4]  the lock's release channel; a waiter's own channel is KEYS[4] .. ':' .. owner
 -- KEYS[5]  this request's unlock latch
 -- ARGV[1]  release message ("0")
--- ARGV[2]  lease in milliseconds to keep when holds remain
+-- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain
 -- ARGV[3]  owner field
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  wait timeout in milliseconds
@@ -16,37 +16,52 @@
 -- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed). A retry
 --          of the same request replays a stored 0; after the last hold it finds nothing of
 --          this owner and acts on nothing.
+-- When the lock is freed, the queue is read first (dead heads, past their deadline, are
+-- skipped), the live head and the one behind it are woken, and only then is anything
+-- written: a user refused the channels leaves the lock as it was.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local replay = redis.call('get', KEYS[5])
 if replay then
     return tonumber(replay)
 end
-if redis.call('hexists', lock, ARGV[3]) == 0 then
+local holds = tonumber(redis.call('hget', lock, ARGV[3]))
+if not holds then
     return nil
 end
-local left = redis.call('hincrby', lock, ARGV[3], -1)
-if left > 0 then
+if holds > 1 then
+    redis.call('hincrby', lock, ARGV[3], -1)
     redis.call('pexpire', lock, ARGV[2])
     redis.call('set', KEYS[5], 0, 'px', ARGV[4])
     return 0
 end
-redis.call('del', lock)
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local dead, head = 0, nil
 while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then break end
-    local deadline = tonumber(redis.call('zscore', timeouts, head))
+    local waiter = redis.call('lindex', queue, dead)
+    if not waiter then break end
+    local deadline = tonumber(redis.call('zscore', timeouts, waiter))
     if deadline and deadline > now then
-        redis.call('zadd', timeouts, now + tonumber(ARGV[5]), head)
-        redis.call('publish', channel .. ':' .. head, ARGV[1])
-        local second = redis.call('lindex', queue, 1)
-        if second then
-            redis.call('publish', channel .. ':' .. second, ARGV[1])
-        end
+        head = waiter
         break
     end
-    redis.call('lpop', queue)
-    redis.call('zrem', timeouts, head)
+    dead = dead + 1
+end
+if head then
+    redis.call('publish', channel .. ':' .. head, ARGV[1])
+    local second = redis.call('lindex', queue, dead + 1)
+    if second then
+        redis.call('publish', channel .. ':' .. second, ARGV[1])
+    end
+end
+redis.call('del', lock)
+if dead > 0 then
+    for _, gone in ipairs(redis.call('lrange', queue, 0, dead - 1)) do
+        redis.call('zrem', timeouts, gone)
+    end
+    redis.call('ltrim', queue, dead, -1)
+end
+if head then
+    redis.call('zadd', timeouts, now + tonumber(ARGV[5]), head)
 end
 return 1

@@ -8,9 +8,19 @@
 --
 -- Returns  {1, token} when acquired; {0, pttl} when someone else holds the lock (pttl is
 --          -1 when the key has no expiry).
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+-- A reentrant hold never shortens the lease: the owner's other holds may need a longer one.
+if redis.call('exists', KEYS[1]) == 0 then
+    may('incr', KEYS[2])
+    redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, redis.call('incr', KEYS[2])}
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    may('incr', KEYS[2])
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return {1, redis.call('incr', KEYS[2])}
 end
 return {0, redis.call('pttl', KEYS[1])}

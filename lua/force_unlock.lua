@@ -5,8 +5,10 @@
 -- ARGV[1]  release message ("0")
 --
 -- Returns  1 when a key was deleted (and the message published), 0 when there was none.
-if redis.call('del', KEYS[1]) == 1 then
-    redis.call('publish', KEYS[2], ARGV[1])
-    return 1
+-- The message goes first: a user refused the channel leaves the lock as it was.
+if redis.call('exists', KEYS[1]) == 0 then
+    return 0
 end
-return 0
+redis.call('publish', KEYS[2], ARGV[1])
+redis.call('del', KEYS[1])
+return 1

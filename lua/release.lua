@@ -4,7 +4,7 @@
 -- KEYS[2]  the release channel
 -- KEYS[3]  this request's unlock latch: "<prefixed(redisson_unlock_latch, name)>:<request id>"
 -- ARGV[1]  release message published when the lock is freed ("0")
--- ARGV[2]  lease in milliseconds to keep when holds remain
+-- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain
 -- ARGV[3]  owner field, "<client uuid>:<thread number>"
 -- ARGV[4]  latch lifetime in milliseconds
 --
@@ -15,20 +15,22 @@
 -- a release whose reply was lost can be sent once more safely. Only a release that leaves
 -- holds behind needs the latch: after the last hold is gone a retry finds no field of this
 -- owner and acts on nothing (the client takes that as done), so the common case writes no
--- latch key.
+-- latch key. The message goes out before the key is deleted (nobody can observe the order
+-- inside a script), so a user refused the channel leaves the lock as it was.
 local replay = redis.call('get', KEYS[3])
 if replay then
     return tonumber(replay)
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if not holds then
     return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if left > 0 then
+if holds > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[3], 0, 'px', ARGV[4])
     return 0
 end
-redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], ARGV[1])
+redis.call('del', KEYS[1])
 return 1

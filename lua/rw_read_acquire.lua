@@ -13,12 +13,16 @@
 -- the hash keeps the longest lease of any hold.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+    local hold = KEYS[2] .. ':' .. ((tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0) + 1)
+    may('set', hold, '1', 'px', ARGV[1])
     if mode == false then
         redis.call('hset', KEYS[1], 'mode', 'read')
     end
-    local hold = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('set', KEYS[2] .. ':' .. hold, 1, 'px', ARGV[1])
-    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('set', hold, 1, 'px', ARGV[1])
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return nil
 end
 return redis.call('pttl', KEYS[1])

@@ -8,45 +8,65 @@
 -- ARGV[1]  release message ("0": a waiter may now write)
 -- ARGV[2]  owner field
 -- ARGV[3]  latch lifetime in milliseconds
+-- ARGV[4]  lease in milliseconds the owner's remaining read holds need, when holds remain
 --
 -- Returns  nil (this owner holds no read hold), 0 (released; the lock is still held),
 --          1 (released; the lock is free and the message was published). While this owner
 --          keeps read holds the outcome is stored in the latch, and a retry of the same
 --          request replays it; after its last read hold a retry finds nothing of it.
--- In read mode the hash's lease becomes the longest remaining lease of the read holds
--- left; holds whose timeout key expired (dead readers) count for nothing, and when none is
--- left the lock is deleted. In write mode (this owner's downgrade) the writer's lease stays.
+-- Hold keys are interchangeable: the release deletes the highest one, and hold key 1 is
+-- made to last as long as the owner's remaining holds need. In read mode the hash's lease
+-- becomes the longest remaining lease of the read holds left; holds whose timeout key
+-- expired (dead readers) count for nothing, and when none is left the lock is deleted. In
+-- write mode (this owner's downgrade) the writer's lease stays. Everything is read first,
+-- so a refusal (an ACL rule) comes before the first write.
 local replay = redis.call('get', KEYS[5])
 if replay then
     return tonumber(replay)
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
+if not holds then
     return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[2], -1)
-if left == 0 then
-    redis.call('hdel', KEYS[1], ARGV[2])
-end
-redis.call('del', KEYS[3] .. ':' .. (left + 1))
-local outcome = 1
-if redis.call('hget', KEYS[1], 'mode') == 'write' then
-    outcome = 0
-else
-    local longest = -3
+local left = holds - 1
+local keep = tonumber(ARGV[4])
+local read_mode = redis.call('hget', KEYS[1], 'mode') ~= 'write'
+local outcome = 0
+local longest = -3
+if read_mode then
     for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-        local holds = tonumber(redis.call('hget', KEYS[1], field))
-        if holds and string.sub(field, -6) ~= ':write' then
-            for k = 1, holds do
+        local count = tonumber(redis.call('hget', KEYS[1], field))
+        if count and string.sub(field, -6) ~= ':write' then
+            if field == ARGV[2] then
+                count = left
+            end
+            for k = 1, count do
                 longest = math.max(longest, redis.call('pttl', KEYS[4] .. field .. ':rwlock_timeout:' .. k))
             end
         end
     end
-    if longest > 0 then
-        redis.call('pexpire', KEYS[1], longest)
-        outcome = 0
-    else
-        redis.call('del', KEYS[1])
+    if left > 0 then
+        longest = math.max(longest, keep)
+    end
+    if longest <= 0 then
+        outcome = 1
         redis.call('publish', KEYS[2], ARGV[1])
+    end
+end
+if left > 0 then
+    redis.call('hincrby', KEYS[1], ARGV[2], -1)
+else
+    redis.call('hdel', KEYS[1], ARGV[2])
+end
+redis.call('del', KEYS[3] .. ':' .. holds)
+if left > 0 and redis.call('pttl', KEYS[3] .. ':1') < keep then
+    redis.call('set', KEYS[3] .. ':1', 1, 'px', keep)
+end
+if read_mode then
+    if outcome == 1 then
+        redis.call('del', KEYS[1])
+    else
+        redis.call('pexpire', KEYS[1], longest)
     end
 end
 if left > 0 then

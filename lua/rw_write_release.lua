@@ -3,34 +3,49 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel (redisson_rwlock:{name})
 -- KEYS[3]  this request's unlock latch
+-- KEYS[4]  prefix of this owner's per-hold read timeout keys (hold k is KEYS[4] .. ':' .. k)
 -- ARGV[1]  release message ("1": every waiting reader may enter)
--- ARGV[2]  lease in milliseconds to keep when write holds remain
+-- ARGV[2]  lease in milliseconds the owner's remaining write holds need, when some remain
 -- ARGV[3]  the owner's write field, "<owner>:write"
 -- ARGV[4]  latch lifetime in milliseconds
+-- ARGV[5]  the owner's read field, "<owner>"
 --
 -- Returns  nil (not held), 0 (one write hold released, others remain), 1 (the last write
 --          hold released: the lock is deleted, or, when this owner still has read holds
---          (a downgrade), left in read mode; the message is published either way).
+--          (a downgrade), left in read mode with the longest lease of those holds; the
+--          message is published either way).
 -- Only a release that leaves write holds stores its outcome in the latch; after the last
--- one a retry finds no write field of this owner and acts on nothing.
+-- one a retry finds no write field of this owner and acts on nothing. The message goes
+-- before the first write: a user refused the channel leaves the lock as it was.
 local replay = redis.call('get', KEYS[3])
 if replay then
     return tonumber(replay)
 end
-if redis.call('hget', KEYS[1], 'mode') ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
     return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if left > 0 then
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if not holds then
+    return nil
+end
+if holds > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[3], 0, 'px', ARGV[4])
     return 0
 end
-redis.call('hdel', KEYS[1], ARGV[3])
-if redis.call('hlen', KEYS[1]) == 1 then
-    redis.call('del', KEYS[1])
-else
-    redis.call('hset', KEYS[1], 'mode', 'read')
+-- In write mode only this owner can have read holds (its downgrade).
+local reads = tonumber(redis.call('hget', KEYS[1], ARGV[5])) or 0
+local longest = -3
+for k = 1, reads do
+    longest = math.max(longest, redis.call('pttl', KEYS[4] .. ':' .. k))
 end
 redis.call('publish', KEYS[2], ARGV[1])
+if longest > 0 then
+    redis.call('hdel', KEYS[1], ARGV[3])
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('pexpire', KEYS[1], longest)
+else
+    redis.call('del', KEYS[1])
+end
 return 1

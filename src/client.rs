@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::IntoConnectionInfo;
 
 use crate::config::{ClientBuilder, Config};
 use crate::error::{Error, ErrorKind, Result};
@@ -17,7 +16,7 @@ use crate::fenced_lock::FencedLock;
 use crate::guard;
 use crate::handle::{Handle, Kind, Release};
 use crate::keys;
-use crate::lease::{Lease, Role};
+use crate::lease::{Lease, Role, Term};
 use crate::lock::Lock;
 use crate::net::Target;
 use crate::owner;
@@ -106,9 +105,7 @@ impl Client {
     }
 
     pub(crate) fn connect(url: &str, config: Config) -> Result<Client> {
-        let info = url
-            .into_connection_info()
-            .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", redact_url(url), e.category())))?;
+        let info = crate::url::connection_info(url)?;
         // No CLIENT SETINFO handshake: redis-rs waits up to the whole connect timeout for each
         // handshake reply, so with it a connect could take several connect timeouts.
         let settings = info.redis_settings().clone().set_skip_set_lib_name();
@@ -138,10 +135,10 @@ impl Client {
         let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
         let renewer = Renewer::start(Arc::clone(&pool), config.clone(), watchdog_millis)?;
         let subscriber =
-            Subscriber::start(target, config.connect_timeout, config.command_timeout, Arc::clone(&config.events))?;
+            Subscriber::start(target, config.connect_timeout, config.command_timeout, config.events.clone())?;
         let inner = Inner {
             id: uuid::Uuid::new_v4().to_string(),
-            url: redact_url(url),
+            url: crate::url::redact(url),
             config,
             watchdog_millis,
             fair_wait_millis,
@@ -245,7 +242,7 @@ impl Inner {
     }
 
     /// Records a granted hold, acquired by a request sent at `sent`, and schedules its
-    /// renewal when the watchdog keeps it.
+    /// renewal when the watchdog keeps it. Returns the lease and the hold's term.
     pub(crate) fn add_hold(
         &self,
         kind: Kind,
@@ -254,7 +251,7 @@ impl Inner {
         sent: Instant,
         lease_millis: u64,
         watchdog: bool,
-    ) -> Arc<Lease> {
+    ) -> (Arc<Lease>, Term) {
         let key = (Arc::clone(name), owner::thread_number(), kind.role());
         let lease = {
             let mut leases = self.leases.lock();
@@ -269,17 +266,25 @@ impl Inner {
                 }
             }
         };
+        let term =
+            if watchdog { Term::Watchdog } else { Term::Until(sent.checked_add(Duration::from_millis(lease_millis))) };
         let mut inner = lease.lock();
-        inner.holds += 1;
-        inner.expires_at = sent.checked_add(Duration::from_millis(lease_millis));
-        if watchdog {
-            inner.watchdog_holds += 1;
-            if inner.renewal.is_none() && !inner.renewing {
-                self.renewer.schedule(&lease, &mut inner, sent + self.config.watchdog_timeout / 3);
-            }
+        inner.add(term, sent, self.config.watchdog_timeout);
+        if watchdog && inner.renewal.is_none() && !inner.renewing {
+            self.renewer.schedule(&lease, &mut inner, sent + self.config.watchdog_timeout / 3);
         }
         drop(inner);
-        lease
+        (lease, term)
+    }
+
+    /// The current thread learned from Redis that it holds nothing of `role` on `name`
+    /// (a query answered so): a live lease it has there is lost, and reported so.
+    pub(crate) fn learned_not_held(&self, name: &Arc<str>, role: Role) {
+        let key = (Arc::clone(name), owner::thread_number(), role);
+        let lease = self.leases.lock().get(&key).cloned();
+        if let Some(lease) = lease {
+            lease.lose(lease.lock(), &self.config.events);
+        }
     }
 
     /// Whether the current thread holds a live lease of `role` on the lock `name`.
@@ -360,28 +365,5 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// The URL with its password replaced by `***`.
-pub(crate) fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else { return url.to_owned() };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else { return url.to_owned() };
-    let Some((user, _password)) = rest[..at].split_once(':') else { return url.to_owned() };
-    format!("{}://{user}:***@{}", &url[..scheme_end], &rest[at + 1..])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(redact_url("redis://:s3cret@host:6379/0"), "redis://:***@host:6379/0");
-        assert_eq!(redact_url("redis://me:s3cret@host/"), "redis://me:***@host/");
-        assert_eq!(redact_url("redis://host:6379/"), "redis://host:6379/");
-        assert_eq!(redact_url("unix:///tmp/redis.sock"), "unix:///tmp/redis.sock");
     }
 }

@@ -1,4 +1,4 @@
-//! Client configuration: the builder and its defaults (SPEC §7).
+//! Client configuration: the builder, its defaults and the checks on its values.
 
 use std::fmt;
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::events::{LockEvents, NoEvents};
+use crate::events::{Events, LockEvents};
 use crate::keys::{MAX_LEASE, MIN_WATCHDOG_TIMEOUT};
 
 /// Default lease when none is given; the watchdog renews every third of it.
@@ -19,6 +19,14 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time allowed for one command's reply.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default most leases renewed by one script call of the watchdog.
+pub const DEFAULT_RENEW_BATCH_SIZE: usize = 1000;
+
+/// Most pooled connections: Redis's default `maxclients`.
+const MAX_POOL_SIZE: usize = 10_000;
+/// Most leases in one renew call: each takes three arguments, and Redis refuses commands of
+/// more than about a million.
+const MAX_RENEW_BATCH_SIZE: usize = 100_000;
 
 /// Settings a built client runs with.
 #[derive(Clone)]
@@ -29,7 +37,7 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
     pub(crate) renew_batch_size: usize,
-    pub(crate) events: Arc<dyn LockEvents>,
+    pub(crate) events: Events,
 }
 
 /// Builds a [`Client`] with settings other than the defaults.
@@ -59,8 +67,8 @@ impl ClientBuilder {
                 pool_size: DEFAULT_POOL_SIZE,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 command_timeout: DEFAULT_COMMAND_TIMEOUT,
-                renew_batch_size: 1000,
-                events: Arc::new(NoEvents),
+                renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
+                events: Events::none(),
             },
         }
     }
@@ -84,7 +92,8 @@ impl ClientBuilder {
     }
 
     /// Most command connections open at once; a thread that finds them all busy waits for
-    /// one, at most the connect timeout. At least 1.
+    /// one, at most the connect timeout. At least 1, at most 10,000 (Redis's default
+    /// `maxclients`).
     ///
     /// Defaults to 8.
     pub fn pool_size(mut self, size: usize) -> ClientBuilder {
@@ -110,7 +119,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Most leases renewed by one script call of the watchdog. At least 1.
+    /// Most leases renewed by one script call of the watchdog. At least 1, at most 100,000.
     ///
     /// Defaults to 1000.
     pub fn renew_batch_size(mut self, size: usize) -> ClientBuilder {
@@ -123,7 +132,7 @@ impl ClientBuilder {
     ///
     /// Defaults to a receiver that ignores them.
     pub fn events(mut self, events: Arc<dyn LockEvents>) -> ClientBuilder {
-        self.config.events = events;
+        self.config.events = Events::new(events);
         self
     }
 
@@ -139,13 +148,19 @@ impl ClientBuilder {
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("url", &crate::client::redact_url(&self.url))
+            .field("url", &crate::url::redact(&self.url))
             .field("config", &self.config)
             .finish()
     }
 }
 
 impl Config {
+    /// The longest one pooled round trip can take: waiting for a connection or opening one,
+    /// the reply, and one retry on a new connection when a pooled one was found dead.
+    pub(crate) fn round_trip_bound(&self) -> Duration {
+        self.connect_timeout.saturating_add(self.command_timeout).saturating_mul(2)
+    }
+
     fn check(&self) -> Result<()> {
         let positive = |what: &str, d: Duration| {
             if d.is_zero() { Err(Error::invalid(format!("{what} must be longer than zero"))) } else { Ok(()) }
@@ -171,11 +186,17 @@ impl Config {
         }
         positive("connect timeout", self.connect_timeout)?;
         positive("command timeout", self.command_timeout)?;
-        if self.pool_size == 0 {
-            return Err(Error::invalid("pool size must be at least 1"));
+        if !(1..=MAX_POOL_SIZE).contains(&self.pool_size) {
+            return Err(Error::invalid(format!(
+                "pool size {} is out of range: it must be 1 ..= {MAX_POOL_SIZE}",
+                self.pool_size
+            )));
         }
-        if self.renew_batch_size == 0 {
-            return Err(Error::invalid("renew batch size must be at least 1"));
+        if !(1..=MAX_RENEW_BATCH_SIZE).contains(&self.renew_batch_size) {
+            return Err(Error::invalid(format!(
+                "renew batch size {} is out of range: it must be 1 ..= {MAX_RENEW_BATCH_SIZE}",
+                self.renew_batch_size
+            )));
         }
         Ok(())
     }

@@ -28,6 +28,10 @@ pub enum ErrorKind {
     WouldDeadlock,
     /// A bad argument, rejected before anything was sent to Redis.
     InvalidInput,
+    /// Redis refused a command because the client's ACL user lacks a permission (a command,
+    /// a key or a channel); the message names what was refused. A refused script changed
+    /// nothing.
+    PermissionDenied,
     /// The client was shut down.
     Shutdown,
 }
@@ -40,6 +44,7 @@ impl ErrorKind {
             ErrorKind::NotHeld => "not held",
             ErrorKind::WouldDeadlock => "would deadlock",
             ErrorKind::InvalidInput => "invalid input",
+            ErrorKind::PermissionDenied => "permission denied",
             ErrorKind::Shutdown => "client shut down",
         }
     }
@@ -78,6 +83,8 @@ impl Error {
         let connection = err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal();
         let (kind, message) = if err.is_timeout() {
             (ErrorKind::Timeout, format!("no reply within the command timeout ({command_timeout:?}) while {what}"))
+        } else if is_refusal(&err) {
+            (ErrorKind::PermissionDenied, format!("Redis refused the client's user while {what}"))
         } else {
             (ErrorKind::Redis, format!("redis error while {what}"))
         };
@@ -125,6 +132,11 @@ impl Error {
         self.kind == ErrorKind::NotHeld
     }
 
+    /// True for [`ErrorKind::PermissionDenied`]: the ACL user lacks a permission.
+    pub fn is_permission_denied(&self) -> bool {
+        self.kind == ErrorKind::PermissionDenied
+    }
+
     /// True for [`ErrorKind::InvalidInput`].
     pub fn is_invalid_input(&self) -> bool {
         self.kind == ErrorKind::InvalidInput
@@ -134,6 +146,12 @@ impl Error {
     pub fn is_shutdown(&self) -> bool {
         self.kind == ErrorKind::Shutdown
     }
+}
+
+/// Whether Redis refused for lack of an ACL permission: a `NOPERM` reply, or the error a
+/// script's command gets when the user may not run it.
+fn is_refusal(err: &redis::RedisError) -> bool {
+    err.code() == Some("NOPERM") || err.to_string().contains("The user executing the script can't")
 }
 
 impl fmt::Display for Error {

@@ -1,6 +1,9 @@
 //! The observability hook: a trait whose methods all do nothing by default, so the library
 //! needs no logging dependency and its background threads never print.
 
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+
 use crate::error::Error;
 
 /// Receives what happens inside a [`Client`](crate::Client) that no call returns.
@@ -10,6 +13,11 @@ use crate::error::Error;
 /// library's threads (the renewal thread, the subscriber thread, or a thread dropping a
 /// guard): keep them short and do not block in them. Do not keep a [`Client`](crate::Client)
 /// in the receiver: the client owns the receiver, and the cycle would keep both alive.
+///
+/// A hook that panics does not take the library down: the panic is caught (the panic hook
+/// still prints it, as for any panic), the event is dropped, and the thread that called
+/// the hook goes on renewing, waking waiters or releasing. With `panic = "abort"` a panic
+/// aborts the process, as anywhere else.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,6 +64,47 @@ pub trait LockEvents: Send + Sync {
 }
 
 /// The hook used when none is configured.
-pub(crate) struct NoEvents;
+struct NoEvents;
 
 impl LockEvents for NoEvents {}
+
+/// The configured receiver, as the library calls it: a panic inside a hook is caught and
+/// dropped, so user code cannot take down the renewal or subscriber thread, nor turn a
+/// guard's drop during unwinding into an abort.
+#[derive(Clone)]
+pub(crate) struct Events(Arc<dyn LockEvents>);
+
+impl Events {
+    pub(crate) fn new(receiver: Arc<dyn LockEvents>) -> Events {
+        Events(receiver)
+    }
+
+    pub(crate) fn none() -> Events {
+        Events(Arc::new(NoEvents))
+    }
+
+    pub(crate) fn lease_lost(&self, lock: &str) {
+        self.call(|e| e.lease_lost(lock));
+    }
+
+    pub(crate) fn renewal_failed(&self, error: &Error) {
+        self.call(|e| e.renewal_failed(error));
+    }
+
+    pub(crate) fn release_failed(&self, lock: &str, error: &Error) {
+        self.call(|e| e.release_failed(lock, error));
+    }
+
+    pub(crate) fn subscriber_disconnected(&self, error: &Error) {
+        self.call(|e| e.subscriber_disconnected(error));
+    }
+
+    pub(crate) fn subscriber_reconnected(&self) {
+        self.call(|e| e.subscriber_reconnected());
+    }
+
+    fn call(&self, hook: impl FnOnce(&dyn LockEvents)) {
+        // The receiver is only read through `&self`; whatever it left half-done is its own.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| hook(&*self.0)));
+    }
+}

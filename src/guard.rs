@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind, Result};
+use crate::fan_out;
 use crate::handle::{Kind, Release};
 use crate::keys;
-use crate::lease::{Lease, LeaseState};
+use crate::lease::{Lease, LeaseState, Term};
 use crate::owner;
 
 /// Proof that the current thread holds a lock; releases its hold (or, for a
@@ -48,10 +49,8 @@ pub(crate) struct Hold {
     pub(crate) client: Arc<Inner>,
     pub(crate) lease: Arc<Lease>,
     pub(crate) kind: Kind,
-    /// Whether the watchdog renews this hold's lease.
-    pub(crate) watchdog: bool,
-    /// The lease this hold was acquired with, in milliseconds.
-    pub(crate) lease_millis: u64,
+    /// Renewed by the watchdog, or until a fixed end.
+    pub(crate) term: Term,
     pub(crate) token: Option<u64>,
 }
 
@@ -140,11 +139,10 @@ impl LockGuard {
         };
         match self.concurrent_release {
             None => errors.extend(pending.into_iter().filter_map(|p| send(p, retry_timeout, None))),
-            Some(limit) => std::thread::scope(|scope| {
-                let sends: Vec<_> =
-                    pending.into_iter().map(|p| scope.spawn(move || send(p, false, Some(limit)))).collect();
-                errors.extend(sends.into_iter().filter_map(|s| s.join().ok().flatten()));
-            }),
+            Some(limit) => {
+                let sent = fan_out::concurrently(pending, |p| send(p, false, Some(limit)));
+                errors.extend(sent.into_iter().flatten().flatten());
+            }
         }
         errors
     }
@@ -191,24 +189,24 @@ impl Hold {
         let client = &self.client;
         let name = &*self.lease.name;
         client.check_running().map_err(|e| e.on_lock(name))?;
-        let (was_live, keep_millis, last) = {
-            let mut inner = self.lease.lock();
-            let was_live = inner.is_live();
-            inner.holds = inner.holds.saturating_sub(1);
-            if self.watchdog {
-                inner.watchdog_holds = inner.watchdog_holds.saturating_sub(1);
-            }
-            if inner.watchdog_holds == 0 {
-                client.renewer.cancel(&mut inner);
-                self.lease.wait_for_renewal(&mut inner);
-            }
-            let last = inner.holds == 0;
-            if last && inner.status == LeaseState::Held {
-                inner.status = LeaseState::Released;
-            }
-            let keep = if inner.watchdog_holds > 0 { client.watchdog_millis } else { self.lease_millis };
-            (was_live, keep, last)
-        };
+        let mut inner = self.lease.lock();
+        let was_live = inner.is_live();
+        let last = inner.remove(self.term);
+        if inner.watchdog_holds == 0 {
+            client.renewer.cancel(&mut inner);
+            self.lease.wait_for_renewal(&mut inner, client.config.round_trip_bound());
+        }
+        let keep_millis = inner.keep_millis(client.watchdog_millis);
+        if last && was_live {
+            inner.status = LeaseState::Released;
+        }
+        if !was_live {
+            // The lease ran out before this release (its local deadline passed): whatever is
+            // under the key now may be someone else's. A loss, reported once.
+            self.lease.lose(inner, &client.config.events);
+        } else {
+            drop(inner);
+        }
         if last {
             client.forget_lease(&self.lease);
         }
@@ -248,10 +246,9 @@ impl PendingRelease {
         match outcome.map_err(|e| e.on_lock(name))? {
             Some(_) => Ok(()),
             None => {
-                let mut inner = self.lease.lock();
-                if inner.status == LeaseState::Held {
-                    inner.status = LeaseState::Lost;
-                }
+                // Redis says the owner holds nothing: the lease was lost (a restart, an
+                // eviction, a force unlock), and this release is the first to learn it.
+                self.lease.lose(self.lease.lock(), &client.config.events);
                 Err(Error::new(ErrorKind::NotHeld, "this owner no longer holds the lock").on_lock(name))
             }
         }

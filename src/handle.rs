@@ -186,15 +186,20 @@ impl Handle {
     }
 
     pub(crate) fn is_held_by_current_thread(&self) -> Result<bool> {
-        let field = self.kind.field(&guard::current_owner(&self.client));
-        self.query("checking the owner", |conn| redis::cmd("HEXISTS").arg(&*self.name).arg(&field).query(conn))
+        Ok(self.hold_count()? > 0)
     }
 
+    /// Also how a thread learns that a lease it still counts as held is gone: Redis says it
+    /// holds nothing, and the lease is reported lost.
     pub(crate) fn hold_count(&self) -> Result<u64> {
         let field = self.kind.field(&guard::current_owner(&self.client));
         let count: Option<u64> =
             self.query("reading the hold count", |conn| redis::cmd("HGET").arg(&*self.name).arg(&field).query(conn))?;
-        Ok(count.unwrap_or(0))
+        let count = count.unwrap_or(0);
+        if count == 0 {
+            self.client.learned_not_held(&self.name, self.kind.role());
+        }
+        Ok(count)
     }
 
     pub(crate) fn remaining_ttl(&self) -> Result<Option<Duration>> {
@@ -220,20 +225,29 @@ impl Handle {
         self.client.pool.run(what, op).map_err(|e| e.on_lock(&self.name))
     }
 
-    pub(crate) fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        let (client, name, kind) = (&self.client, &*self.name, self.kind);
+    /// Every check an acquire makes before it sends anything: the client runs, the name and
+    /// the lease are valid, and the request could ever be granted. Returns the lease in
+    /// milliseconds and whether the watchdog keeps it.
+    pub(crate) fn prepare(&self) -> Result<(u64, bool)> {
+        let (client, name) = (&self.client, &*self.name);
         self.ready()?;
-        let (lease_millis, watchdog) = match self.lease {
+        let lease = match self.lease {
             Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
             None => (client.watchdog_millis, true),
         };
-        if kind == Kind::Write && client.holds(&self.name, Role::Read) && !client.holds(&self.name, Role::Write) {
+        if self.kind == Kind::Write && client.holds(&self.name, Role::Read) && !client.holds(&self.name, Role::Write) {
             return Err(Error::new(
                 ErrorKind::WouldDeadlock,
                 "this thread holds the read lock: asking for the write lock would wait on itself forever",
             )
             .on_lock(name));
         }
+        Ok(lease)
+    }
+
+    pub(crate) fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
+        let (client, name, kind) = (&self.client, &*self.name, self.kind);
+        let (lease_millis, watchdog) = self.prepare()?;
         let owner = guard::current_owner(client);
         let queue = !matches!(wait, Wait::No);
         let attempt = || {
@@ -265,8 +279,8 @@ impl Handle {
         }
         let acquired = result.map_err(|e| e.on_lock(name))?;
         Ok(acquired.map(|(sent, token)| {
-            let lease = client.add_hold(kind, &self.name, owner, sent, lease_millis, watchdog);
-            LockGuard::new(Hold { client: Arc::clone(client), lease, kind, watchdog, lease_millis, token })
+            let (lease, term) = client.add_hold(kind, &self.name, owner, sent, lease_millis, watchdog);
+            LockGuard::new(Hold { client: Arc::clone(client), lease, kind, term, token })
         }))
     }
 }

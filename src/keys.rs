@@ -11,8 +11,11 @@ pub(crate) const MAX_NAME_LEN: usize = 8 * 1024;
 /// Shortest lease accepted.
 pub(crate) const MIN_LEASE: Duration = Duration::from_millis(1);
 
-/// Longest lease accepted: the largest millisecond count a Lua number holds exactly.
-pub(crate) const MAX_LEASE: Duration = Duration::from_millis((1 << 53) - 1);
+/// Longest lease accepted, in milliseconds: the largest count a Lua number holds exactly.
+pub(crate) const MAX_LEASE_MILLIS: u64 = (1 << 53) - 1;
+
+/// Longest lease accepted.
+pub(crate) const MAX_LEASE: Duration = Duration::from_millis(MAX_LEASE_MILLIS);
 
 /// Shortest watchdog timeout: below this a renewal every third of it cannot keep up with a
 /// round trip on a loaded machine.

@@ -52,10 +52,12 @@
 mod acquire;
 mod background;
 mod client;
+mod clock;
 mod config;
 mod error;
 mod events;
 mod fair_lock;
+mod fan_out;
 mod fenced_lock;
 mod guard;
 mod handle;
@@ -72,12 +74,13 @@ mod renewal;
 mod resp;
 mod scripts;
 mod subscriber;
+mod url;
 mod wheel;
 
 pub use client::{Client, ClientStats};
 pub use config::{
     ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_POOL_SIZE,
-    DEFAULT_WATCHDOG_TIMEOUT,
+    DEFAULT_RENEW_BATCH_SIZE, DEFAULT_WATCHDOG_TIMEOUT,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;

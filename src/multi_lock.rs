@@ -120,6 +120,11 @@ impl MultiLock {
         if self.members.is_empty() {
             return Err(Error::invalid("a multi-lock needs at least one lock"));
         }
+        // Every member is checked before the first command goes out: a bad member must not
+        // make the others be taken and released for nothing.
+        for i in 0..self.members.len() {
+            self.member(i).prepare()?;
+        }
         // The member found busy last time: waited for first, while holding nothing.
         let mut blocker: Option<usize> = None;
         loop {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 
 pub(crate) struct Pool {
@@ -38,7 +39,7 @@ impl Pool {
             size,
             connect_timeout,
             command_timeout,
-            state: Mutex::new(State { idle: Vec::with_capacity(size), open: 0 }),
+            state: Mutex::new(State { idle: Vec::new(), open: 0 }),
             returned: Condvar::new(),
         }
     }
@@ -112,7 +113,8 @@ impl Pool {
     /// or the first one returned within the connect timeout (or `limit`, if shorter).
     fn checkout(&self, limit: Option<Duration>) -> Result<(redis::Connection, bool)> {
         let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
-        let deadline = Instant::now() + patience;
+        // A patience too long for `Instant` waits without a deadline.
+        let deadline = clock::deadline_in(patience);
         let mut state = self.state.lock();
         loop {
             if let Some(conn) = state.idle.pop() {
@@ -123,11 +125,17 @@ impl Pool {
                 drop(state);
                 return self.connect_within(patience).map(|conn| (conn, false)).inspect_err(|_| self.forget_one());
             }
-            if self.returned.wait_until(&mut state, deadline).timed_out() && state.idle.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("no pooled connection became free within {patience:?}; all {} are busy", self.size),
-                ));
+            match deadline {
+                Some(deadline) if Instant::now() >= deadline => {
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!("no pooled connection became free within {patience:?}; all {} are busy", self.size),
+                    ));
+                }
+                Some(deadline) => {
+                    self.returned.wait_until(&mut state, deadline);
+                }
+                None => self.returned.wait(&mut state),
             }
         }
     }

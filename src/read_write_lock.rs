@@ -138,6 +138,7 @@ pub(crate) fn read_release(conn: &mut redis::Connection, r: &Release<'_>) -> red
         .arg(0)
         .arg(r.owner)
         .arg(r.latch_millis)
+        .arg(r.keep_millis)
         .invoke(conn)
 }
 
@@ -146,10 +147,12 @@ pub(crate) fn write_release(conn: &mut redis::Connection, r: &Release<'_>) -> re
         .key(r.name)
         .key(channel(r.name))
         .key(keys::unlock_latch(r.name, r.request_id))
+        .key(hold_keys(r.name, r.owner))
         .arg(1)
         .arg(r.keep_millis)
         .arg(write_field(r.owner))
         .arg(r.latch_millis)
+        .arg(r.owner)
         .invoke(conn)
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 use crate::error::{Error, Result};
+use crate::fan_out;
 use crate::guard::{self, Hold, LockGuard};
 use crate::handle::{Handle, Reply};
 use crate::keys;
@@ -162,7 +163,7 @@ impl RedLock {
             if once || deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
-            let max = self.retry_delay.as_micros().max(2) as u64;
+            let max = u64::try_from(self.retry_delay.as_micros()).unwrap_or(u64::MAX).max(2);
             let pause = Duration::from_micros(rand::rng().random_range(max / 2..=max));
             let pause = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
             std::thread::sleep(pause);
@@ -180,33 +181,25 @@ impl RedLock {
         let held_before: Vec<bool> = self.nodes.iter().map(|n| n.client.holds(&n.name, n.kind.role())).collect();
         let limits: Vec<Duration> = self.nodes.iter().map(|n| self.node_limit(n, lease_millis)).collect();
         let started = Instant::now();
-        let replies: Vec<Option<Reply>> = std::thread::scope(|scope| {
-            let asks: Vec<_> = self
-                .nodes
-                .iter()
-                .zip(&owners)
-                .zip(&limits)
-                .zip(&held_before)
-                .map(|(((node, owner), &limit), &held_before)| {
-                    scope.spawn(move || {
-                        let client = &node.client;
-                        client
-                            .pool
-                            .run_within("acquiring", Some(limit), |conn| {
-                                let reply = node.kind.attempt(conn, client, &node.name, owner, lease_millis, false);
-                                if !held_before && reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
-                                    // A slow node may still grant it: undo right behind the
-                                    // acquire, on its connection, so the undo runs after it.
-                                    client.send_undo(Some(conn), limit, node.kind, &node.name, owner);
-                                }
-                                reply
-                            })
-                            .ok()
-                    })
+        let asks: Vec<_> = self.nodes.iter().zip(&owners).zip(&limits).zip(&held_before).collect();
+        let replies: Vec<Option<Reply>> = fan_out::concurrently(asks, |(((node, owner), &limit), &held_before)| {
+            let client = &node.client;
+            client
+                .pool
+                .run_within("acquiring", Some(limit), |conn| {
+                    let reply = node.kind.attempt(conn, client, &node.name, owner, lease_millis, false);
+                    if !held_before && reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
+                        // A slow node may still grant it: undo right behind the acquire, on
+                        // its connection, so the undo runs after it.
+                        client.send_undo(Some(conn), limit, node.kind, &node.name, owner);
+                    }
+                    reply
                 })
-                .collect();
-            asks.into_iter().map(|a| a.join().ok().flatten()).collect()
-        });
+                .ok()
+        })
+        .into_iter()
+        .map(Option::flatten)
+        .collect();
         let elapsed = started.elapsed();
         let lease = Duration::from_millis(lease_millis);
         let drift = lease / 100 + Duration::from_millis(2);
@@ -223,9 +216,9 @@ impl RedLock {
                     .filter(|(_, reply)| matches!(reply, Some(Reply::Granted { .. })))
                     .map(|((node, owner), _)| {
                         let client = &node.client;
-                        let lease =
+                        let (lease, term) =
                             client.add_hold(node.kind, &node.name, owner.clone(), started, lease_millis, watchdog);
-                        Hold { client: Arc::clone(client), lease, kind: node.kind, watchdog, lease_millis, token: None }
+                        Hold { client: Arc::clone(client), lease, kind: node.kind, term, token: None }
                     })
                     .collect();
                 let release_limit = limits.iter().copied().max().unwrap_or(Duration::from_millis(10));
@@ -242,12 +235,17 @@ impl RedLock {
     /// reply may have been lost or late. Nodes on which this thread already held the lock
     /// (a reentrant Redlock) are left alone: a decrement there could undo a real hold.
     fn release_everywhere(&self, owners: &[String], limits: &[Duration], held_before: &[bool]) {
-        std::thread::scope(|scope| {
-            for (((node, owner), &limit), &held) in self.nodes.iter().zip(owners).zip(limits).zip(held_before) {
-                if !held {
-                    scope.spawn(move || node.client.send_undo(None, limit, node.kind, &node.name, owner));
-                }
-            }
+        let undos: Vec<_> = self
+            .nodes
+            .iter()
+            .zip(owners)
+            .zip(limits)
+            .zip(held_before)
+            .filter(|(_, held)| !**held)
+            .map(|((node_owner, &limit), _)| (node_owner, limit))
+            .collect();
+        fan_out::concurrently(undos, |((node, owner), limit)| {
+            node.client.send_undo(None, limit, node.kind, &node.name, owner);
         });
     }
 }

@@ -28,12 +28,16 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::background::Background;
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::lease::{Lease, LeaseInner, LeaseState};
 use crate::pool::Pool;
 use crate::scripts;
 use crate::wheel::Wheel;
+
+/// The renew script's marker for a lease whose expiry may only be lengthened (see
+/// `lua/renew.lua`).
+const LENGTHEN_ONLY: &str = "+";
 
 pub(crate) struct Renewer {
     shared: Arc<Shared>,
@@ -215,15 +219,21 @@ impl Worker {
         for candidates in leases.chunks(self.config.renew_batch_size) {
             // Marked in flight just before its batch goes out: a release waits for the one
             // round trip that carries its lease, and a lease released meanwhile is left out.
-            let chunk: Vec<Arc<Lease>> = candidates
+            // Each lease goes with how the script may set its expiry: a lease that also has
+            // fixed-lease holds must never be shortened to the watchdog's.
+            let chunk: Vec<(Arc<Lease>, &str)> = candidates
                 .iter()
-                .filter(|lease| {
+                .filter_map(|lease| {
                     let mut inner = lease.lock();
                     let renew = inner.status == LeaseState::Held && inner.watchdog_holds > 0;
                     inner.renewing = renew;
-                    renew
+                    let how = match &lease.hold_keys {
+                        Some(prefix) => prefix.as_str(),
+                        None if inner.has_fixed_holds() => LENGTHEN_ONLY,
+                        None => "",
+                    };
+                    renew.then(|| (Arc::clone(lease), how))
                 })
-                .cloned()
                 .collect();
             if chunk.is_empty() {
                 continue;
@@ -231,33 +241,51 @@ impl Worker {
             let sent = Instant::now();
             let result = self.pool.run("renewing leases", |conn| {
                 let mut call = scripts::RENEW.prepare_invoke();
-                for lease in &chunk {
+                for (lease, _) in &chunk {
                     call.key(&*lease.name);
                 }
                 call.arg(self.lease_millis);
-                for lease in &chunk {
-                    call.arg(&lease.field).arg(lease.hold_keys.as_deref().unwrap_or(""));
+                for (lease, how) in &chunk {
+                    call.arg(&lease.field).arg(*how);
                 }
-                call.invoke::<Vec<i64>>(conn)
+                call.invoke::<Vec<redis::Value>>(conn)
             });
-            self.count(sent.elapsed(), result.as_ref().map_or(0, |flags| flags.iter().filter(|&&f| f == 1).count()));
-            match &result {
-                Err(err) => self.config.events.renewal_failed(err),
-                Ok(renewed) if renewed.len() != chunk.len() => {
-                    let err = crate::Error::new(
-                        crate::ErrorKind::Redis,
-                        "the renew script answered for the wrong number of leases",
-                    );
-                    self.config.events.renewal_failed(&err);
+            let outcomes: Vec<Option<bool>> = match &result {
+                Ok(replies) if replies.len() == chunk.len() => {
+                    chunk.iter().zip(replies).map(|((lease, _), reply)| self.outcome(lease, reply)).collect()
                 }
-                Ok(_) => {}
-            }
-            for (i, lease) in chunk.iter().enumerate() {
-                let renewed = match &result {
-                    Ok(flags) if flags.len() == chunk.len() => Some(flags[i] == 1),
-                    _ => None,
-                };
+                Ok(_) => {
+                    let err = Error::new(ErrorKind::Redis, "the renew script answered for the wrong number of leases");
+                    self.config.events.renewal_failed(&err);
+                    vec![None; chunk.len()]
+                }
+                Err(err) => {
+                    self.config.events.renewal_failed(err);
+                    vec![None; chunk.len()]
+                }
+            };
+            self.count(sent.elapsed(), outcomes.iter().filter(|o| **o == Some(true)).count());
+            for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
                 self.settle(lease, sent, renewed);
+            }
+        }
+    }
+
+    /// One lease's entry in the renew script's reply: renewed, gone, or refused by Redis
+    /// (reported, and retried like a failed round trip).
+    fn outcome(&self, lease: &Lease, reply: &redis::Value) -> Option<bool> {
+        match reply {
+            redis::Value::Int(1) => Some(true),
+            redis::Value::Int(_) => Some(false),
+            refusal => {
+                let text = match refusal {
+                    redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                    other => format!("{other:?}"),
+                };
+                let err = Error::new(ErrorKind::Redis, format!("Redis refused to renew the lease: {text}"))
+                    .on_lock(&lease.name);
+                self.config.events.renewal_failed(&err);
+                None
             }
         }
     }
@@ -280,7 +308,7 @@ impl Worker {
         }
         match renewed {
             Some(true) => {
-                inner.expires_at = sent.checked_add(watchdog);
+                inner.renewed(sent, watchdog);
                 if inner.watchdog_holds > 0 {
                     self.reschedule(lease, &mut inner, sent + watchdog / 3);
                 }
@@ -288,7 +316,7 @@ impl Worker {
             Some(false) => self.lose(lease, inner),
             None => {
                 let now = Instant::now();
-                match inner.expires_at {
+                match inner.expires_at() {
                     Some(at) if now >= at => self.lose(lease, inner),
                     // Try again soon, and at the latest when the lease runs out, so that its
                     // loss is known then.
@@ -303,9 +331,7 @@ impl Worker {
         self.shared.schedule(lease, inner, at);
     }
 
-    fn lose(&self, lease: &Arc<Lease>, mut inner: MutexGuard<'_, LeaseInner>) {
-        inner.status = LeaseState::Lost;
-        drop(inner);
-        self.config.events.lease_lost(&lease.name);
+    fn lose(&self, lease: &Arc<Lease>, inner: MutexGuard<'_, LeaseInner>) {
+        lease.lose(inner, &self.config.events);
     }
 }

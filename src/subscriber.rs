@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::background::Background;
+use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::events::LockEvents;
+use crate::events::Events;
 use crate::net::{Stream, Target};
 use crate::resp::{self, Value};
 
@@ -57,7 +58,7 @@ struct Shared {
     target: Target,
     connect_timeout: Duration,
     command_timeout: Duration,
-    events: Arc<dyn LockEvents>,
+    events: Events,
     state: Mutex<State>,
     /// Signalled on confirmations, on connection changes and on new demand.
     changed: Condvar,
@@ -149,7 +150,7 @@ impl Subscriber {
         target: Target,
         connect_timeout: Duration,
         command_timeout: Duration,
-        events: Arc<dyn LockEvents>,
+        events: Events,
     ) -> Result<Subscriber> {
         let shared = Arc::new(Shared {
             target,
@@ -171,6 +172,9 @@ impl Subscriber {
     /// subscription is late still gets its turn).
     pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>) -> Result<Ticket> {
         let shared = &self.shared;
+        // Computed before the registry is locked: nothing that can unwind runs under it.
+        let bound = clock::deadline_in(shared.connect_timeout.saturating_add(shared.command_timeout));
+        let until = clock::earliest(deadline, bound);
         let waiter = Arc::new(Waiter::default());
         let mut state = shared.state.lock();
         if state.shutdown {
@@ -190,8 +194,6 @@ impl Subscriber {
                 shared.changed.notify_all();
             }
         }
-        let bound = Instant::now() + shared.connect_timeout + shared.command_timeout;
-        let until = deadline.map_or(bound, |d| d.min(bound));
         loop {
             if state.shutdown {
                 // Let the registry go before the ticket leaves it (its drop takes the lock).
@@ -201,8 +203,13 @@ impl Subscriber {
             if state.channels.get(channel).is_some_and(Channel::is_ready) {
                 return Ok(ticket);
             }
-            if shared.changed.wait_until(&mut state, until).timed_out() {
-                return Ok(ticket);
+            match until {
+                Some(until) => {
+                    if shared.changed.wait_until(&mut state, until).timed_out() {
+                        return Ok(ticket);
+                    }
+                }
+                None => shared.changed.wait(&mut state),
             }
         }
     }
