@@ -19,6 +19,9 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time allowed for one command's reply.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default time between liveness checks (`PING`) of the pub/sub connection while it has
+/// subscriptions.
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(10);
 /// Default most leases renewed by one script call of the watchdog.
 pub const DEFAULT_RENEW_BATCH_SIZE: usize = 1000;
 
@@ -37,6 +40,7 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
     pub(crate) renew_batch_size: usize,
+    pub(crate) ping_interval: Duration,
     pub(crate) events: Events,
 }
 
@@ -68,6 +72,7 @@ impl ClientBuilder {
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 command_timeout: DEFAULT_COMMAND_TIMEOUT,
                 renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
+                ping_interval: DEFAULT_PING_INTERVAL,
                 events: Events::none(),
             },
         }
@@ -124,6 +129,19 @@ impl ClientBuilder {
     /// Defaults to 1000.
     pub fn renew_batch_size(mut self, size: usize) -> ClientBuilder {
         self.config.renew_batch_size = size;
+        self
+    }
+
+    /// How long the pub/sub connection may stay silent, while some thread waits on it,
+    /// before it is checked with a `PING`. A connection that does not answer within the
+    /// command timeout (a silent firewall drop, a frozen proxy) is closed and opened again,
+    /// and every waiter is woken to look at its lock. So a dead pub/sub connection is
+    /// noticed within this interval plus the command timeout. An idle client, with no
+    /// waiter, sends nothing.
+    ///
+    /// Defaults to 10 seconds.
+    pub fn ping_interval(mut self, interval: Duration) -> ClientBuilder {
+        self.config.ping_interval = interval;
         self
     }
 
@@ -185,6 +203,7 @@ impl Config {
             )));
         }
         positive("connect timeout", self.connect_timeout)?;
+        positive("ping interval", self.ping_interval)?;
         positive("command timeout", self.command_timeout)?;
         if !(1..=MAX_POOL_SIZE).contains(&self.pool_size) {
             return Err(Error::invalid(format!(
@@ -211,6 +230,7 @@ impl fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
             .field("renew_batch_size", &self.renew_batch_size)
+            .field("ping_interval", &self.ping_interval)
             .finish_non_exhaustive()
     }
 }
