@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::client::Inner;
+use crate::clock;
 use crate::error::Result;
 
 /// How long a caller is prepared to wait.
@@ -68,11 +69,9 @@ pub(crate) fn acquire<T>(
         }
         // A lost message costs at most the holder's TTL; a key with no TTL is looked at
         // again after one watchdog timeout.
-        let bound = now.checked_add(ttl.unwrap_or(client.config.watchdog_timeout));
-        let until = match (bound, deadline) {
-            (Some(b), Some(d)) => Some(b.min(d)),
-            (b, d) => b.or(d),
-        };
+        let until = clock::earliest(now.checked_add(ttl.unwrap_or(client.config.watchdog_timeout)), deadline);
         ticket.park(until);
+        // Redis may have refused the subscription meanwhile (after a reconnect).
+        ticket.check()?;
     }
 }

@@ -24,7 +24,7 @@ use crate::pool::Pool;
 use crate::read_write_lock::ReadWriteLock;
 use crate::renewal::Renewer;
 use crate::scripts;
-use crate::subscriber::Subscriber;
+use crate::subscriber::{Subscriber, Timing};
 
 /// A connection to one Redis server, and the factory of its locks.
 ///
@@ -134,8 +134,12 @@ impl Client {
         let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
         let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
         let renewer = Renewer::start(Arc::clone(&pool), config.clone(), watchdog_millis)?;
-        let subscriber =
-            Subscriber::start(target, config.connect_timeout, config.command_timeout, config.events.clone())?;
+        let timing = Timing {
+            connect: config.connect_timeout,
+            command: config.command_timeout,
+            ping_interval: config.ping_interval,
+        };
+        let subscriber = Subscriber::start(target, timing, config.events.clone())?;
         let inner = Inner {
             id: uuid::Uuid::new_v4().to_string(),
             url: crate::url::redact(url),

@@ -71,7 +71,6 @@ mod pool;
 mod read_write_lock;
 mod red_lock;
 mod renewal;
-mod resp;
 mod scripts;
 mod subscriber;
 mod url;

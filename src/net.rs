@@ -1,6 +1,10 @@
-//! The raw socket of the pub/sub connection: where to connect, how to authenticate.
+//! The raw socket of the pub/sub connection: where to connect, how to authenticate, and the
+//! two halves the subscriber uses (one thread reads, waiter threads write).
+//!
+//! Commands are encoded and replies parsed by the `redis` crate (`Cmd`, `Parser`); only the
+//! socket is our own, so that one thread can block reading it while others write to it.
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
@@ -8,7 +12,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::resp::{self, Value};
 
 /// Where the pub/sub connection goes, taken from the client's parsed URL.
 #[derive(Clone)]
@@ -32,6 +35,17 @@ pub(crate) enum Stream {
     Unix(UnixStream),
 }
 
+/// An open, authenticated pub/sub connection.
+pub(crate) struct Connection {
+    /// The reading half, with the parser that has read from it (and may hold bytes of the
+    /// next reply).
+    pub(crate) reader: Stream,
+    pub(crate) parser: redis::Parser,
+    /// The writing half (a clone of the same socket); writes are bounded by the connect
+    /// timeout.
+    pub(crate) writer: Stream,
+}
+
 impl Target {
     pub(crate) fn from_info(info: &redis::ConnectionInfo) -> Result<Target> {
         let addr = match info.addr() {
@@ -50,30 +64,38 @@ impl Target {
         })
     }
 
-    /// Connects and authenticates, each step bounded by `timeout`. Returns the reading half
-    /// (buffered, blocking with no timeout) and a writing half (writes bounded by `timeout`).
-    pub(crate) fn connect(&self, timeout: Duration) -> Result<(BufReader<Stream>, Stream)> {
+    /// Connects and authenticates, each step bounded by `timeout`.
+    pub(crate) fn connect(&self, timeout: Duration) -> Result<Connection> {
         let stream = self.open(timeout).map_err(|e| io_error(e, "connecting the pub/sub connection", timeout))?;
         let io = |e| io_error(e, "authenticating the pub/sub connection", timeout);
-        stream.set_timeouts(Some(timeout)).map_err(io)?;
-        let writer = stream.try_clone().map_err(io)?;
-        let mut reader = BufReader::new(stream);
+        stream.set_read_timeout(Some(timeout)).and_then(|()| stream.set_write_timeout(Some(timeout))).map_err(io)?;
+        let mut writer = stream.try_clone().map_err(io)?;
+        let mut reader = stream;
+        let mut parser = redis::Parser::new();
         if let Some(password) = &self.password {
-            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            let mut auth = redis::cmd("AUTH");
             if let Some(user) = &self.username {
-                args.push(user.as_bytes());
+                auth.arg(user);
             }
-            args.push(password.as_bytes());
-            resp::write_command(&mut &writer, &args).map_err(io)?;
-            if let Value::Error(e) = resp::read_value(&mut reader).map_err(io)? {
-                return Err(
-                    Error::new(ErrorKind::Redis, format!("the pub/sub connection was refused: {e}")).connection()
-                );
+            auth.arg(password);
+            writer.write_all(&auth.get_packed_command()).map_err(io)?;
+            match parser.parse_value(&mut reader) {
+                Ok(redis::Value::ServerError(refusal)) => {
+                    let refusal = redis::RedisError::from(refusal);
+                    return Err(Error::new(
+                        ErrorKind::Redis,
+                        format!("the pub/sub connection was refused: {}", refusal.detail().unwrap_or("")),
+                    )
+                    .connection());
+                }
+                Ok(_) => {}
+                Err(err) if err.is_timeout() => return Err(io(io::ErrorKind::TimedOut.into())),
+                Err(err) => {
+                    return Err(Error::from_redis(err, "authenticating the pub/sub connection", timeout).connection());
+                }
             }
         }
-        // From now on the reader blocks until a message comes, however long that takes.
-        reader.get_ref().set_read_timeout(None).map_err(io)?;
-        Ok((reader, writer))
+        Ok(Connection { reader, parser, writer })
     }
 
     fn open(&self, timeout: Duration) -> io::Result<Stream> {
@@ -116,19 +138,20 @@ impl Stream {
         }
     }
 
-    fn set_timeouts(&self, timeout: Option<Duration>) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_read_timeout(timeout).and_then(|()| s.set_write_timeout(timeout)),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.set_read_timeout(timeout).and_then(|()| s.set_write_timeout(timeout)),
-        }
-    }
-
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+    /// How long a read may block; `None` blocks until data comes, however long.
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(timeout),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
+    fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(timeout),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.set_write_timeout(timeout),
         }
     }
 
@@ -166,24 +189,6 @@ impl Write for Stream {
             Stream::Tcp(s) => s.flush(),
             #[cfg(unix)]
             Stream::Unix(s) => s.flush(),
-        }
-    }
-}
-
-impl Write for &Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => (&*s).write(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => (&*s).write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => (&*s).flush(),
-            #[cfg(unix)]
-            Stream::Unix(s) => (&*s).flush(),
         }
     }
 }

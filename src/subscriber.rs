@@ -14,24 +14,37 @@
 //! been lost meanwhile. Waiters never depend on a message alone: each park is bounded by
 //! the holder's TTL and the caller's deadline.
 //!
+//! **Refusals.** Every command written is remembered in order, so an error reply (an ACL
+//! rule refusing a channel) is matched to the `SUBSCRIBE` that caused it and reaches that
+//! channel's waiters at once, naming the channel; the channel is then dropped when they
+//! leave.
+//!
+//! **Liveness.** While the connection carries subscriptions, a read that finds nothing for
+//! the ping interval sends `PING`; no answer within the command timeout means the connection
+//! is dead though its socket is open (a silent firewall drop, a frozen proxy), and it is
+//! closed and opened again. A `SUBSCRIBE` unconfirmed within the command timeout is the same
+//! evidence: the waiter that sent it closes the connection. With no subscription the
+//! thread blocks with no timeout: an idle client sends nothing and wakes nobody.
+//!
 //! Per channel:
 //!
 //! | state                         | event                         | next |
 //! |-------------------------------|-------------------------------|------|
 //! | absent                        | first waiter joins            | wanted, `SUBSCRIBE` sent (or sent on connect) |
 //! | wanted, confirmation pending  | `subscribe` reply read        | ready: waiters may retry |
+//! | wanted, confirmation pending  | error reply to its `SUBSCRIBE`| refused: every waiter gets the error |
+//! | wanted, confirmation pending  | no reply within the command timeout | connection closed; reconnect |
 //! | ready                         | message                       | ready, one (or every) waiter woken |
-//! | wanted, any                   | last waiter leaves            | unwanted, `UNSUBSCRIBE` sent |
+//! | wanted, any                   | last waiter leaves            | unwanted, `UNSUBSCRIBE` sent if something was subscribed |
 //! | unwanted, replies pending     | a waiter joins                | wanted, `SUBSCRIBE` sent again |
 //! | unwanted, nothing pending     | -                             | removed |
 //! | any                           | connection lost               | nothing pending; wanted ones resubscribed on reconnect |
 //!
 //! Lock order: the registry state, then the writer. Socket writes happen with only the
-//! writer held, and in the order the registry decided them. The thread blocks on a read
-//! with no timeout, and waits for demand with no timeout: an idle client wakes nobody.
+//! writer held, and in the order the registry decided them.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::BufReader;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,13 +54,18 @@ use crate::background::Background;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
-use crate::net::{Stream, Target};
-use crate::resp::{self, Value};
+use crate::net::{Connection, Stream, Target};
 
 /// Payload of a release message that wakes every waiter (a write release of a read-write lock).
 const WAKE_ALL: &[u8] = b"1";
-/// Most channels named in one `SUBSCRIBE` when resubscribing after a reconnect.
-const SUBSCRIBE_CHUNK: usize = 512;
+
+/// The timeouts the subscriber works with.
+#[derive(Clone, Copy)]
+pub(crate) struct Timing {
+    pub(crate) connect: Duration,
+    pub(crate) command: Duration,
+    pub(crate) ping_interval: Duration,
+}
 
 pub(crate) struct Subscriber {
     shared: Arc<Shared>,
@@ -56,14 +74,13 @@ pub(crate) struct Subscriber {
 
 struct Shared {
     target: Target,
-    connect_timeout: Duration,
-    command_timeout: Duration,
+    timing: Timing,
     events: Events,
     state: Mutex<State>,
-    /// Signalled on confirmations, on connection changes and on new demand.
+    /// Signalled on confirmations, refusals, connection changes and new demand.
     changed: Condvar,
     /// The writing half of the current connection.
-    writer: Mutex<Option<Stream>>,
+    writer: Mutex<Option<Writer>>,
 }
 
 #[derive(Default)]
@@ -71,7 +88,25 @@ struct State {
     channels: HashMap<String, Channel>,
     connected: bool,
     ever_connected: bool,
+    /// Counts connections, so that a waiter closes only the one it found silent.
+    generation: u64,
+    /// Why a waiter closed the current connection, for the disconnect event.
+    closed_because: Option<String>,
     shutdown: bool,
+}
+
+/// The writing half, and the commands written on it whose replies are still to come, in
+/// order: replies come in the same order, which is how an error reply finds its command.
+struct Writer {
+    stream: Stream,
+    generation: u64,
+    expected: VecDeque<Expected>,
+}
+
+enum Expected {
+    Subscribe(String),
+    Unsubscribe,
+    Ping,
 }
 
 #[derive(Default)]
@@ -79,14 +114,16 @@ struct Channel {
     waiters: VecDeque<Arc<Waiter>>,
     /// The last command decided for this channel is `SUBSCRIBE`.
     wanted: bool,
-    /// `SUBSCRIBE`s sent on the current connection and not yet confirmed.
+    /// `SUBSCRIBE`s sent on the current connection and not yet answered.
     pending_subs: u32,
-    /// `UNSUBSCRIBE`s sent on the current connection and not yet confirmed.
+    /// `UNSUBSCRIBE`s sent on the current connection and not yet answered.
     pending_unsubs: u32,
     /// Redis confirmed a subscription on the current connection (and no unsubscribe since).
     confirmed: bool,
     /// Wake every waiter when the subscription is confirmed (after a reconnect).
     wake_all_on_confirm: bool,
+    /// Redis refused the last `SUBSCRIBE`: its error reply.
+    refused: Option<redis::RedisError>,
 }
 
 impl Channel {
@@ -96,6 +133,11 @@ impl Channel {
 
     fn is_idle(&self) -> bool {
         self.waiters.is_empty() && !self.wanted && self.pending_subs == 0 && self.pending_unsubs == 0
+    }
+
+    /// Whether this channel keeps the connection busy: subscribed, or about to change.
+    fn is_active(&self) -> bool {
+        self.wanted || self.confirmed || self.pending_subs > 0 || self.pending_unsubs > 0
     }
 
     /// Wakes the first waiter not already woken; false when there is none.
@@ -146,16 +188,10 @@ pub(crate) struct SubscriberStats {
 }
 
 impl Subscriber {
-    pub(crate) fn start(
-        target: Target,
-        connect_timeout: Duration,
-        command_timeout: Duration,
-        events: Events,
-    ) -> Result<Subscriber> {
+    pub(crate) fn start(target: Target, timing: Timing, events: Events) -> Result<Subscriber> {
         let shared = Arc::new(Shared {
             target,
-            connect_timeout,
-            command_timeout,
+            timing,
             events,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -167,49 +203,67 @@ impl Subscriber {
     }
 
     /// Joins the waiters of `channel`, subscribing it if this is the first, and waits until
-    /// Redis has confirmed the subscription, or until `deadline`, or at most a connect plus
-    /// a command timeout (the caller's park is bounded by the lock's TTL, so a waiter whose
-    /// subscription is late still gets its turn).
+    /// Redis has confirmed the subscription, or until `deadline`, or at most the command
+    /// timeout (plus the connect timeout when the connection is not open yet). A
+    /// subscription still unanswered then means a silent connection: it is closed, to be
+    /// opened again. The caller's park is bounded by the lock's TTL, so a waiter whose
+    /// subscription is late still gets its turn. A refusal by Redis is returned at once.
     pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>) -> Result<Ticket> {
         let shared = &self.shared;
-        // Computed before the registry is locked: nothing that can unwind runs under it.
-        let bound = clock::deadline_in(shared.connect_timeout.saturating_add(shared.command_timeout));
-        let until = clock::earliest(deadline, bound);
+        let timing = shared.timing;
         let waiter = Arc::new(Waiter::default());
         let mut state = shared.state.lock();
         if state.shutdown {
             return Err(Error::shutdown());
         }
-        let connected = state.connected;
+        let (connected, generation) = (state.connected, state.generation);
         let ch = state.channels.entry(channel.to_owned()).or_default();
         ch.waiters.push_back(Arc::clone(&waiter));
         let ticket = Ticket { shared: Arc::clone(shared), channel: channel.to_owned(), waiter, acquired: false };
         if !ch.wanted {
             ch.wanted = true;
+            ch.refused = None;
             if connected {
                 ch.pending_subs += 1;
-                state = shared.send(state, &[b"SUBSCRIBE", channel.as_bytes()]);
+                state = shared.send(state, redis::cmd("SUBSCRIBE").arg(channel), Expected::Subscribe(channel.into()));
             } else {
                 // The thread subscribes every wanted channel as soon as it is connected.
                 shared.changed.notify_all();
             }
         }
+        let patience = if connected { timing.command } else { timing.connect.saturating_add(timing.command) };
+        let until = clock::earliest(deadline, clock::deadline_in(patience));
         loop {
             if state.shutdown {
                 // Let the registry go before the ticket leaves it (its drop takes the lock).
                 drop(state);
                 return Err(Error::shutdown());
             }
-            if state.channels.get(channel).is_some_and(Channel::is_ready) {
+            let Some(ch) = state.channels.get(channel) else { return Ok(ticket) };
+            if let Some(refusal) = &ch.refused {
+                let err = refusal_error(channel, refusal);
+                drop(state);
+                return Err(err);
+            }
+            if ch.is_ready() {
                 return Ok(ticket);
             }
-            match until {
-                Some(until) => {
-                    if shared.changed.wait_until(&mut state, until).timed_out() {
-                        return Ok(ticket);
-                    }
+            let timed_out = match until {
+                Some(until) => shared.changed.wait_until(&mut state, until).timed_out(),
+                None => {
+                    shared.changed.wait(&mut state);
+                    false
                 }
-                None => shared.changed.wait(&mut state),
+            };
+            if timed_out {
+                let silent = state.connected
+                    && state.generation == generation
+                    && state.channels.get(channel).is_some_and(|c| c.pending_subs > 0);
+                if silent && deadline.is_none_or(|d| Instant::now() < d) {
+                    let why = format!("SUBSCRIBE got no answer within the command timeout ({:?})", timing.command);
+                    shared.close_silent(state, generation, why);
+                }
+                return Ok(ticket);
             }
         }
     }
@@ -235,17 +289,25 @@ impl Subscriber {
         shared.changed.notify_all();
         let writer = shared.writer.lock();
         drop(state);
-        if let Some(stream) = writer.as_ref() {
-            stream.close();
+        if let Some(writer) = writer.as_ref() {
+            writer.stream.close();
         }
         drop(writer);
         self.thread.join();
     }
 }
 
+/// The error a waiter gets when Redis refused its channel's subscription.
+fn refusal_error(channel: &str, refusal: &redis::RedisError) -> Error {
+    let kind = if refusal.code() == Some("NOPERM") { ErrorKind::PermissionDenied } else { ErrorKind::Redis };
+    let detail = refusal.detail().unwrap_or("");
+    let code = refusal.code().unwrap_or("ERR");
+    Error::new(kind, format!("Redis refused to subscribe to channel {channel:?}: {code} {detail}"))
+}
+
 impl Ticket {
-    /// Parks until a release message (or a reconnect, or shutdown) wakes this waiter, or
-    /// until `until`. Returns whether it was woken; the wake-up is consumed.
+    /// Parks until a release message (or a reconnect, a refusal, or shutdown) wakes this
+    /// waiter, or until `until`. Returns whether it was woken; the wake-up is consumed.
     pub(crate) fn park(&self, until: Option<Instant>) -> bool {
         let mut woken = self.waiter.woken.lock();
         while !*woken {
@@ -259,6 +321,16 @@ impl Ticket {
             }
         }
         std::mem::replace(&mut *woken, false)
+    }
+
+    /// `Err` when Redis refused this channel's subscription (after a reconnect, say, under
+    /// a changed ACL rule): waiting on would wait for messages that never come.
+    pub(crate) fn check(&self) -> Result<()> {
+        let state = self.shared.state.lock();
+        match state.channels.get(&self.channel).and_then(|c| c.refused.as_ref()) {
+            Some(refusal) => Err(refusal_error(&self.channel, refusal)),
+            None => Ok(()),
+        }
     }
 
     /// Leaves having acquired the lock: a pending wake-up is not passed on.
@@ -281,9 +353,10 @@ impl Drop for Ticket {
         if ch.waiters.is_empty() && ch.wanted {
             ch.wanted = false;
             ch.wake_all_on_confirm = false;
-            if connected {
+            // Nothing to undo when Redis holds no subscription and none is on its way.
+            if connected && (ch.confirmed || ch.pending_subs > 0) {
                 ch.pending_unsubs += 1;
-                drop(shared.send(state, &[b"UNSUBSCRIBE", self.channel.as_bytes()]));
+                drop(shared.send(state, redis::cmd("UNSUBSCRIBE").arg(&self.channel), Expected::Unsubscribe));
                 return;
             }
         }
@@ -297,16 +370,27 @@ impl Shared {
     /// Writes a command in the order decided under `state`: takes the writer before letting
     /// the state go. A failed write closes the socket; the thread then reconnects and
     /// resubscribes whatever is wanted.
-    fn send<'a>(&'a self, state: MutexGuard<'a, State>, args: &[&[u8]]) -> MutexGuard<'a, State> {
+    fn send<'a>(&'a self, state: MutexGuard<'a, State>, cmd: &redis::Cmd, expected: Expected) -> MutexGuard<'a, State> {
         let mut writer = self.writer.lock();
         drop(state);
-        if let Some(stream) = writer.as_mut()
-            && resp::write_command(stream, args).is_err()
-        {
-            stream.close();
+        if let Some(writer) = writer.as_mut() {
+            writer.expected.push_back(expected);
+            if writer.stream.write_all(&cmd.get_packed_command()).is_err() {
+                writer.stream.close();
+            }
         }
         drop(writer);
         self.state.lock()
+    }
+
+    /// Closes connection `generation`, which a waiter found silent; the thread reconnects.
+    fn close_silent(&self, mut state: MutexGuard<'_, State>, generation: u64, why: String) {
+        state.closed_because = Some(why);
+        let writer = self.writer.lock();
+        drop(state);
+        if let Some(writer) = writer.as_ref().filter(|w| w.generation == generation) {
+            writer.stream.close();
+        }
     }
 
     fn run(self: Arc<Self>) {
@@ -315,24 +399,25 @@ impl Shared {
             if !self.wait_for_demand() {
                 return;
             }
-            let (reader, writer) = match self.target.connect(self.connect_timeout) {
-                Ok(halves) => halves,
+            let conn = match self.target.connect(self.timing.connect) {
+                Ok(conn) => conn,
                 Err(err) => {
                     self.events.subscriber_disconnected(&err);
                     let mut state = self.state.lock();
                     if !state.shutdown {
                         self.changed.wait_for(&mut state, backoff);
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    backoff = backoff.saturating_mul(2).min(Duration::from_secs(1));
                     continue;
                 }
             };
             backoff = Duration::from_millis(50);
-            let reconnected = self.install(writer);
+            let Connection { reader, parser, writer } = conn;
+            let Some(reconnected) = self.install(writer) else { return };
             if reconnected {
                 self.events.subscriber_reconnected();
             }
-            let err = self.read_until_closed(reader);
+            let err = self.read_until_closed(reader, parser);
             if !self.uninstall() {
                 return;
             }
@@ -354,51 +439,95 @@ impl Shared {
         }
     }
 
-    /// Makes a new connection current and subscribes every wanted channel on it. Returns
-    /// whether this was a reconnect.
-    fn install(&self, writer: Stream) -> bool {
+    /// Makes a new connection current and subscribes every wanted channel on it, one
+    /// `SUBSCRIBE` each (so that a refusal names one channel), all in one write. Returns
+    /// whether this was a reconnect; `None` at shutdown.
+    fn install(&self, stream: Stream) -> Option<bool> {
         let mut state = self.state.lock();
         if state.shutdown {
             // Shutdown already looked for a socket to close; close this one here.
-            writer.close();
-            return false;
+            stream.close();
+            return None;
         }
         let reconnected = std::mem::replace(&mut state.ever_connected, true);
         state.connected = true;
+        state.generation += 1;
+        state.closed_because = None;
         let mut wanted = Vec::new();
         for (name, ch) in state.channels.iter_mut() {
             ch.pending_unsubs = 0;
             ch.confirmed = false;
             ch.pending_subs = u32::from(ch.wanted);
             if ch.wanted {
+                ch.refused = None;
                 ch.wake_all_on_confirm = reconnected;
                 wanted.push(name.clone());
             }
         }
         state.channels.retain(|_, ch| !ch.is_idle());
         let mut slot = self.writer.lock();
+        let generation = state.generation;
         drop(state);
-        let stream = slot.insert(writer);
-        for names in wanted.chunks(SUBSCRIBE_CHUNK) {
-            let mut args: Vec<&[u8]> = Vec::with_capacity(names.len() + 1);
-            args.push(b"SUBSCRIBE");
-            args.extend(names.iter().map(|n| n.as_bytes()));
-            if resp::write_command(stream, &args).is_err() {
-                stream.close();
-                break;
-            }
+        let mut bytes = Vec::new();
+        let mut expected = VecDeque::with_capacity(wanted.len());
+        for name in wanted {
+            bytes.extend(redis::cmd("SUBSCRIBE").arg(&name).get_packed_command());
+            expected.push_back(Expected::Subscribe(name));
         }
-        reconnected
+        let writer = slot.insert(Writer { stream, generation, expected });
+        if !bytes.is_empty() && writer.stream.write_all(&bytes).is_err() {
+            writer.stream.close();
+        }
+        Some(reconnected)
     }
 
-    /// Reads pushes until the connection fails or is closed.
-    fn read_until_closed(&self, mut reader: BufReader<Stream>) -> Error {
+    /// Reads replies and messages until the connection fails, is closed, or stays silent
+    /// through a `PING`.
+    fn read_until_closed(&self, mut reader: Stream, mut parser: redis::Parser) -> Error {
+        let timing = self.timing;
+        let mut heard = Instant::now();
+        // When an unanswered PING must have been answered by.
+        let mut ping_due: Option<Instant> = None;
         loop {
-            match resp::read_value(&mut reader) {
-                Ok(value) => self.handle(value),
-                Err(err) => {
-                    return Error::new(ErrorKind::Redis, format!("the pub/sub connection was lost: {err}"))
+            // Only a connection that carries subscriptions is watched; an idle one blocks.
+            let active = self.state.lock().channels.values().any(Channel::is_active);
+            let wake_at = match (active, ping_due) {
+                (false, _) => None,
+                (true, Some(due)) => Some(due),
+                (true, None) => heard.checked_add(timing.ping_interval),
+            };
+            let timeout = wake_at.map(|at| at.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+            if let Err(err) = reader.set_read_timeout(timeout) {
+                return Error::new(ErrorKind::Redis, format!("the pub/sub connection failed: {err}")).connection();
+            }
+            match parser.parse_value(&mut reader) {
+                Ok(value) => {
+                    heard = Instant::now();
+                    if self.handle(value) {
+                        ping_due = None;
+                    }
+                }
+                Err(err) if err.is_timeout() => {
+                    let now = Instant::now();
+                    if ping_due.is_some_and(|due| now >= due) {
+                        return Error::new(
+                            ErrorKind::Timeout,
+                            format!("the pub/sub connection did not answer PING within {:?}", timing.command),
+                        )
                         .connection();
+                    }
+                    if ping_due.is_none() && active && wake_at.is_some_and(|at| now >= at) {
+                        ping_due = clock::deadline_in(timing.command);
+                        drop(self.send(self.state.lock(), &redis::cmd("PING"), Expected::Ping));
+                    }
+                }
+                Err(err) => {
+                    let why = self.state.lock().closed_because.take();
+                    let message = match why {
+                        Some(why) => format!("the pub/sub connection was closed: {why}"),
+                        None => format!("the pub/sub connection was lost: {err}"),
+                    };
+                    return Error::new(ErrorKind::Redis, message).connection();
                 }
             }
         }
@@ -408,8 +537,8 @@ impl Shared {
     fn uninstall(&self) -> bool {
         let mut state = self.state.lock();
         state.connected = false;
-        if let Some(stream) = self.writer.lock().take() {
-            stream.close();
+        if let Some(writer) = self.writer.lock().take() {
+            writer.stream.close();
         }
         for ch in state.channels.values_mut() {
             ch.pending_subs = 0;
@@ -421,18 +550,43 @@ impl Shared {
         !state.shutdown
     }
 
-    fn handle(&self, value: Value) {
-        let Value::Array(Some(items)) = value else { return };
-        let mut items = items.into_iter();
-        let (Some(Value::Bulk(Some(kind))), Some(Value::Bulk(Some(channel)))) = (items.next(), items.next()) else {
-            return;
-        };
-        let Ok(channel) = String::from_utf8(channel) else { return };
+    /// Acts on one value read from the connection. Returns whether it answered a `PING`.
+    fn handle(&self, value: redis::Value) -> bool {
         let mut state = self.state.lock();
-        let Some(ch) = state.channels.get_mut(&channel) else { return };
+        let items = match value {
+            redis::Value::ServerError(refusal) => {
+                let Some(Expected::Subscribe(channel)) = self.answered(&state) else { return false };
+                if let Some(ch) = state.channels.get_mut(&channel) {
+                    ch.pending_subs = ch.pending_subs.saturating_sub(1);
+                    ch.refused = Some(redis::RedisError::from(refusal));
+                    ch.wake_all();
+                    self.changed.notify_all();
+                }
+                return false;
+            }
+            redis::Value::Array(items) => items,
+            _ => return false,
+        };
+        let mut items = items.into_iter();
+        let kind = match items.next() {
+            Some(redis::Value::BulkString(kind)) => kind,
+            _ => return false,
+        };
+        if kind.as_slice() == b"pong" {
+            return matches!(self.answered(&state), Some(Expected::Ping));
+        }
+        let channel = match items.next() {
+            Some(redis::Value::BulkString(channel)) => String::from_utf8_lossy(&channel).into_owned(),
+            _ => return false,
+        };
+        if kind.as_slice() != b"message" {
+            // A confirmation: it answers the oldest command.
+            self.answered(&state);
+        }
+        let Some(ch) = state.channels.get_mut(&channel) else { return false };
         match kind.as_slice() {
             b"message" => {
-                if let Some(Value::Bulk(Some(payload))) = items.next() {
+                if let Some(redis::Value::BulkString(payload)) = items.next() {
                     if payload == WAKE_ALL {
                         ch.wake_all();
                     } else {
@@ -457,5 +611,11 @@ impl Shared {
             }
             _ => {}
         }
+        false
+    }
+
+    /// The command that the reply just read answers (the oldest still unanswered).
+    fn answered(&self, _state: &MutexGuard<'_, State>) -> Option<Expected> {
+        self.writer.lock().as_mut().and_then(|w| w.expected.pop_front())
     }
 }
