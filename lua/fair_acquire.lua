@@ -32,7 +32,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function wake(position)
     local waiter = redis.call('lindex', queue, position)
     if waiter then
-        redis.call('publish', channel .. ':' .. waiter, 0)
+        publish(channel .. ':' .. waiter, 0)
     end
 end
 

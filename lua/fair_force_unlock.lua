@@ -16,10 +16,10 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if head then
-    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+    publish(KEYS[4] .. ':' .. head, ARGV[1])
     local second = redis.call('lindex', KEYS[2], 1)
     if second then
-        redis.call('publish', KEYS[4] .. ':' .. second, ARGV[1])
+        publish(KEYS[4] .. ':' .. second, ARGV[1])
     end
 end
 redis.call('del', KEYS[1])

@@ -10,8 +10,9 @@
 -- ARGV[2]  wait timeout in milliseconds
 --
 -- Returns  1 when the waiter was in the queue, 0 when it was not.
--- Who is woken is read first and woken before the first write: a user refused the
--- channels leaves the queue as it was.
+-- Leaving must not fail: a waiter that stayed queued would hold up everyone behind it until
+-- its deadline. So a wake-up that Redis refuses (a user without the channels, which is
+-- often why the waiter gives up) is skipped; the waiters it was for poll on their own.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, wait = ARGV[1], tonumber(ARGV[2])
 local position = redis.call('lpos', queue, owner)
@@ -29,7 +30,7 @@ elseif position == 1 then
 end
 for _, waiter in ipairs(woken) do
     if waiter then
-        redis.call('publish', channel .. ':' .. waiter, 0)
+        redis.pcall('publish', channel .. ':' .. waiter, 0)
     end
 end
 redis.call('zrem', timeouts, owner)

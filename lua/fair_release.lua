@@ -34,6 +34,10 @@ if holds > 1 then
     redis.call('set', KEYS[5], 0, 'px', ARGV[4])
     return 0
 end
+-- Freeing a fair lock may have to wake a waiter: the channels are needed whether or not one
+-- waits now, so that a user refused them is refused every time, not only under contention.
+-- Waiters' channels are all KEYS[4] .. ':' .. <owner>; this owner's stands for them.
+may('publish', channel .. ':' .. ARGV[3], ARGV[1])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead, head = 0, nil
@@ -48,10 +52,10 @@ while true do
     dead = dead + 1
 end
 if head then
-    redis.call('publish', channel .. ':' .. head, ARGV[1])
+    publish(channel .. ':' .. head, ARGV[1])
     local second = redis.call('lindex', queue, dead + 1)
     if second then
-        redis.call('publish', channel .. ':' .. second, ARGV[1])
+        publish(channel .. ':' .. second, ARGV[1])
     end
 end
 redis.call('del', lock)

@@ -9,6 +9,6 @@
 if redis.call('exists', KEYS[1]) == 0 then
     return 0
 end
-redis.call('publish', KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 redis.call('del', KEYS[1])
 return 1

@@ -1,4 +1,4 @@
--- Prepended to every script that writes. Lua does not roll back, so a script must be refused
+-- Prepended to the scripts that need it. Lua does not roll back, so a script must be refused
 -- before its first write or not at all: a script calls `may` with a command it will run
 -- later, before it writes anything, and is refused here, naming the command, the key or
 -- channel and the user's missing permission. Redis 7's ACL check; older servers have no
@@ -7,5 +7,11 @@ local function may(...)
     if redis.acl_check_cmd and not redis.acl_check_cmd(...) then
         error({err = 'NOPERM this user has no permission for: ' .. table.concat({...}, ' ')})
     end
+end
+
+-- Publishes, refused first with the channel named when the user may not publish there.
+local function publish(channel, message)
+    may('publish', channel, message)
+    return redis.call('publish', channel, message)
 end
 

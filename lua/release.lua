@@ -31,6 +31,6 @@ if holds > 1 then
     redis.call('set', KEYS[3], 0, 'px', ARGV[4])
     return 0
 end
-redis.call('publish', KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 redis.call('del', KEYS[1])
 return 1

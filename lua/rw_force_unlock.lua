@@ -8,7 +8,7 @@
 -- Returns  1 when the lock was deleted, 0 when it was absent or in the other mode.
 -- The message goes first: a user refused the channel leaves the lock as it was.
 if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
-    redis.call('publish', KEYS[2], '1')
+    publish(KEYS[2], '1')
     redis.call('del', KEYS[1])
     return 1
 end

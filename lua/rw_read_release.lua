@@ -29,6 +29,11 @@ if not holds then
     return nil
 end
 local left = holds - 1
+if left == 0 then
+    -- This owner's last read hold may free the lock: the channel is needed whether or not
+    -- others still read, so that a user refused it is refused every time.
+    may('publish', KEYS[2], ARGV[1])
+end
 local keep = tonumber(ARGV[4])
 local read_mode = redis.call('hget', KEYS[1], 'mode') ~= 'write'
 local outcome = 0
@@ -50,7 +55,7 @@ if read_mode then
     end
     if longest <= 0 then
         outcome = 1
-        redis.call('publish', KEYS[2], ARGV[1])
+        publish(KEYS[2], ARGV[1])
     end
 end
 if left > 0 then

@@ -40,7 +40,7 @@ local longest = -3
 for k = 1, reads do
     longest = math.max(longest, redis.call('pttl', KEYS[4] .. ':' .. k))
 end
-redis.call('publish', KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 if longest > 0 then
     redis.call('hdel', KEYS[1], ARGV[3])
     redis.call('hset', KEYS[1], 'mode', 'read')

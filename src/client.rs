@@ -61,6 +61,9 @@ pub(crate) struct Inner {
     request_ids: AtomicU64,
 }
 
+/// The key on which `build()` checks the user's command permissions (nothing is written).
+const PERMISSION_PROBE_KEY: &str = "redlease:permission-check";
+
 /// How long the release that undoes an uncertain acquire waits for its reply.
 const UNDO_REPLY_WAIT: Duration = Duration::from_millis(50);
 
@@ -115,22 +118,33 @@ impl Client {
             redis::Client::open(info).map_err(|e| Error::invalid(format!("invalid redis URL: {}", e.category())))?;
         let pool = Arc::new(Pool::new(redis_client, config.pool_size, config.connect_timeout, config.command_timeout));
         // The first exchange is part of connecting: bounded by the connect timeout.
-        pool.run_within("connecting", Some(config.connect_timeout), |conn| {
-            redis::cmd("PING").query::<String>(conn)?;
-            for script in scripts::all() {
-                script.load(conn)?;
-            }
-            Ok(())
-        })
-        .map_err(|err| {
-            if err.is_timeout() {
-                let timeout = config.connect_timeout.min(config.command_timeout);
-                Error::new(ErrorKind::Timeout, format!("no answer within the connect timeout ({timeout:?})"))
-                    .connection()
-            } else {
-                err
-            }
-        })?;
+        let refused = pool
+            .run_within("connecting", Some(config.connect_timeout), |conn| {
+                redis::cmd("PING").query::<String>(conn)?;
+                for script in scripts::all() {
+                    script.load(conn)?;
+                }
+                scripts::CHECK_PERMISSIONS.arg(PERMISSION_PROBE_KEY).invoke::<Vec<String>>(conn)
+            })
+            .map_err(|err| {
+                if err.is_timeout() {
+                    let timeout = config.connect_timeout.min(config.command_timeout);
+                    Error::new(ErrorKind::Timeout, format!("no answer within the connect timeout ({timeout:?})"))
+                        .connection()
+                } else {
+                    err
+                }
+            })?;
+        if !refused.is_empty() {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the user of {} may not run {}, which redlease's scripts need",
+                    crate::url::redact(url),
+                    refused.join(", ")
+                ),
+            ));
+        }
         let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
         let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
         let renewer = Renewer::start(Arc::clone(&pool), config.clone(), watchdog_millis)?;

@@ -14,6 +14,7 @@
 //! | `Held`     | Redis says the owner's field is gone (renewal, release or query) | `Lost`, reported once |
 //! | `Held`     | local deadline passes (renewals failed, or every fixed lease ran out) | `Lost` (seen by `state()`; reported by whoever acts on it first) |
 //! | `Held`     | the last guard is released                         | `Released` |
+//! | `Released` | that release finds nothing of the owner in Redis   | `Lost`, reported once |
 //! | `Lost`     | guards are released                                | `Lost` (nothing is sent) |
 //!
 //! A new acquisition by the same thread after a loss starts a new `Lease`.
@@ -127,11 +128,12 @@ impl Lease {
         }
     }
 
-    /// Marks a held lease lost and reports it to `events`; whoever learns of a loss calls
-    /// this, and only the first call for a lease reports. The hook runs after the lease's
-    /// mutex is released.
+    /// Marks the lease lost and reports it to `events`; whoever learns of a loss calls this
+    /// (a lease that its last release marked released is lost too when that release finds
+    /// nothing in Redis), and only the first call for a lease reports. The hook runs after
+    /// the lease's mutex is released.
     pub(crate) fn lose(&self, mut inner: MutexGuard<'_, LeaseInner>, events: &Events) {
-        if inner.status != LeaseState::Held {
+        if inner.status == LeaseState::Lost {
             return;
         }
         inner.status = LeaseState::Lost;

@@ -21,34 +21,38 @@ macro_rules! script {
 /// Acquire a reentrant lock: see `lua/acquire.lua`.
 pub(crate) static ACQUIRE: LazyLock<redis::Script> = script!("acquire.lua");
 /// Release one hold, idempotent per request: see `lua/release.lua`.
-pub(crate) static RELEASE: LazyLock<redis::Script> = script!("release.lua");
+pub(crate) static RELEASE: LazyLock<redis::Script> = script!("release.lua", with_prelude);
 /// Renew a batch of leases: see `lua/renew.lua`.
 pub(crate) static RENEW: LazyLock<redis::Script> = script!("renew.lua");
 /// Delete a lock whoever holds it: see `lua/force_unlock.lua`.
-pub(crate) static FORCE_UNLOCK: LazyLock<redis::Script> = script!("force_unlock.lua");
+pub(crate) static FORCE_UNLOCK: LazyLock<redis::Script> = script!("force_unlock.lua", with_prelude);
 
 /// Acquire a fair lock or keep a place in its queue: see `lua/fair_acquire.lua`.
 pub(crate) static FAIR_ACQUIRE: LazyLock<redis::Script> = script!("fair_acquire.lua", with_prelude);
 /// Leave a fair lock's queue: see `lua/fair_give_up.lua`.
 pub(crate) static FAIR_GIVE_UP: LazyLock<redis::Script> = script!("fair_give_up.lua");
 /// Release one hold of a fair lock and wake the next waiter: see `lua/fair_release.lua`.
-pub(crate) static FAIR_RELEASE: LazyLock<redis::Script> = script!("fair_release.lua");
+pub(crate) static FAIR_RELEASE: LazyLock<redis::Script> = script!("fair_release.lua", with_prelude);
 /// Delete a fair lock whoever holds it: see `lua/fair_force_unlock.lua`.
-pub(crate) static FAIR_FORCE_UNLOCK: LazyLock<redis::Script> = script!("fair_force_unlock.lua");
+pub(crate) static FAIR_FORCE_UNLOCK: LazyLock<redis::Script> = script!("fair_force_unlock.lua", with_prelude);
 
 /// Take a read hold: see `lua/rw_read_acquire.lua`.
 pub(crate) static RW_READ_ACQUIRE: LazyLock<redis::Script> = script!("rw_read_acquire.lua", with_prelude);
 /// Release a read hold: see `lua/rw_read_release.lua`.
-pub(crate) static RW_READ_RELEASE: LazyLock<redis::Script> = script!("rw_read_release.lua");
+pub(crate) static RW_READ_RELEASE: LazyLock<redis::Script> = script!("rw_read_release.lua", with_prelude);
 /// Take the write hold: see `lua/rw_write_acquire.lua`.
 pub(crate) static RW_WRITE_ACQUIRE: LazyLock<redis::Script> = script!("rw_write_acquire.lua");
 /// Release a write hold: see `lua/rw_write_release.lua`.
-pub(crate) static RW_WRITE_RELEASE: LazyLock<redis::Script> = script!("rw_write_release.lua");
+pub(crate) static RW_WRITE_RELEASE: LazyLock<redis::Script> = script!("rw_write_release.lua", with_prelude);
 /// Delete a read-write lock in a given mode: see `lua/rw_force_unlock.lua`.
-pub(crate) static RW_FORCE_UNLOCK: LazyLock<redis::Script> = script!("rw_force_unlock.lua");
+pub(crate) static RW_FORCE_UNLOCK: LazyLock<redis::Script> = script!("rw_force_unlock.lua", with_prelude);
 
 /// Acquire a fenced lock and take a token: see `lua/fenced_acquire.lua`.
 pub(crate) static FENCED_ACQUIRE: LazyLock<redis::Script> = script!("fenced_acquire.lua", with_prelude);
+
+/// Which commands the client's user may not run: see `lua/check_permissions.lua`. Run once,
+/// when a client is built.
+pub(crate) static CHECK_PERMISSIONS: LazyLock<redis::Script> = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
 pub(crate) fn all() -> [&'static redis::Script; 14] {

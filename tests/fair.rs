@@ -264,11 +264,16 @@ fn try_lock_never_queues_and_never_jumps_the_queue() {
     assert!(thread::spawn(move || other.try_lock().unwrap().is_none()).join().unwrap());
     assert_eq!(llen(&mut conn, &queue("fair-try")), 0, "try_lock did not queue");
     // A patient waiter queues; once the lock is free, a newcomer's try_lock does not barge.
+    let attempts_before = calls_of(&mut conn, "evalsha");
     let patient = {
         let lock = client.fair_lock("fair-try");
         thread::spawn(move || lock.try_lock_for(Duration::from_secs(10)).unwrap().map(|g| g.unlock().is_ok()))
     };
     assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue("fair-try")) == 1));
+    // Parked: its first attempt and the one after its subscription was confirmed are done
+    // (otherwise that second attempt could take the freed lock and release it before the
+    // newcomer comes, and the newcomer would rightly get a free lock).
+    assert!(wait_until(Duration::from_secs(5), || calls_of(&mut conn, "evalsha") >= attempts_before + 2));
     // Free the lock without waking anyone (as if the holder's lease ran out).
     redis::cmd("DEL").arg("fair-try").query::<()>(&mut conn).unwrap();
     let barger = client.fair_lock("fair-try");
