@@ -30,6 +30,9 @@ use crate::owner;
 /// the command timeout per lock; a failure is reported to
 /// [`LockEvents::release_failed`](crate::LockEvents::release_failed) and the lock then
 /// expires after its lease. Call [`unlock`](LockGuard::unlock) to see the outcome.
+///
+/// Like a forgotten `MutexGuard`, a guard passed to [`std::mem::forget`] is never released:
+/// its watchdog lease stays renewed for as long as the client lives.
 #[must_use = "if unused the lock is released at once"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {

@@ -4,6 +4,7 @@
 mod bad_input;
 mod exclusion;
 mod fair;
+mod fault_classes;
 mod fenced;
 mod handoff;
 mod hazards;

@@ -1,5 +1,5 @@
 //! `Proxy`: an in-test TCP proxy in front of a server, for fault injection (latency,
-//! black hole, lost replies, cut connections).
+//! black hole, lost replies, cut connections, one frozen connection).
 //!
 //! Each proxied connection has one thread per direction. A direction's thread reads a
 //! chunk at time `t` and writes it at `t + latency` through its own FIFO delay queue,
@@ -43,6 +43,8 @@ struct Conn {
     client: TcpStream,
     server: TcpStream,
     closed: AtomicBool,
+    /// While set, bytes in both directions of this connection are read and discarded.
+    frozen: AtomicBool,
     /// Direction threads still running.
     live: AtomicUsize,
 }
@@ -127,6 +129,24 @@ impl Proxy {
     pub fn connection_count(&self) -> usize {
         lock(&self.shared.conns).len()
     }
+
+    /// Freezes the one proxied connection whose upstream side has the local port `port`
+    /// (the port Redis shows as `addr=127.0.0.1:PORT` in `CLIENT LIST`): from now on it
+    /// stops forwarding in both directions while both its sockets stay open, its bytes read
+    /// and discarded (also those still waiting in a delay queue), as the global black hole
+    /// does, but for that connection alone: a half-open connection that neither side sees
+    /// fail. There is no thaw. Returns whether such a connection was open.
+    pub fn freeze_upstream_port(&self, port: u16) -> bool {
+        let conns = lock(&self.shared.conns);
+        let found = conns.values().find(|c| c.server.local_addr().is_ok_and(|a| a.port() == port));
+        match found {
+            Some(conn) => {
+                conn.frozen.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Drop for Proxy {
@@ -190,7 +210,14 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         return;
     };
     let _ = server.set_nodelay(true);
-    let conn = Arc::new(Conn { id, client, server, closed: AtomicBool::new(false), live: AtomicUsize::new(2) });
+    let conn = Arc::new(Conn {
+        id,
+        client,
+        server,
+        closed: AtomicBool::new(false),
+        frozen: AtomicBool::new(false),
+        live: AtomicUsize::new(2),
+    });
     {
         let mut conns = lock(&shared.conns);
         if shared.stopping.load(Ordering::SeqCst) {
@@ -209,6 +236,11 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
 }
 
 impl Conn {
+    /// Whether bytes travelling in `dir` on this connection are forwarded right now.
+    fn forwarding(&self, shared: &Shared, dir: Direction) -> bool {
+        !self.frozen.load(Ordering::SeqCst) && shared.forwarding(dir)
+    }
+
     fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         let _ = self.client.shutdown(Shutdown::Both);
@@ -248,7 +280,7 @@ fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
         let now = Instant::now();
         while queue.front().is_some_and(|(due, _)| *due <= now) {
             let (_, chunk) = queue.pop_front().expect("front exists");
-            if shared.forwarding(dir) && dst.write_all(&chunk).is_err() {
+            if conn.forwarding(shared, dir) && dst.write_all(&chunk).is_err() {
                 failed = true;
                 break 'outer;
             }
@@ -273,7 +305,7 @@ fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
         match src.read(&mut buf) {
             Ok(0) => eof = true,
             Ok(n) => {
-                if !shared.forwarding(dir) {
+                if !conn.forwarding(shared, dir) {
                     continue; // read and discarded
                 }
                 let latency = shared.latency();
