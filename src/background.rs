@@ -16,7 +16,7 @@ impl Background {
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(body)
-            .map_err(|e| Error::new(ErrorKind::Redis, format!("cannot start the {name} thread: {e}")))?;
+            .map_err(|e| Error::new(ErrorKind::System, format!("the {name} thread could not be started: {e}")))?;
         Ok(Background { thread: Mutex::new(Some(thread)) })
     }
 

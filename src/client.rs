@@ -1,30 +1,20 @@
-//! The client: connections, the two background threads, and the registry of leases this
-//! process holds.
+//! The front door: [`Client`], its [`ClientBuilder`] and [`ClientStats`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::Mutex;
-
-use crate::config::{ClientBuilder, Config};
-use crate::error::{Error, ErrorKind, Result};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::events::{Events, LockEvents};
 use crate::fair_lock::FairLock;
 use crate::fenced_lock::FencedLock;
-use crate::guard;
-use crate::handle::{Handle, Kind, Release};
-use crate::keys;
-use crate::lease::{Lease, Role, Term};
+use crate::handle::Handle;
+use crate::kind::Kind;
 use crate::lock::Lock;
-use crate::net::Target;
-use crate::owner;
-use crate::pool::Pool;
 use crate::read_write_lock::ReadWriteLock;
-use crate::renewal::Renewer;
-use crate::scripts;
-use crate::subscriber::{Subscriber, Timing};
+use crate::transport::redact_url;
 
 /// A connection to one Redis server, and the factory of its locks.
 ///
@@ -42,33 +32,8 @@ use crate::subscriber::{Subscriber, Timing};
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
+    engine: Arc<Engine>,
 }
-
-pub(crate) struct Inner {
-    /// This client's UUID, the first half of every owner field it writes.
-    pub(crate) id: String,
-    url: String,
-    pub(crate) config: Config,
-    pub(crate) watchdog_millis: u64,
-    pub(crate) fair_wait_millis: u64,
-    pub(crate) pool: Arc<Pool>,
-    /// The leases threads of this client hold.
-    leases: Mutex<HashMap<LeaseKey, Arc<Lease>>>,
-    pub(crate) renewer: Renewer,
-    pub(crate) subscriber: Subscriber,
-    shutdown: AtomicBool,
-    request_ids: AtomicU64,
-}
-
-/// The key on which `build()` checks the user's command permissions (nothing is written).
-const PERMISSION_PROBE_KEY: &str = "redlease:permission-check";
-
-/// How long the release that undoes an uncertain acquire waits for its reply.
-const UNDO_REPLY_WAIT: Duration = Duration::from_millis(50);
-
-/// A lease's place in the registry: (lock name, thread number, role).
-type LeaseKey = (Arc<str>, u64, Role);
 
 /// A snapshot of a client's internal bookkeeping, for monitoring and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,281 +72,189 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    pub(crate) fn connect(url: &str, config: Config) -> Result<Client> {
-        let info = crate::url::connection_info(url)?;
-        // No CLIENT SETINFO handshake: redis-rs waits up to the whole connect timeout for each
-        // handshake reply, so with it a connect could take several connect timeouts.
-        let settings = info.redis_settings().clone().set_skip_set_lib_name();
-        let info = info.set_redis_settings(settings);
-        let target = Target::from_info(&info)?;
-        let redis_client =
-            redis::Client::open(info).map_err(|e| Error::invalid(format!("invalid redis URL: {}", e.category())))?;
-        let pool = Arc::new(Pool::new(redis_client, config.pool_size, config.connect_timeout, config.command_timeout));
-        // The first exchange is part of connecting: bounded by the connect timeout.
-        let refused = pool
-            .run_within("connecting", Some(config.connect_timeout), |conn| {
-                redis::cmd("PING").query::<String>(conn)?;
-                for script in scripts::all() {
-                    script.load(conn)?;
-                }
-                scripts::CHECK_PERMISSIONS.arg(PERMISSION_PROBE_KEY).invoke::<Vec<String>>(conn)
-            })
-            .map_err(|err| {
-                if err.is_timeout() {
-                    let timeout = config.connect_timeout.min(config.command_timeout);
-                    Error::new(ErrorKind::Timeout, format!("no answer within the connect timeout ({timeout:?})"))
-                        .connection()
-                } else {
-                    err
-                }
-            })?;
-        if !refused.is_empty() {
-            return Err(Error::new(
-                ErrorKind::PermissionDenied,
-                format!(
-                    "the user of {} may not run {}, which redlease's scripts need",
-                    crate::url::redact(url),
-                    refused.join(", ")
-                ),
-            ));
-        }
-        let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
-        let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
-        let renewer = Renewer::start(Arc::clone(&pool), config.clone(), watchdog_millis)?;
-        let timing = Timing {
-            connect: config.connect_timeout,
-            command: config.command_timeout,
-            ping_interval: config.ping_interval,
-        };
-        let subscriber = Subscriber::start(target, timing, config.events.clone())?;
-        let inner = Inner {
-            id: uuid::Uuid::new_v4().to_string(),
-            url: crate::url::redact(url),
-            config,
-            watchdog_millis,
-            fair_wait_millis,
-            pool,
-            leases: Mutex::new(HashMap::new()),
-            renewer,
-            subscriber,
-            shutdown: AtomicBool::new(false),
-            request_ids: AtomicU64::new(0),
-        };
-        Ok(Client { inner: Arc::new(inner) })
+    fn connect(url: &str, config: Config) -> Result<Client> {
+        Ok(Client { engine: Arc::new(Engine::start(url, config)?) })
     }
 
     /// This client's UUID: the first half of the owner field of every lock it takes.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        self.engine.id()
     }
 
     /// A reentrant lock named `name` (its Redis key). No I/O; the name is checked when the
     /// handle is used.
     #[must_use]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock(Handle::new(Arc::clone(&self.inner), name.into(), Kind::Reentrant))
+        Lock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::Reentrant))
     }
 
     /// A read-write lock named `name`: take `.read()` or `.write()`. No I/O; the name is
     /// checked when a side is used.
     #[must_use]
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock::new(Arc::clone(&self.inner), name.into())
+        ReadWriteLock::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A fenced lock named `name`: a reentrant lock whose every grant carries a fencing
     /// token. No I/O; the name is checked when the handle is used.
     #[must_use]
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
-        FencedLock(Handle::new(Arc::clone(&self.inner), name.into(), Kind::Fenced))
+        FencedLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::Fenced))
     }
 
     /// A fair lock named `name`: reentrant, and waiters are served in arrival order. No
     /// I/O; the name is checked when the handle is used.
     #[must_use]
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock(Handle::new(Arc::clone(&self.inner), name.into(), Kind::Fair))
+        FairLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::Fair))
     }
 
     /// Stops the client: threads waiting for a lock return [`ErrorKind::Shutdown`](crate::ErrorKind::Shutdown),
     /// the watchdog stops renewing (locks still held expire after their lease), and guards
     /// dropped later touch nothing. Every later call fails with `Shutdown`. Idempotent.
     pub fn shutdown(&self) {
-        self.inner.stop();
+        self.engine.stop();
     }
 
     /// Whether [`shutdown`](Client::shutdown) was called.
     pub fn is_shutdown(&self) -> bool {
-        self.inner.shutdown.load(Ordering::Acquire)
+        self.engine.is_shutdown()
     }
 
     /// Counts of what the client tracks right now.
     pub fn stats(&self) -> ClientStats {
-        let subscriber = self.inner.subscriber.stats();
-        let (renewals_scheduled, renewal) = self.inner.renewer.stats();
+        let stats = self.engine.stats();
         ClientStats {
-            leases: self.inner.leases.lock().len(),
-            renewals_scheduled,
-            renewal_passes: renewal.passes,
-            renewal_round_trips: renewal.round_trips,
-            leases_renewed: renewal.renewed,
-            renewal_time: renewal.busy,
-            channels: subscriber.channels,
-            waiters: subscriber.waiters,
-            subscriber_connected: subscriber.connected,
+            leases: stats.leases,
+            renewals_scheduled: stats.renewals_scheduled,
+            renewal_passes: stats.renewal.passes,
+            renewal_round_trips: stats.renewal.round_trips,
+            leases_renewed: stats.renewal.renewed,
+            renewal_time: stats.renewal.busy,
+            channels: stats.subscriber.channels,
+            waiters: stats.subscriber.waiters,
+            subscriber_connected: stats.subscriber.connected,
         }
     }
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client").field("id", &self.inner.id).field("url", &self.inner.url).finish_non_exhaustive()
+        f.debug_struct("Client")
+            .field("id", &self.engine.id())
+            .field("url", &self.engine.topology().url())
+            .finish_non_exhaustive()
     }
 }
 
-impl Inner {
-    /// A request id unique to this client (the suffix of a release's latch key): the
-    /// client's UUID and a counter, so no randomness is drawn per release.
-    pub(crate) fn next_request_id(&self) -> String {
-        format!("{}:{}", self.id, self.request_ids.fetch_add(1, Ordering::Relaxed))
+/// Builds a [`Client`] with settings other than the defaults.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redlease::Client::builder("redis://127.0.0.1:6379/")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .command_timeout(Duration::from_secs(1))
+///     .build()?;
+/// # Ok::<(), redlease::Error>(())
+/// ```
+#[must_use = "a builder does nothing until build() is called"]
+pub struct ClientBuilder {
+    url: String,
+    config: Config,
+}
+
+impl ClientBuilder {
+    pub(crate) fn new(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder { url: url.into(), config: Config::default() }
     }
 
-    pub(crate) fn check_running(&self) -> Result<()> {
-        if self.shutdown.load(Ordering::Acquire) { Err(Error::shutdown()) } else { Ok(()) }
-    }
-
-    fn stop(&self) {
-        if self.shutdown.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        self.subscriber.shutdown();
-        self.renewer.shutdown();
-        self.pool.close_idle();
-    }
-
-    /// Records a granted hold, acquired by a request sent at `sent`, and schedules its
-    /// renewal when the watchdog keeps it. Returns the lease and the hold's term.
-    pub(crate) fn add_hold(
-        &self,
-        kind: Kind,
-        name: &Arc<str>,
-        owner: String,
-        sent: Instant,
-        lease_millis: u64,
-        watchdog: bool,
-    ) -> (Arc<Lease>, Term) {
-        let key = (Arc::clone(name), owner::thread_number(), kind.role());
-        let lease = {
-            let mut leases = self.leases.lock();
-            match leases.get(&key) {
-                Some(lease) if lease.lock().is_live() => Arc::clone(lease),
-                _ => {
-                    let field = kind.field(&owner);
-                    let hold_keys = kind.hold_keys(name, &owner);
-                    let lease = Arc::new(Lease::new(Arc::clone(name), owner, kind.role(), field, hold_keys));
-                    leases.insert(key, Arc::clone(&lease));
-                    lease
-                }
-            }
-        };
-        let term =
-            if watchdog { Term::Watchdog } else { Term::Until(sent.checked_add(Duration::from_millis(lease_millis))) };
-        let mut inner = lease.lock();
-        inner.add(term, sent, self.config.watchdog_timeout);
-        if watchdog && inner.renewal.is_none() && !inner.renewing {
-            self.renewer.schedule(&lease, &mut inner, sent + self.config.watchdog_timeout / 3);
-        }
-        drop(inner);
-        (lease, term)
-    }
-
-    /// The current thread learned from Redis that it holds nothing of `role` on `name`
-    /// (a query answered so): a live lease it has there is lost, and reported so.
-    pub(crate) fn learned_not_held(&self, name: &Arc<str>, role: Role) {
-        let key = (Arc::clone(name), owner::thread_number(), role);
-        let lease = self.leases.lock().get(&key).cloned();
-        if let Some(lease) = lease {
-            lease.lose(lease.lock(), &self.config.events);
-        }
-    }
-
-    /// Whether the current thread holds a live lease of `role` on the lock `name`.
-    pub(crate) fn holds(&self, name: &Arc<str>, role: Role) -> bool {
-        let key = (Arc::clone(name), owner::thread_number(), role);
-        self.leases.lock().get(&key).is_some_and(|l| l.lock().is_live())
-    }
-
-    /// Removes a lease whose last guard is gone from the registry (unless a newer lease of
-    /// the same thread has replaced it).
-    pub(crate) fn forget_lease(&self, lease: &Arc<Lease>) {
-        let key = (Arc::clone(&lease.name), owner::thread_number(), lease.role);
-        let mut leases = self.leases.lock();
-        if leases.get(&key).is_some_and(|l| Arc::ptr_eq(l, lease)) {
-            leases.remove(&key);
-        }
-    }
-
-    /// After an acquire timed out, or its connection dropped, its outcome is unknown: the
-    /// lock may have been granted. When this thread held no live lease on it, release
-    /// best-effort so that nothing is left behind until the lease runs out. (When it already
-    /// held it, a decrement could undo a hold it really has; the extra hold, if any, then
-    /// lapses with the lease.)
+    /// Lease of every acquisition made without [`with_lease`](crate::Lock::with_lease); the
+    /// watchdog renews such leases every third of it while their guard lives, and a crashed
+    /// holder's lock frees itself after it. At least 30 ms.
     ///
-    /// `conn` is the connection the acquire went out on, when it is still open: the release
-    /// then goes right behind the acquire, so Redis runs it after the acquire however late
-    /// that arrives, and needs no new connection (whose handshake could be lost too). Its
-    /// reply is not waited for long: the order, not the answer, is what matters.
-    pub(crate) fn undo_uncertain_acquire(
-        &self,
-        conn: Option<&mut redis::Connection>,
-        kind: Kind,
-        name: &Arc<str>,
-        owner: &str,
-    ) {
-        if !self.holds(name, kind.role()) {
-            // On the acquire's own connection only the order matters, not the reply; a new
-            // connection gets the whole command timeout.
-            let wait = if conn.is_some() { UNDO_REPLY_WAIT } else { self.config.command_timeout };
-            self.send_undo(conn, wait, kind, name, owner);
-        }
+    /// Defaults to 30 seconds.
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.config.watchdog_timeout = timeout;
+        self
     }
 
-    /// The release of [`undo_uncertain_acquire`](Inner::undo_uncertain_acquire), without
-    /// its check (for callers that made it on the owner's thread). It goes out on `conn`
-    /// when given, else on a pooled connection; either way it takes at most `wait` (and the
-    /// command timeout) for its reply.
-    pub(crate) fn send_undo(
-        &self,
-        conn: Option<&mut redis::Connection>,
-        wait: Duration,
-        kind: Kind,
-        name: &str,
-        owner: &str,
-    ) {
-        let request_id = self.next_request_id();
-        let release = Release {
-            name,
-            owner,
-            keep_millis: self.watchdog_millis,
-            request_id: &request_id,
-            latch_millis: guard::latch_lifetime(self.config.command_timeout),
-            wait_millis: self.fair_wait_millis,
-        };
-        match conn {
-            Some(conn) => {
-                if conn.set_read_timeout(Some(wait.min(self.config.command_timeout))).is_ok() {
-                    let _ = kind.release(conn, &release);
-                }
-            }
-            None => {
-                let _ = self.pool.run_within("undoing an acquire", Some(wait), |conn| kind.release(conn, &release));
-            }
-        }
+    /// How long a queued fair-lock waiter keeps its place in the queue without polling.
+    ///
+    /// Defaults to 300 seconds.
+    pub fn fair_wait_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.config.fair_wait_timeout = timeout;
+        self
+    }
+
+    /// Most command connections open at once; a thread that finds them all busy waits for
+    /// one, at most the connect timeout. At least 1, at most 10,000 (Redis's default
+    /// `maxclients`).
+    ///
+    /// Defaults to 8.
+    pub fn pool_size(mut self, size: usize) -> ClientBuilder {
+        self.config.pool_size = size;
+        self
+    }
+
+    /// Time allowed to open a connection (TCP connect and handshake), and to wait for a
+    /// free pooled connection.
+    ///
+    /// Defaults to 5 seconds.
+    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Time allowed for the reply to one command. When it passes the caller gets
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) and the outcome is unknown.
+    ///
+    /// Defaults to 3 seconds.
+    pub fn command_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.config.command_timeout = timeout;
+        self
+    }
+
+    /// Most leases renewed by one script call of the watchdog. At least 1, at most 100,000.
+    ///
+    /// Defaults to 1000.
+    pub fn renew_batch_size(mut self, size: usize) -> ClientBuilder {
+        self.config.renew_batch_size = size;
+        self
+    }
+
+    /// How long the pub/sub connection may stay silent, while some thread waits on it,
+    /// before it is checked with a `PING`. A connection that does not answer within the
+    /// command timeout (a silent firewall drop, a frozen proxy) is closed and opened again,
+    /// and every waiter is woken to look at its lock. So a dead pub/sub connection is
+    /// noticed within this interval plus the command timeout. An idle client, with no
+    /// waiter, sends nothing.
+    ///
+    /// Defaults to 10 seconds.
+    pub fn ping_interval(mut self, interval: Duration) -> ClientBuilder {
+        self.config.ping_interval = interval;
+        self
+    }
+
+    /// Receiver of events no call returns (lost leases, failed renewals and releases,
+    /// subscriber reconnects).
+    ///
+    /// Defaults to a receiver that ignores them.
+    pub fn events(mut self, events: Arc<dyn LockEvents>) -> ClientBuilder {
+        self.config.events = Events::new(events);
+        self
+    }
+
+    /// Checks the settings, connects, pings Redis, loads the scripts and starts the
+    /// client's two background threads. Fails within the connect timeout, with
+    /// [`Error::is_connection_error`], when nothing answers.
+    pub fn build(self) -> Result<Client> {
+        Client::connect(&self.url, self.config)
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.stop();
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder").field("url", &redact_url(&self.url)).field("config", &self.config).finish()
     }
 }

@@ -1,12 +1,11 @@
-//! Client configuration: the builder, its defaults and the checks on its values.
+//! The settings a client runs with, their defaults and the checks on their values. The
+//! builder that sets them is [`ClientBuilder`](crate::ClientBuilder).
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::events::{Events, LockEvents};
+use crate::events::Events;
 use crate::keys::{MAX_LEASE, MIN_WATCHDOG_TIMEOUT};
 
 /// Default lease when none is given; the watchdog renews every third of it.
@@ -44,131 +43,18 @@ pub(crate) struct Config {
     pub(crate) events: Events,
 }
 
-/// Builds a [`Client`] with settings other than the defaults.
-///
-/// ```no_run
-/// use std::time::Duration;
-///
-/// let client = redlease::Client::builder("redis://127.0.0.1:6379/")
-///     .watchdog_timeout(Duration::from_secs(10))
-///     .command_timeout(Duration::from_secs(1))
-///     .build()?;
-/// # Ok::<(), redlease::Error>(())
-/// ```
-#[must_use = "a builder does nothing until build() is called"]
-pub struct ClientBuilder {
-    url: String,
-    config: Config,
-}
-
-impl ClientBuilder {
-    pub(crate) fn new(url: impl Into<String>) -> ClientBuilder {
-        ClientBuilder {
-            url: url.into(),
-            config: Config {
-                watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
-                fair_wait_timeout: DEFAULT_FAIR_WAIT_TIMEOUT,
-                pool_size: DEFAULT_POOL_SIZE,
-                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-                command_timeout: DEFAULT_COMMAND_TIMEOUT,
-                renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
-                ping_interval: DEFAULT_PING_INTERVAL,
-                events: Events::none(),
-            },
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
+            fair_wait_timeout: DEFAULT_FAIR_WAIT_TIMEOUT,
+            pool_size: DEFAULT_POOL_SIZE,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
+            ping_interval: DEFAULT_PING_INTERVAL,
+            events: Events::none(),
         }
-    }
-
-    /// Lease of every acquisition made without [`with_lease`](crate::Lock::with_lease); the
-    /// watchdog renews such leases every third of it while their guard lives, and a crashed
-    /// holder's lock frees itself after it. At least 30 ms.
-    ///
-    /// Defaults to 30 seconds.
-    pub fn watchdog_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.config.watchdog_timeout = timeout;
-        self
-    }
-
-    /// How long a queued fair-lock waiter keeps its place in the queue without polling.
-    ///
-    /// Defaults to 300 seconds.
-    pub fn fair_wait_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.config.fair_wait_timeout = timeout;
-        self
-    }
-
-    /// Most command connections open at once; a thread that finds them all busy waits for
-    /// one, at most the connect timeout. At least 1, at most 10,000 (Redis's default
-    /// `maxclients`).
-    ///
-    /// Defaults to 8.
-    pub fn pool_size(mut self, size: usize) -> ClientBuilder {
-        self.config.pool_size = size;
-        self
-    }
-
-    /// Time allowed to open a connection (TCP connect and handshake), and to wait for a
-    /// free pooled connection.
-    ///
-    /// Defaults to 5 seconds.
-    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.config.connect_timeout = timeout;
-        self
-    }
-
-    /// Time allowed for the reply to one command. When it passes the caller gets
-    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) and the outcome is unknown.
-    ///
-    /// Defaults to 3 seconds.
-    pub fn command_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.config.command_timeout = timeout;
-        self
-    }
-
-    /// Most leases renewed by one script call of the watchdog. At least 1, at most 100,000.
-    ///
-    /// Defaults to 1000.
-    pub fn renew_batch_size(mut self, size: usize) -> ClientBuilder {
-        self.config.renew_batch_size = size;
-        self
-    }
-
-    /// How long the pub/sub connection may stay silent, while some thread waits on it,
-    /// before it is checked with a `PING`. A connection that does not answer within the
-    /// command timeout (a silent firewall drop, a frozen proxy) is closed and opened again,
-    /// and every waiter is woken to look at its lock. So a dead pub/sub connection is
-    /// noticed within this interval plus the command timeout. An idle client, with no
-    /// waiter, sends nothing.
-    ///
-    /// Defaults to 10 seconds.
-    pub fn ping_interval(mut self, interval: Duration) -> ClientBuilder {
-        self.config.ping_interval = interval;
-        self
-    }
-
-    /// Receiver of events no call returns (lost leases, failed renewals and releases,
-    /// subscriber reconnects).
-    ///
-    /// Defaults to a receiver that ignores them.
-    pub fn events(mut self, events: Arc<dyn LockEvents>) -> ClientBuilder {
-        self.config.events = Events::new(events);
-        self
-    }
-
-    /// Checks the settings, connects, pings Redis, loads the scripts and starts the
-    /// client's two background threads. Fails within the connect timeout, with
-    /// [`Error::is_connection_error`], when nothing answers.
-    pub fn build(self) -> Result<Client> {
-        self.config.check()?;
-        Client::connect(&self.url, self.config)
-    }
-}
-
-impl fmt::Debug for ClientBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientBuilder")
-            .field("url", &crate::url::redact(&self.url))
-            .field("config", &self.config)
-            .finish()
     }
 }
 
@@ -179,7 +65,8 @@ impl Config {
         self.connect_timeout.saturating_add(self.command_timeout).saturating_mul(2)
     }
 
-    fn check(&self) -> Result<()> {
+    /// Every setting within its range: `InvalidInput` before anything is sent.
+    pub(crate) fn check(&self) -> Result<()> {
         let positive = |what: &str, d: Duration| {
             if d.is_zero() { Err(Error::invalid(format!("{what} must be longer than zero"))) } else { Ok(()) }
         };

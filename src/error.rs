@@ -34,6 +34,9 @@ pub enum ErrorKind {
     PermissionDenied,
     /// The client was shut down.
     Shutdown,
+    /// The operating system refused what the client needs to run, such as a new thread;
+    /// the message says what.
+    System,
 }
 
 impl ErrorKind {
@@ -46,6 +49,7 @@ impl ErrorKind {
             ErrorKind::InvalidInput => "invalid input",
             ErrorKind::PermissionDenied => "permission denied",
             ErrorKind::Shutdown => "client shut down",
+            ErrorKind::System => "system error",
         }
     }
 }

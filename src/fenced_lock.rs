@@ -1,8 +1,6 @@
 //! The fenced lock: a reentrant lock whose every grant carries a fencing token.
 
-use crate::handle::{Handle, Reply, lock_handle};
-use crate::keys;
-use crate::scripts;
+use crate::handle::{Handle, lock_handle};
 
 /// A reentrant lock whose every acquisition, reentrant ones included, gets a fencing token
 /// from a counter that only grows ([`LockGuard::token`](crate::LockGuard::token)).
@@ -25,23 +23,3 @@ use crate::scripts;
 pub struct FencedLock(pub(crate) Handle);
 
 lock_handle!(FencedLock);
-
-/// The key of the lock's token counter.
-pub(crate) fn token_key(name: &str) -> String {
-    keys::prefixed("redisson_lock_token", name)
-}
-
-pub(crate) fn acquire(
-    conn: &mut redis::Connection,
-    name: &str,
-    owner: &str,
-    lease_millis: u64,
-) -> redis::RedisResult<Reply> {
-    let (granted, value): (i64, i64) =
-        scripts::FENCED_ACQUIRE.key(name).key(token_key(name)).arg(lease_millis).arg(owner).invoke(conn)?;
-    Ok(if granted == 1 {
-        Reply::Granted { token: u64::try_from(value).ok() }
-    } else {
-        Reply::Busy { ttl: u64::try_from(value).ok().map(std::time::Duration::from_millis) }
-    })
-}

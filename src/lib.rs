@@ -49,44 +49,54 @@
 //! lease-based lock can promise more: `docs/guarantees.md` in the repository says what holds
 //! under which faults.
 
-mod acquire;
-mod background;
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout, clippy::print_stderr)
+)]
+
+// Floors, top to bottom (see docs/design.md, "Layers"): each imports only from below.
+// Front door.
 mod client;
-mod clock;
-mod config;
-mod error;
-mod events;
 mod fair_lock;
-mod fan_out;
 mod fenced_lock;
 mod guard;
 mod handle;
-mod keys;
-mod lease;
 mod lock;
 mod multi_lock;
-mod net;
-mod owner;
-mod pool;
 mod read_write_lock;
 mod red_lock;
-mod renewal;
+// Engine: the lease registry and the acquire, release and renewal flows.
+mod engine;
+// Kinds: each lock kind's scripts, keys and replies.
+mod kind;
+// Transport: connections, the subscriber, and which connection serves a key.
+mod transport;
+// Foundation: settings, events, threads.
+mod background;
+mod config;
+mod events;
+mod fan_out;
+// Pure: no I/O.
+mod clock;
+mod error;
+mod keys;
+mod owner;
 mod scripts;
-mod subscriber;
-mod url;
 mod wheel;
 
-pub use client::{Client, ClientStats};
+pub use client::{Client, ClientBuilder, ClientStats};
 pub use config::{
-    ClientBuilder, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL,
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL,
     DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE, DEFAULT_WATCHDOG_TIMEOUT,
 };
+pub use engine::LeaseState;
 pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;
 pub use fair_lock::FairLock;
 pub use fenced_lock::FencedLock;
 pub use guard::LockGuard;
-pub use lease::LeaseState;
 pub use lock::Lock;
 pub use multi_lock::{AnyLock, MultiLock};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};

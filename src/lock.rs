@@ -1,8 +1,6 @@
 //! The reentrant lock: Redisson's `RLock`.
 
-use crate::handle::{Handle, Release, lock_handle};
-use crate::keys;
-use crate::scripts;
+use crate::handle::{Handle, lock_handle};
 
 /// A reentrant, non-fair distributed lock (Redisson's `RLock`).
 ///
@@ -32,28 +30,3 @@ use crate::scripts;
 pub struct Lock(pub(crate) Handle);
 
 lock_handle!(Lock);
-
-pub(crate) fn acquire(
-    conn: &mut redis::Connection,
-    name: &str,
-    owner: &str,
-    lease_millis: u64,
-) -> redis::RedisResult<Option<i64>> {
-    scripts::ACQUIRE.key(name).arg(lease_millis).arg(owner).invoke(conn)
-}
-
-pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
-    scripts::RELEASE
-        .key(r.name)
-        .key(keys::lock_channel(r.name))
-        .key(keys::unlock_latch(r.name, r.request_id))
-        .arg(0)
-        .arg(r.keep_millis)
-        .arg(r.owner)
-        .arg(r.latch_millis)
-        .invoke(conn)
-}
-
-pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
-    scripts::FORCE_UNLOCK.key(name).key(keys::lock_channel(name)).arg(0).invoke(conn)
-}

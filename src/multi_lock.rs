@@ -3,11 +3,14 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::acquire::Wait;
+use crate::engine::Wait;
 use crate::error::{Error, Result};
+use crate::fair_lock::FairLock;
+use crate::fenced_lock::FencedLock;
 use crate::guard::LockGuard;
 use crate::handle::{Handle, lock_handle};
-use crate::{FairLock, FencedLock, Lock, ReadLock, WriteLock};
+use crate::lock::Lock;
+use crate::read_write_lock::{ReadLock, WriteLock};
 
 /// Any lock kind, so that kinds can be combined in a [`MultiLock`] or a
 /// [`RedLock`](crate::RedLock). Every lock handle converts into it with `.into()`, and it

@@ -4,10 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::client::Inner;
-use crate::handle::{Handle, Kind, Release, lock_handle};
-use crate::keys;
-use crate::scripts;
+use crate::engine::Engine;
+use crate::handle::{Handle, lock_handle};
+use crate::kind::Kind;
 
 /// A distributed read-write lock (Redisson's `RReadWriteLock`): any number of threads may
 /// hold [`read`](ReadWriteLock::read) at once; [`write`](ReadWriteLock::write) excludes
@@ -40,7 +39,7 @@ use crate::scripts;
 /// ```
 #[derive(Clone)]
 pub struct ReadWriteLock {
-    client: Arc<Inner>,
+    engine: Arc<Engine>,
     name: Arc<str>,
 }
 
@@ -53,8 +52,8 @@ pub struct ReadLock(pub(crate) Handle);
 pub struct WriteLock(pub(crate) Handle);
 
 impl ReadWriteLock {
-    pub(crate) fn new(client: Arc<Inner>, name: String) -> ReadWriteLock {
-        ReadWriteLock { client, name: name.into() }
+    pub(crate) fn new(engine: Arc<Engine>, name: String) -> ReadWriteLock {
+        ReadWriteLock { engine, name: name.into() }
     }
 
     /// The lock's name, which is also its Redis key.
@@ -75,7 +74,7 @@ impl ReadWriteLock {
     }
 
     fn handle(&self, kind: Kind) -> Handle {
-        Handle { client: Arc::clone(&self.client), name: Arc::clone(&self.name), lease: None, kind }
+        Handle::new(Arc::clone(&self.engine), Arc::clone(&self.name), kind)
     }
 }
 
@@ -87,86 +86,4 @@ impl fmt::Debug for ReadWriteLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadWriteLock").field("name", &self.name).finish()
     }
-}
-
-/// The channel both sides announce releases on: `0` after a read release, `1` (wake every
-/// waiter) after a write release.
-pub(crate) fn channel(name: &str) -> String {
-    keys::prefixed("redisson_rwlock", name)
-}
-
-pub(crate) fn write_field(owner: &str) -> String {
-    format!("{owner}:write")
-}
-
-/// Prefix of `owner`'s per-hold timeout keys: hold `k` is `<prefix>:<k>`.
-pub(crate) fn hold_keys(name: &str, owner: &str) -> String {
-    format!("{}:rwlock_timeout", keys::suffixed(name, owner))
-}
-
-pub(crate) fn read_acquire(
-    conn: &mut redis::Connection,
-    name: &str,
-    owner: &str,
-    lease_millis: u64,
-) -> redis::RedisResult<Option<i64>> {
-    scripts::RW_READ_ACQUIRE
-        .key(name)
-        .key(hold_keys(name, owner))
-        .arg(lease_millis)
-        .arg(owner)
-        .arg(write_field(owner))
-        .invoke(conn)
-}
-
-pub(crate) fn write_acquire(
-    conn: &mut redis::Connection,
-    name: &str,
-    owner: &str,
-    lease_millis: u64,
-) -> redis::RedisResult<Option<i64>> {
-    scripts::RW_WRITE_ACQUIRE.key(name).arg(lease_millis).arg(write_field(owner)).invoke(conn)
-}
-
-pub(crate) fn read_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
-    scripts::RW_READ_RELEASE
-        .key(r.name)
-        .key(channel(r.name))
-        .key(hold_keys(r.name, r.owner))
-        .key(keys::suffixed(r.name, ""))
-        .key(keys::unlock_latch(r.name, r.request_id))
-        .arg(0)
-        .arg(r.owner)
-        .arg(r.latch_millis)
-        .arg(r.keep_millis)
-        .invoke(conn)
-}
-
-pub(crate) fn write_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
-    scripts::RW_WRITE_RELEASE
-        .key(r.name)
-        .key(channel(r.name))
-        .key(keys::unlock_latch(r.name, r.request_id))
-        .key(hold_keys(r.name, r.owner))
-        .arg(1)
-        .arg(r.keep_millis)
-        .arg(write_field(r.owner))
-        .arg(r.latch_millis)
-        .arg(r.owner)
-        .invoke(conn)
-}
-
-pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str, mode: &str) -> redis::RedisResult<i64> {
-    scripts::RW_FORCE_UNLOCK.key(name).key(channel(name)).arg(mode).invoke(conn)
-}
-
-/// Whether any read hold exists (in read mode, or a writer's downgraded holds).
-pub(crate) fn has_read_holds(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
-    let fields: Vec<String> = redis::cmd("HKEYS").arg(name).query(conn)?;
-    Ok(fields.iter().any(|f| f != "mode" && !f.ends_with(":write")))
-}
-
-pub(crate) fn is_write_locked(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
-    let mode: Option<String> = redis::cmd("HGET").arg(name).arg("mode").query(conn)?;
-    Ok(mode.as_deref() == Some("write"))
 }

@@ -6,11 +6,13 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::engine::{self, Hold};
 use crate::error::{Error, Result};
 use crate::fan_out;
-use crate::guard::{self, Hold, LockGuard};
-use crate::handle::{Handle, Reply};
+use crate::guard::LockGuard;
+use crate::handle::Handle;
 use crate::keys;
+use crate::kind::Reply;
 use crate::multi_lock::AnyLock;
 
 /// Fewest nodes a Redlock accepts.
@@ -128,12 +130,12 @@ impl RedLock {
     fn lease(&self) -> Result<(u64, bool)> {
         match self.lease {
             Some(lease) => Ok((keys::lease_millis("lease", lease)?, false)),
-            None => Ok((self.nodes.iter().map(|n| n.client.watchdog_millis).min().unwrap_or(0), true)),
+            None => Ok((self.nodes.iter().map(|n| n.engine.watchdog_millis()).min().unwrap_or(0), true)),
         }
     }
 
     fn node_limit(&self, node: &Handle, lease_millis: u64) -> Duration {
-        let command = node.client.config.command_timeout;
+        let command = node.engine.config().command_timeout;
         let limit = self
             .node_timeout
             .unwrap_or_else(|| Duration::from_millis(lease_millis / 50).max(Duration::from_millis(10)));
@@ -168,34 +170,24 @@ impl RedLock {
             let pause = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
             std::thread::sleep(pause);
             for node in &self.nodes {
-                node.client.check_running()?;
+                node.engine.check_running()?;
             }
         }
     }
 
     /// One round over every node at once.
     fn attempt(&self, lease_millis: u64, watchdog: bool) -> Result<Option<LockGuard>> {
-        let owners: Vec<String> = self.nodes.iter().map(|n| guard::current_owner(&n.client)).collect();
+        let owners: Vec<String> = self.nodes.iter().map(|n| n.engine.current_owner()).collect();
         // Whether this thread already held the lock on each node (a reentrant Redlock),
         // decided here on the owner's thread.
-        let held_before: Vec<bool> = self.nodes.iter().map(|n| n.client.holds(&n.name, n.kind.role())).collect();
+        let held_before: Vec<bool> = self.nodes.iter().map(|n| n.engine.holds(&n.name, n.kind.role())).collect();
         let limits: Vec<Duration> = self.nodes.iter().map(|n| self.node_limit(n, lease_millis)).collect();
         let started = Instant::now();
         let asks: Vec<_> = self.nodes.iter().zip(&owners).zip(&limits).zip(&held_before).collect();
         let replies: Vec<Option<Reply>> = fan_out::concurrently(asks, |(((node, owner), &limit), &held_before)| {
-            let client = &node.client;
-            client
-                .pool
-                .run_within("acquiring", Some(limit), |conn| {
-                    let reply = node.kind.attempt(conn, client, &node.name, owner, lease_millis, false);
-                    if !held_before && reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
-                        // A slow node may still grant it: undo right behind the acquire, on
-                        // its connection, so the undo runs after it.
-                        client.send_undo(Some(conn), limit, node.kind, &node.name, owner);
-                    }
-                    reply
-                })
-                .ok()
+            // A slow node may still grant it: unless the thread held it already, the attempt
+            // is undone right behind it when its reply does not come in time.
+            engine::attempt_within(&node.engine, node.request(), owner, lease_millis, limit, !held_before)
         })
         .into_iter()
         .map(Option::flatten)
@@ -215,10 +207,10 @@ impl RedLock {
                     .zip(&replies)
                     .filter(|(_, reply)| matches!(reply, Some(Reply::Granted { .. })))
                     .map(|((node, owner), _)| {
-                        let client = &node.client;
+                        let engine = &node.engine;
                         let (lease, term) =
-                            client.add_hold(node.kind, &node.name, owner.clone(), started, lease_millis, watchdog);
-                        Hold { client: Arc::clone(client), lease, kind: node.kind, term, token: None }
+                            engine.add_hold(node.kind, &node.name, owner.clone(), started, lease_millis, watchdog);
+                        Hold::new(Arc::clone(engine), lease, node.kind, term, None)
                     })
                     .collect();
                 let release_limit = limits.iter().copied().max().unwrap_or(Duration::from_millis(10));
@@ -245,7 +237,7 @@ impl RedLock {
             .map(|((node_owner, &limit), _)| (node_owner, limit))
             .collect();
         fan_out::concurrently(undos, |((node, owner), limit)| {
-            node.client.send_undo(None, limit, node.kind, &node.name, owner);
+            engine::send_undo(&node.engine, None, limit, node.kind, &node.name, owner);
         });
     }
 }

@@ -27,6 +27,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::clock;
 use crate::events::Events;
 use crate::keys;
+use crate::kind::Role;
 use crate::wheel::WheelKey;
 
 /// What a guard can tell about its lease without asking Redis.
@@ -41,15 +42,6 @@ pub enum LeaseState {
     Lost,
     /// This guard released its hold.
     Released,
-}
-
-/// Which kind of hold a lease stands for: a thread's read and write holds on one
-/// read-write lock are different hash fields, so they are different leases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Role {
-    Exclusive,
-    Read,
-    Write,
 }
 
 /// How long one hold lasts: renewed by the watchdog, or until a fixed end (`None`: beyond

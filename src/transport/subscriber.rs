@@ -54,7 +54,7 @@ use crate::background::Background;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
-use crate::net::{Connection, Stream, Target};
+use crate::transport::net::{Connection, Stream, Target};
 
 /// Payload of a release message that wakes every waiter (a write release of a read-write lock).
 const WAKE_ALL: &[u8] = b"1";

@@ -28,16 +28,12 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::background::Background;
 use crate::config::Config;
+use crate::engine::lease::{Lease, LeaseInner, LeaseState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
-use crate::lease::{Lease, LeaseInner, LeaseState};
-use crate::pool::Pool;
-use crate::scripts;
+use crate::kind::{self, RenewEntry, RenewOutcome, Renewal};
+use crate::transport::Topology;
 use crate::wheel::Wheel;
-
-/// The renew script's marker for a lease whose expiry may only be lengthened (see
-/// `lua/renew.lua`).
-const LENGTHEN_ONLY: &str = "+";
 
 pub(crate) struct Renewer {
     shared: Arc<Shared>,
@@ -76,13 +72,13 @@ pub(crate) struct RenewalCounters {
 /// What the thread needs besides the wheel.
 struct Worker {
     shared: Arc<Shared>,
-    pool: Arc<Pool>,
+    topology: Arc<Topology>,
     config: Config,
     lease_millis: u64,
 }
 
 impl Renewer {
-    pub(crate) fn start(pool: Arc<Pool>, config: Config, lease_millis: u64) -> Result<Renewer> {
+    pub(crate) fn start(topology: Arc<Topology>, config: Config, lease_millis: u64) -> Result<Renewer> {
         let shared = Arc::new(Shared {
             start: Instant::now(),
             state: Mutex::new(State {
@@ -93,7 +89,7 @@ impl Renewer {
             }),
             wake: Condvar::new(),
         });
-        let worker = Worker { shared: Arc::clone(&shared), pool, config, lease_millis };
+        let worker = Worker { shared: Arc::clone(&shared), topology, config, lease_millis };
         let thread = Background::spawn("redlease-renewal", move || worker.run())?;
         Ok(Renewer { shared, thread })
     }
@@ -221,46 +217,40 @@ impl Worker {
             // round trip that carries its lease, and a lease released meanwhile is left out.
             // Each lease goes with how the script may set its expiry: a lease that also has
             // fixed-lease holds must never be shortened to the watchdog's.
-            let chunk: Vec<(Arc<Lease>, &str)> = candidates
+            let chunk: Vec<(Arc<Lease>, bool)> = candidates
                 .iter()
                 .filter_map(|lease| {
                     let mut inner = lease.lock();
                     let renew = inner.status == LeaseState::Held && inner.watchdog_holds > 0;
                     inner.renewing = renew;
-                    let how = match &lease.hold_keys {
-                        Some(prefix) => prefix.as_str(),
-                        None if inner.has_fixed_holds() => LENGTHEN_ONLY,
-                        None => "",
-                    };
-                    renew.then(|| (Arc::clone(lease), how))
+                    renew.then(|| (Arc::clone(lease), inner.has_fixed_holds()))
                 })
                 .collect();
             if chunk.is_empty() {
                 continue;
             }
+            let entries: Vec<RenewEntry<'_>> = chunk
+                .iter()
+                .map(|(lease, fixed_too)| RenewEntry {
+                    name: &lease.name,
+                    field: &lease.field,
+                    how: match (&lease.hold_keys, fixed_too) {
+                        (Some(prefix), _) => Renewal::ReadHolds(prefix),
+                        (None, true) => Renewal::LengthenOnly,
+                        (None, false) => Renewal::Reset,
+                    },
+                })
+                .collect();
             let sent = Instant::now();
-            let result = self.pool.run("renewing leases", |conn| {
-                let mut call = scripts::RENEW.prepare_invoke();
-                for (lease, _) in &chunk {
-                    call.key(&*lease.name);
-                }
-                call.arg(self.lease_millis);
-                for (lease, how) in &chunk {
-                    call.arg(&lease.field).arg(*how);
-                }
-                call.invoke::<Vec<redis::Value>>(conn)
-            });
-            let outcomes: Vec<Option<bool>> = match &result {
-                Ok(replies) if replies.len() == chunk.len() => {
-                    chunk.iter().zip(replies).map(|((lease, _), reply)| self.outcome(lease, reply)).collect()
-                }
-                Ok(_) => {
-                    let err = Error::new(ErrorKind::Redis, "the renew script answered for the wrong number of leases");
-                    self.config.events.renewal_failed(&err);
-                    vec![None; chunk.len()]
+            // One server serves every key today; a cluster will batch per node here.
+            let pool = self.topology.pool_for(&chunk[0].0.name);
+            let result = pool.run("renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries));
+            let outcomes: Vec<Option<bool>> = match result {
+                Ok(outcomes) => {
+                    chunk.iter().zip(outcomes).map(|((lease, _), outcome)| self.outcome(lease, outcome)).collect()
                 }
                 Err(err) => {
-                    self.config.events.renewal_failed(err);
+                    self.config.events.renewal_failed(&err);
                     vec![None; chunk.len()]
                 }
             };
@@ -271,19 +261,15 @@ impl Worker {
         }
     }
 
-    /// One lease's entry in the renew script's reply: renewed, gone, or refused by Redis
-    /// (reported, and retried like a failed round trip).
-    fn outcome(&self, lease: &Lease, reply: &redis::Value) -> Option<bool> {
-        match reply {
-            redis::Value::Int(1) => Some(true),
-            redis::Value::Int(_) => Some(false),
-            refusal => {
-                let text = match refusal {
-                    redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-                    other => format!("{other:?}"),
-                };
-                let err = Error::new(ErrorKind::Redis, format!("Redis refused to renew the lease: {text}"))
-                    .on_lock(&lease.name);
+    /// One lease's outcome: renewed, gone, or refused by Redis (reported, and retried like
+    /// a failed round trip).
+    fn outcome(&self, lease: &Lease, outcome: RenewOutcome) -> Option<bool> {
+        match outcome {
+            RenewOutcome::Renewed => Some(true),
+            RenewOutcome::Gone => Some(false),
+            RenewOutcome::Refused(text) => {
+                let kind = if text.starts_with("NOPERM") { ErrorKind::PermissionDenied } else { ErrorKind::Redis };
+                let err = Error::new(kind, format!("Redis refused to renew the lease: {text}")).on_lock(&lease.name);
                 self.config.events.renewal_failed(&err);
                 None
             }

@@ -1,0 +1,190 @@
+//! Acquiring: the checks made before anything is sent, one attempt and the undo of an
+//! uncertain one, and the wait loop every lock kind shares (try, subscribe, try again,
+//! park).
+//!
+//! | step | outcome | next |
+//! |------|---------|------|
+//! | first attempt | acquired | done |
+//! | first attempt | held, no wait asked (or deadline passed) | `Ok(None)` |
+//! | first attempt | held | join the channel's waiters; wait for Redis to confirm the subscription |
+//! | retry | acquired | leave the waiters, done |
+//! | retry | held, deadline passed | leave, `Ok(None)` |
+//! | retry | held (TTL `t`) | park until a release message, `t`, or the deadline; retry |
+//! | any | error, refusal, or shutdown | leave, `Err` |
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::clock;
+use crate::engine::core::Engine;
+use crate::engine::release::{Hold, undo_uncertain_acquire};
+use crate::error::{Error, ErrorKind, Result};
+use crate::keys;
+use crate::kind::{AcquireArgs, Kind, Reply, Role};
+
+/// How long a caller is prepared to wait.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    /// One attempt only.
+    No,
+    Until(Instant),
+    Forever,
+}
+
+/// The lock an acquire is for: its name, kind, and fixed lease (`None`: the watchdog's).
+#[derive(Clone, Copy)]
+pub(crate) struct Request<'a> {
+    pub(crate) name: &'a Arc<str>,
+    pub(crate) kind: Kind,
+    pub(crate) lease: Option<Duration>,
+}
+
+/// The checks every call on a lock makes before it sends anything: the client runs and
+/// the name is valid.
+pub(crate) fn ready(engine: &Engine, name: &str) -> Result<()> {
+    engine.check_running().and_then(|()| keys::check_name(name)).map_err(|e| e.on_lock(name))
+}
+
+/// Every check an acquire makes before it sends anything: [`ready`], the lease is valid,
+/// and the request could ever be granted. Returns the lease in milliseconds and whether
+/// the watchdog keeps it.
+pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, bool)> {
+    let name = &**request.name;
+    ready(engine, name)?;
+    let lease = match request.lease {
+        Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
+        None => (engine.watchdog_millis(), true),
+    };
+    let upgrade = request.kind == Kind::Write
+        && engine.holds(request.name, Role::Read)
+        && !engine.holds(request.name, Role::Write);
+    if upgrade {
+        return Err(Error::new(
+            ErrorKind::WouldDeadlock,
+            "this thread holds the read lock: asking for the write lock would wait on itself forever",
+        )
+        .on_lock(name));
+    }
+    Ok(lease)
+}
+
+/// Acquires `request` for the current thread, waiting as `wait` says: `Ok(None)` when the
+/// lock was not had in time.
+pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) -> Result<Option<Hold>> {
+    let (lease_millis, watchdog) = prepare(engine, request)?;
+    let (name, kind) = (&**request.name, request.kind);
+    let owner = engine.current_owner();
+    let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: !matches!(wait, Wait::No) };
+    let attempt = || {
+        let sent = Instant::now();
+        let reply = engine.pool_for(name).run("acquiring", |conn| {
+            let reply = kind.attempt(conn, name, &owner, args);
+            if reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
+                // The outcome is unknown; undo it on this connection, behind the acquire.
+                undo_uncertain_acquire(engine, Some(conn), kind, request.name, &owner);
+            }
+            reply
+        });
+        match reply {
+            Ok(Reply::Granted { token }) => Ok(Attempt::Acquired((sent, token))),
+            Ok(Reply::Busy { ttl }) => Ok(Attempt::Held { ttl }),
+            Err(err) => {
+                // A dropped connection leaves the outcome unknown too; that connection is
+                // gone, so the undo takes another.
+                if err.is_connection_error() && !err.is_timeout() {
+                    undo_uncertain_acquire(engine, None, kind, request.name, &owner);
+                }
+                Err(err.on_lock(name))
+            }
+        }
+    };
+    let result = wait_for(engine, || kind.wait_channel(name, &owner), wait, attempt);
+    if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
+        // Leave whatever the wait left in Redis (a fair lock's place in the queue).
+        let wait_millis = engine.fair_wait_millis();
+        let _ = engine.pool_for(name).run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis));
+    }
+    let acquired = result.map_err(|e| e.on_lock(name))?;
+    Ok(acquired.map(|(sent, token)| {
+        let (lease, term) = engine.add_hold(kind, request.name, owner, sent, lease_millis, watchdog);
+        Hold::new(Arc::clone(engine), lease, kind, term, token)
+    }))
+}
+
+/// One attempt for `owner` (computed on the owner's thread) within `limit`, for a Redlock
+/// node: `None` when it failed or took too long. When `undo_on_timeout`, an attempt whose
+/// reply did not come in time is undone right behind it, on its connection, so that a
+/// slow node that grants late does not keep the lock.
+pub(crate) fn attempt_within(
+    engine: &Engine,
+    request: Request<'_>,
+    owner: &str,
+    lease_millis: u64,
+    limit: Duration,
+    undo_on_timeout: bool,
+) -> Option<Reply> {
+    let (name, kind) = (&**request.name, request.kind);
+    let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: false };
+    engine
+        .pool_for(name)
+        .run_within("acquiring", Some(limit), |conn| {
+            let reply = kind.attempt(conn, name, owner, args);
+            if undo_on_timeout && reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
+                crate::engine::release::send_undo(engine, Some(conn), limit, kind, name, owner);
+            }
+            reply
+        })
+        .ok()
+}
+
+/// What one attempt found.
+enum Attempt<T> {
+    Acquired(T),
+    /// Someone else holds it; `ttl` is its remaining lease, when it has one.
+    Held {
+        ttl: Option<Duration>,
+    },
+}
+
+/// The wait loop. `channel` names the channel to wait on; it is asked for only when the
+/// first attempt finds the lock held and the caller waits (an uncontended acquire never
+/// needs it).
+fn wait_for<T>(
+    engine: &Engine,
+    channel: impl FnOnce() -> String,
+    wait: Wait,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    if let Attempt::Acquired(value) = attempt()? {
+        return Ok(Some(value));
+    }
+    let deadline = match wait {
+        Wait::No => return Ok(None),
+        Wait::Until(deadline) => Some(deadline),
+        Wait::Forever => None,
+    };
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Ok(None);
+    }
+    let ticket = engine.topology().join(&channel(), deadline)?;
+    loop {
+        engine.check_running()?;
+        let ttl = match attempt()? {
+            Attempt::Acquired(value) => {
+                ticket.acquired();
+                return Ok(Some(value));
+            }
+            Attempt::Held { ttl } => ttl,
+        };
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        // A lost message costs at most the holder's TTL; a key with no TTL is looked at
+        // again after one watchdog timeout.
+        let until = clock::earliest(now.checked_add(ttl.unwrap_or(engine.config().watchdog_timeout)), deadline);
+        ticket.park(until);
+        // Redis may have refused the subscription meanwhile (after a reconnect).
+        ticket.check()?;
+    }
+}

@@ -1,0 +1,205 @@
+//! [`Engine`]: the state one client shares among its handles, guards and background threads.
+//! Its fields are private; the flows (`acquire`, `release`, `renewal`) and the front door go
+//! through its methods.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::engine::lease::{Lease, Term};
+use crate::engine::registry::Registry;
+use crate::engine::renewal::{RenewalCounters, Renewer};
+use crate::error::{Error, ErrorKind, Result};
+use crate::keys;
+use crate::kind::{self, Kind, Role};
+use crate::owner;
+use crate::transport::{Pool, SubscriberStats, Topology};
+
+pub(crate) struct Engine {
+    /// This client's UUID, the first half of every owner field it writes.
+    id: String,
+    config: Config,
+    watchdog_millis: u64,
+    fair_wait_millis: u64,
+    topology: Arc<Topology>,
+    registry: Registry,
+    renewer: Renewer,
+    shutdown: AtomicBool,
+    request_ids: AtomicU64,
+}
+
+/// What the engine tracks right now, for [`ClientStats`](crate::ClientStats).
+pub(crate) struct EngineStats {
+    pub(crate) leases: usize,
+    pub(crate) renewals_scheduled: usize,
+    pub(crate) renewal: RenewalCounters,
+    pub(crate) subscriber: SubscriberStats,
+}
+
+impl Engine {
+    /// Checks the settings, connects (loading the scripts and checking the user's
+    /// permissions) and starts the background threads.
+    pub(crate) fn start(url: &str, config: Config) -> Result<Engine> {
+        config.check()?;
+        let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
+        let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
+        let (topology, refused) = Topology::connect(url, &config, kind::prepare_server)?;
+        if !refused.is_empty() {
+            topology.stop();
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the user of {} may not run {}, which redlease's scripts need",
+                    topology.url(),
+                    refused.join(", ")
+                ),
+            ));
+        }
+        let topology = Arc::new(topology);
+        let renewer = match Renewer::start(Arc::clone(&topology), config.clone(), watchdog_millis) {
+            Ok(renewer) => renewer,
+            Err(err) => {
+                topology.stop();
+                return Err(err);
+            }
+        };
+        Ok(Engine {
+            id: uuid::Uuid::new_v4().to_string(),
+            config,
+            watchdog_millis,
+            fair_wait_millis,
+            topology,
+            registry: Registry::default(),
+            renewer,
+            shutdown: AtomicBool::new(false),
+            request_ids: AtomicU64::new(0),
+        })
+    }
+
+    /// This client's UUID.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The watchdog lease in milliseconds.
+    pub(crate) fn watchdog_millis(&self) -> u64 {
+        self.watchdog_millis
+    }
+
+    /// The fair wait timeout in milliseconds.
+    pub(crate) fn fair_wait_millis(&self) -> u64 {
+        self.fair_wait_millis
+    }
+
+    pub(crate) fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The connections that serve the lock `name`.
+    pub(crate) fn pool_for(&self, name: &str) -> &Pool {
+        self.topology.pool_for(name)
+    }
+
+    /// The owner field of the current thread: `<client uuid>:<thread number>`.
+    pub(crate) fn current_owner(&self) -> String {
+        owner::owner_of_current_thread(&self.id)
+    }
+
+    /// A request id unique to this client (the suffix of a release's latch key): the
+    /// client's UUID and a counter, so no randomness is drawn per release.
+    pub(crate) fn next_request_id(&self) -> String {
+        format!("{}:{}", self.id, self.request_ids.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn check_running(&self) -> Result<()> {
+        if self.is_shutdown() { Err(Error::shutdown()) } else { Ok(()) }
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Stops the client (idempotent): waiters return `Shutdown`, renewal stops, idle
+    /// connections close.
+    pub(crate) fn stop(&self) {
+        if self.shutdown.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.renewer.shutdown();
+        self.topology.stop();
+    }
+
+    pub(crate) fn stats(&self) -> EngineStats {
+        let (renewals_scheduled, renewal) = self.renewer.stats();
+        EngineStats {
+            leases: self.registry.len(),
+            renewals_scheduled,
+            renewal,
+            subscriber: self.topology.subscriber_stats(),
+        }
+    }
+
+    /// Records a granted hold, acquired by a request sent at `sent`, and schedules its
+    /// renewal when the watchdog keeps it. Returns the lease and the hold's term.
+    pub(crate) fn add_hold(
+        &self,
+        kind: Kind,
+        name: &Arc<str>,
+        owner: String,
+        sent: Instant,
+        lease_millis: u64,
+        watchdog: bool,
+    ) -> (Arc<Lease>, Term) {
+        let lease = self.registry.lease_for(kind, name, owner);
+        let term =
+            if watchdog { Term::Watchdog } else { Term::Until(sent.checked_add(Duration::from_millis(lease_millis))) };
+        let mut inner = lease.lock();
+        inner.add(term, sent, self.config.watchdog_timeout);
+        if watchdog && inner.renewal.is_none() && !inner.renewing {
+            self.renewer.schedule(&lease, &mut inner, sent + self.config.watchdog_timeout / 3);
+        }
+        drop(inner);
+        (lease, term)
+    }
+
+    /// Whether the current thread holds a live lease of `role` on the lock `name`.
+    pub(crate) fn holds(&self, name: &Arc<str>, role: Role) -> bool {
+        self.registry.holds(name, role)
+    }
+
+    /// The current thread learned from Redis that it holds nothing of `role` on `name`
+    /// (a query answered so): a live lease it has there is lost, and reported so.
+    pub(crate) fn learned_not_held(&self, name: &Arc<str>, role: Role) {
+        if let Some(lease) = self.registry.current(name, role) {
+            lease.lose(lease.lock(), &self.config.events);
+        }
+    }
+
+    /// Removes a lease whose last guard is gone from the registry.
+    pub(crate) fn forget_lease(&self, lease: &Arc<Lease>) {
+        self.registry.forget(lease);
+    }
+
+    /// Stops renewing `lease` (its last watchdog hold is gone) and waits, within a round
+    /// trip's bound, for a renewal of it in flight, so that none reaches Redis after the
+    /// release that follows. The caller holds the lease's mutex.
+    pub(crate) fn stop_renewing(
+        &self,
+        lease: &Lease,
+        inner: &mut parking_lot::MutexGuard<'_, crate::engine::lease::LeaseInner>,
+    ) {
+        self.renewer.cancel(inner);
+        lease.wait_for_renewal(inner, self.config.round_trip_bound());
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

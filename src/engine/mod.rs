@@ -1,0 +1,16 @@
+//! The engine of a client: the registry of the leases its threads hold, and the flows that
+//! change them (acquire, release and undo, renewal), talking to the lock kinds through
+//! [`Kind`](crate::kind::Kind) and to Redis through the transport's
+//! [`Topology`](crate::transport::Topology).
+
+mod acquire;
+mod core;
+mod lease;
+mod registry;
+mod release;
+mod renewal;
+
+pub(crate) use acquire::{Request, Wait, acquire, attempt_within, prepare, ready};
+pub(crate) use core::Engine;
+pub use lease::LeaseState;
+pub(crate) use release::{Hold, PendingRelease, send_undo};

@@ -1,0 +1,203 @@
+//! Releasing: a [`Hold`] (one guard's share of a lease), the local half of a release and
+//! the request that follows it, and the undo of an acquire whose outcome is unknown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::core::Engine;
+use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::error::{Error, ErrorKind, Result};
+use crate::keys;
+use crate::kind::{Kind, Release};
+
+/// How long the release that undoes an uncertain acquire waits for its reply on the
+/// acquire's own connection (only its order matters there, not its answer).
+const UNDO_REPLY_WAIT: Duration = Duration::from_millis(50);
+
+/// One hold of one lock, as recorded by the client that acquired it.
+pub(crate) struct Hold {
+    engine: Arc<Engine>,
+    lease: Arc<Lease>,
+    kind: Kind,
+    /// Renewed by the watchdog, or until a fixed end.
+    term: Term,
+    token: Option<u64>,
+}
+
+/// A release whose local bookkeeping is done and whose request is still to be sent; it may
+/// be sent from another thread.
+pub(crate) struct PendingRelease {
+    engine: Arc<Engine>,
+    lease: Arc<Lease>,
+    kind: Kind,
+    keep_millis: u64,
+    request_id: String,
+}
+
+impl Hold {
+    pub(crate) fn new(engine: Arc<Engine>, lease: Arc<Lease>, kind: Kind, term: Term, token: Option<u64>) -> Hold {
+        Hold { engine, lease, kind, term, token }
+    }
+
+    /// The fencing token of a fenced lock's grant.
+    pub(crate) fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The lock's name.
+    pub(crate) fn lock_name(&self) -> &str {
+        &self.lease.name
+    }
+
+    /// The lease's state as this client knows it (no I/O).
+    pub(crate) fn state(&self) -> LeaseState {
+        self.lease.state()
+    }
+
+    /// The engine of the client that holds it.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The local half of a release: one hold fewer; when no watchdog hold remains, the
+    /// renewal is cancelled and any renewal round trip in flight is waited for, so that no
+    /// renewal reaches Redis after the release. `Err(NotHeld)` when the lease was already
+    /// lost: nothing is to be sent then (a local deadline found passed here is a loss, and
+    /// is reported once).
+    pub(crate) fn begin_release(self) -> Result<PendingRelease> {
+        let engine = &self.engine;
+        let name = &*self.lease.name;
+        engine.check_running().map_err(|e| e.on_lock(name))?;
+        let mut inner = self.lease.lock();
+        let was_live = inner.is_live();
+        let last = inner.remove(self.term);
+        if inner.watchdog_holds == 0 {
+            engine.stop_renewing(&self.lease, &mut inner);
+        }
+        let keep_millis = inner.keep_millis(engine.watchdog_millis());
+        if last && was_live {
+            inner.status = LeaseState::Released;
+        }
+        if was_live {
+            drop(inner);
+        } else {
+            // The lease ran out before this release: whatever is under the key now may be
+            // someone else's.
+            self.lease.lose(inner, &engine.config().events);
+        }
+        if last {
+            engine.forget_lease(&self.lease);
+        }
+        if !was_live {
+            return Err(
+                Error::new(ErrorKind::NotHeld, "the lease was lost before the release; nothing was sent").on_lock(name)
+            );
+        }
+        let request_id = engine.next_request_id();
+        Ok(PendingRelease { engine: self.engine, lease: self.lease, kind: self.kind, keep_millis, request_id })
+    }
+}
+
+impl PendingRelease {
+    /// The engine of the client whose hold this releases.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Sends the release script. `retry_timeout`: after a timeout, send once more with the
+    /// same request id (the latch makes that safe). `limit`: a tighter bound than the
+    /// command timeout.
+    pub(crate) fn send(self, retry_timeout: bool, limit: Option<Duration>) -> Result<()> {
+        let engine = &self.engine;
+        let name = &*self.lease.name;
+        let release = Release {
+            name,
+            owner: &self.lease.owner,
+            keep_millis: self.keep_millis,
+            request_id: &self.request_id,
+            latch_millis: latch_lifetime(engine.config().command_timeout),
+            wait_millis: engine.fair_wait_millis(),
+        };
+        let send = || engine.pool_for(name).run_within("releasing", limit, |conn| self.kind.release(conn, &release));
+        let outcome = match send() {
+            // The first attempt may have gone through. A retry that finds nothing of this
+            // owner means the hold is gone either way (only a release that leaves holds
+            // behind writes the latch that would replay its outcome).
+            Err(err) if retry_timeout && err.is_timeout() => send().map(|reply| reply.or(Some(1))),
+            other => other,
+        };
+        match outcome.map_err(|e| e.on_lock(name))? {
+            Some(_) => Ok(()),
+            None => {
+                // Redis says the owner holds nothing: the lease was lost (a restart, an
+                // eviction, a force unlock), and this release is the first to learn it.
+                self.lease.lose(self.lease.lock(), &engine.config().events);
+                Err(Error::new(ErrorKind::NotHeld, "this owner no longer holds the lock").on_lock(name))
+            }
+        }
+    }
+}
+
+/// How long a release latch is kept: long enough for any retry of that release.
+fn latch_lifetime(command_timeout: Duration) -> u64 {
+    let millis = command_timeout.saturating_mul(4).as_millis().max(1000);
+    u64::try_from(millis).unwrap_or(u64::MAX).min(keys::MAX_LEASE_MILLIS)
+}
+
+/// After an acquire timed out, or its connection dropped, its outcome is unknown: the lock
+/// may have been granted. When this thread held no live lease on it, release best-effort
+/// so that nothing is left behind until the lease runs out. (When it already held it, a
+/// decrement could undo a hold it really has; the extra hold, if any, then lapses with the
+/// lease.)
+///
+/// `conn` is the connection the acquire went out on, when it is still open: the release
+/// then goes right behind the acquire, so Redis runs it after the acquire however late that
+/// arrives, and needs no new connection (whose handshake could be lost too).
+pub(crate) fn undo_uncertain_acquire(
+    engine: &Engine,
+    conn: Option<&mut redis::Connection>,
+    kind: Kind,
+    name: &Arc<str>,
+    owner: &str,
+) {
+    if !engine.holds(name, kind.role()) {
+        // On the acquire's own connection only the order matters, not the reply; a new
+        // connection gets the whole command timeout.
+        let wait = if conn.is_some() { UNDO_REPLY_WAIT } else { engine.config().command_timeout };
+        send_undo(engine, conn, wait, kind, name, owner);
+    }
+}
+
+/// The release of [`undo_uncertain_acquire`], without its check (for callers that made it
+/// on the owner's thread). It goes out on `conn` when given, else on a pooled connection;
+/// either way it takes at most `wait` (and the command timeout) for its reply.
+pub(crate) fn send_undo(
+    engine: &Engine,
+    conn: Option<&mut redis::Connection>,
+    wait: Duration,
+    kind: Kind,
+    name: &str,
+    owner: &str,
+) {
+    let request_id = engine.next_request_id();
+    let command_timeout = engine.config().command_timeout;
+    let release = Release {
+        name,
+        owner,
+        keep_millis: engine.watchdog_millis(),
+        request_id: &request_id,
+        latch_millis: latch_lifetime(command_timeout),
+        wait_millis: engine.fair_wait_millis(),
+    };
+    match conn {
+        Some(conn) => {
+            if conn.set_read_timeout(Some(wait.min(command_timeout))).is_ok() {
+                let _ = kind.release(conn, &release);
+            }
+        }
+        None => {
+            let _ =
+                engine.pool_for(name).run_within("undoing an acquire", Some(wait), |conn| kind.release(conn, &release));
+        }
+    }
+}

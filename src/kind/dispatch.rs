@@ -1,0 +1,135 @@
+//! The lock kinds, and the dispatch of each operation to its kind's scripts. They share
+//! Redisson's lock hash and differ in how they queue, wake and release.
+
+use crate::keys;
+use crate::kind::protocol::{Release, Reply, Role};
+use crate::kind::{fair, fenced, read_write, reentrant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Reentrant,
+    Fair,
+    /// The read side of a read-write lock.
+    Read,
+    /// The write side of a read-write lock.
+    Write,
+    /// A reentrant lock whose every grant carries a fencing token.
+    Fenced,
+}
+
+/// What a kind's acquire needs besides the lock and its owner.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AcquireArgs {
+    pub(crate) lease_millis: u64,
+    /// The client's fair wait timeout (how long a queued fair waiter keeps its place).
+    pub(crate) wait_millis: u64,
+    /// A fair lock may queue the caller (it is prepared to wait).
+    pub(crate) queue: bool,
+}
+
+impl Kind {
+    /// One acquire attempt.
+    pub(crate) fn attempt(
+        self,
+        conn: &mut redis::Connection,
+        name: &str,
+        owner: &str,
+        args: AcquireArgs,
+    ) -> redis::RedisResult<Reply> {
+        let lease = args.lease_millis;
+        match self {
+            Kind::Reentrant => reentrant::acquire(conn, name, owner, lease).map(Reply::from_pttl),
+            Kind::Fair => fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue).map(Reply::from_pttl),
+            Kind::Read => read_write::read_acquire(conn, name, owner, lease).map(Reply::from_pttl),
+            Kind::Write => read_write::write_acquire(conn, name, owner, lease).map(Reply::from_pttl),
+            Kind::Fenced => fenced::acquire(conn, name, owner, lease),
+        }
+    }
+
+    /// One release: `None` when the owner holds nothing, `Some(0)` when holds remain,
+    /// `Some(1)` when the lock was freed.
+    pub(crate) fn release(
+        self,
+        conn: &mut redis::Connection,
+        release: &Release<'_>,
+    ) -> redis::RedisResult<Option<i64>> {
+        match self {
+            Kind::Reentrant | Kind::Fenced => reentrant::release(conn, release),
+            Kind::Fair => fair::release(conn, release),
+            Kind::Read => read_write::read_release(conn, release),
+            Kind::Write => read_write::write_release(conn, release),
+        }
+    }
+
+    /// Deletes the lock whoever holds it; 1 when there was one.
+    pub(crate) fn force_unlock(
+        self,
+        conn: &mut redis::Connection,
+        name: &str,
+        wait_millis: u64,
+    ) -> redis::RedisResult<i64> {
+        match self {
+            Kind::Reentrant | Kind::Fenced => reentrant::force_unlock(conn, name),
+            Kind::Fair => fair::force_unlock(conn, name, wait_millis),
+            Kind::Read => read_write::force_unlock(conn, name, "read"),
+            Kind::Write => read_write::force_unlock(conn, name, "write"),
+        }
+    }
+
+    /// The channel a waiter listens on.
+    pub(crate) fn wait_channel(self, name: &str, owner: &str) -> String {
+        match self {
+            Kind::Reentrant | Kind::Fenced => keys::lock_channel(name),
+            Kind::Fair => fair::waiter_channel(name, owner),
+            Kind::Read | Kind::Write => read_write::channel(name),
+        }
+    }
+
+    pub(crate) fn role(self) -> Role {
+        match self {
+            Kind::Reentrant | Kind::Fair | Kind::Fenced => Role::Exclusive,
+            Kind::Read => Role::Read,
+            Kind::Write => Role::Write,
+        }
+    }
+
+    /// The hash field that counts `owner`'s holds of this kind.
+    pub(crate) fn field(self, owner: &str) -> String {
+        match self {
+            Kind::Write => read_write::write_field(owner),
+            _ => owner.to_owned(),
+        }
+    }
+
+    /// For read holds, the prefix of the owner's per-hold timeout keys.
+    pub(crate) fn hold_keys(self, name: &str, owner: &str) -> Option<String> {
+        (self == Kind::Read).then(|| read_write::hold_keys(name, owner))
+    }
+
+    pub(crate) fn is_locked(self, conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
+        match self {
+            Kind::Reentrant | Kind::Fair | Kind::Fenced => redis::cmd("EXISTS").arg(name).query(conn),
+            Kind::Read => read_write::has_read_holds(conn, name),
+            Kind::Write => read_write::is_write_locked(conn, name),
+        }
+    }
+
+    /// Whether a wait that ends without the lock leaves something to remove in Redis.
+    pub(crate) fn queues(self) -> bool {
+        self == Kind::Fair
+    }
+
+    /// Removes what a waiter left in Redis when it stops waiting without the lock.
+    pub(crate) fn give_up(
+        self,
+        conn: &mut redis::Connection,
+        name: &str,
+        owner: &str,
+        wait_millis: u64,
+    ) -> redis::RedisResult<()> {
+        match self {
+            Kind::Fair => fair::give_up(conn, name, owner, wait_millis).map(drop),
+            _ => Ok(()),
+        }
+    }
+}

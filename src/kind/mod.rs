@@ -1,0 +1,16 @@
+//! The lock kinds at the bottom of the lock logic: for each kind, its scripts, key names and
+//! reply decoding. Nothing here holds state or chooses a connection; the engine does.
+
+mod dispatch;
+mod fair;
+mod fenced;
+mod protocol;
+mod read_write;
+mod reentrant;
+mod renew;
+mod startup;
+
+pub(crate) use dispatch::{AcquireArgs, Kind};
+pub(crate) use protocol::{Release, Reply, Role};
+pub(crate) use renew::{Entry as RenewEntry, Outcome as RenewOutcome, Renewal, renew};
+pub(crate) use startup::prepare_server;

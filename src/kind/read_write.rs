@@ -1,0 +1,89 @@
+//! The read-write lock's scripts (Redisson's `RReadWriteLock` layout: one hash with `mode`,
+//! `<owner>` for read holds and `<owner>:write` for write holds; one key per read hold,
+//! `{name}:<owner>:rwlock_timeout:<k>`; channel `redisson_rwlock:{name}`).
+
+use crate::keys;
+use crate::kind::protocol::Release;
+use crate::scripts;
+
+/// The channel both sides announce releases on: `0` after a read release, `1` (wake every
+/// waiter) after a write release.
+pub(crate) fn channel(name: &str) -> String {
+    keys::prefixed("redisson_rwlock", name)
+}
+
+pub(crate) fn write_field(owner: &str) -> String {
+    format!("{owner}:write")
+}
+
+/// Prefix of `owner`'s per-hold timeout keys: hold `k` is `<prefix>:<k>`.
+pub(crate) fn hold_keys(name: &str, owner: &str) -> String {
+    format!("{}:rwlock_timeout", keys::suffixed(name, owner))
+}
+
+pub(crate) fn read_acquire(
+    conn: &mut redis::Connection,
+    name: &str,
+    owner: &str,
+    lease_millis: u64,
+) -> redis::RedisResult<Option<i64>> {
+    scripts::RW_READ_ACQUIRE
+        .key(name)
+        .key(hold_keys(name, owner))
+        .arg(lease_millis)
+        .arg(owner)
+        .arg(write_field(owner))
+        .invoke(conn)
+}
+
+pub(crate) fn write_acquire(
+    conn: &mut redis::Connection,
+    name: &str,
+    owner: &str,
+    lease_millis: u64,
+) -> redis::RedisResult<Option<i64>> {
+    scripts::RW_WRITE_ACQUIRE.key(name).arg(lease_millis).arg(write_field(owner)).invoke(conn)
+}
+
+pub(crate) fn read_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+    scripts::RW_READ_RELEASE
+        .key(r.name)
+        .key(channel(r.name))
+        .key(hold_keys(r.name, r.owner))
+        .key(keys::suffixed(r.name, ""))
+        .key(keys::unlock_latch(r.name, r.request_id))
+        .arg(0)
+        .arg(r.owner)
+        .arg(r.latch_millis)
+        .arg(r.keep_millis)
+        .invoke(conn)
+}
+
+pub(crate) fn write_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+    scripts::RW_WRITE_RELEASE
+        .key(r.name)
+        .key(channel(r.name))
+        .key(keys::unlock_latch(r.name, r.request_id))
+        .key(hold_keys(r.name, r.owner))
+        .arg(1)
+        .arg(r.keep_millis)
+        .arg(write_field(r.owner))
+        .arg(r.latch_millis)
+        .arg(r.owner)
+        .invoke(conn)
+}
+
+pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str, mode: &str) -> redis::RedisResult<i64> {
+    scripts::RW_FORCE_UNLOCK.key(name).key(channel(name)).arg(mode).invoke(conn)
+}
+
+/// Whether any read hold exists (in read mode, or a writer's downgraded holds).
+pub(crate) fn has_read_holds(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
+    let fields: Vec<String> = redis::cmd("HKEYS").arg(name).query(conn)?;
+    Ok(fields.iter().any(|f| f != "mode" && !f.ends_with(":write")))
+}
+
+pub(crate) fn is_write_locked(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
+    let mode: Option<String> = redis::cmd("HGET").arg(name).arg("mode").query(conn)?;
+    Ok(mode.as_deref() == Some("write"))
+}

@@ -1,0 +1,32 @@
+//! The reentrant lock's scripts (Redisson's `RLock` layout: a hash of owner -> hold count,
+//! released on `redisson_lock__channel:{name}`). The fenced lock releases and is forced
+//! open the same way.
+
+use crate::keys;
+use crate::kind::protocol::Release;
+use crate::scripts;
+
+pub(crate) fn acquire(
+    conn: &mut redis::Connection,
+    name: &str,
+    owner: &str,
+    lease_millis: u64,
+) -> redis::RedisResult<Option<i64>> {
+    scripts::ACQUIRE.key(name).arg(lease_millis).arg(owner).invoke(conn)
+}
+
+pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+    scripts::RELEASE
+        .key(r.name)
+        .key(keys::lock_channel(r.name))
+        .key(keys::unlock_latch(r.name, r.request_id))
+        .arg(0)
+        .arg(r.keep_millis)
+        .arg(r.owner)
+        .arg(r.latch_millis)
+        .invoke(conn)
+}
+
+pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
+    scripts::FORCE_UNLOCK.key(name).key(keys::lock_channel(name)).arg(0).invoke(conn)
+}

@@ -1,0 +1,13 @@
+//! Talking to Redis: the command pool, the pub/sub connection and its subscriber thread,
+//! behind one seam ([`Topology`]) that answers which connection serves a key or a channel.
+
+mod net;
+mod pool;
+mod subscriber;
+mod topology;
+mod url;
+
+pub(crate) use pool::Pool;
+pub(crate) use subscriber::SubscriberStats;
+pub(crate) use topology::Topology;
+pub(crate) use url::redact as redact_url;

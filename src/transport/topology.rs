@@ -1,0 +1,92 @@
+//! The seam between the lock logic and the servers: which connections serve a key or a
+//! channel. A client talks to one server today, so every key and channel goes to it; a
+//! cluster or a sentinel-watched master will give other answers here without touching the
+//! floors above.
+
+use std::time::Instant;
+
+use crate::config::Config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::transport::net::Target;
+use crate::transport::pool::Pool;
+use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing};
+use crate::transport::url;
+
+/// The Redis deployment a client talks to: one server, its command pool and its pub/sub
+/// connection.
+pub(crate) struct Topology {
+    /// The URL, password hidden.
+    url: String,
+    pool: Pool,
+    subscriber: Subscriber,
+}
+
+impl Topology {
+    /// Connects to `url`: the first exchange (`PING`, then `prepare`, which loads scripts
+    /// and checks permissions) is bounded by the connect timeout. Starts the subscriber
+    /// thread. Returns what `prepare` returned.
+    pub(crate) fn connect<T>(
+        url: &str,
+        config: &Config,
+        prepare: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<(Topology, T)> {
+        let info = url::connection_info(url)?;
+        // No CLIENT SETINFO handshake: redis-rs waits up to the whole connect timeout for each
+        // handshake reply, so with it a connect could take several connect timeouts.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(settings);
+        let target = Target::from_info(&info)?;
+        let client = redis::Client::open(info)
+            .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", url::redact(url), e.category())))?;
+        let pool = Pool::new(client, config.pool_size, config.connect_timeout, config.command_timeout);
+        let mut prepare = prepare;
+        let prepared = pool
+            .run_within("connecting", Some(config.connect_timeout), |conn| {
+                redis::cmd("PING").query::<String>(conn)?;
+                prepare(conn)
+            })
+            .map_err(|err| {
+                if err.is_timeout() {
+                    let timeout = config.connect_timeout.min(config.command_timeout);
+                    Error::new(ErrorKind::Timeout, format!("no answer within the connect timeout ({timeout:?})"))
+                        .connection()
+                } else {
+                    err
+                }
+            })?;
+        let timing = Timing {
+            connect: config.connect_timeout,
+            command: config.command_timeout,
+            ping_interval: config.ping_interval,
+        };
+        let subscriber = Subscriber::start(target, timing, config.events.clone())?;
+        Ok((Topology { url: url::redact(url), pool, subscriber }, prepared))
+    }
+
+    /// The URL, password hidden.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The connections that serve `key`.
+    pub(crate) fn pool_for(&self, _key: &str) -> &Pool {
+        &self.pool
+    }
+
+    /// Joins the waiters of `channel` on the connection that receives it (see
+    /// [`Subscriber::join`]).
+    pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>) -> Result<Ticket> {
+        self.subscriber.join(channel, deadline)
+    }
+
+    pub(crate) fn subscriber_stats(&self) -> SubscriberStats {
+        self.subscriber.stats()
+    }
+
+    /// Wakes every waiter with `Shutdown`, closes the pub/sub connection and every idle
+    /// command connection.
+    pub(crate) fn stop(&self) {
+        self.subscriber.shutdown();
+        self.pool.close_idle();
+    }
+}

@@ -1,0 +1,373 @@
+//! The house in layers, checked: every module of `src/` belongs to one floor of the table
+//! "Layers" in `docs/design.md`, imports only from its own floor or the floors below, and no
+//! modules import each other in a loop. The table is read from the document itself, so the
+//! design of record and the code cannot drift apart.
+//!
+//! Imports are read the way the compiler names them: every `crate::a::b` path (grouped
+//! `use crate::{x, y::z}` included) and every `super::` path, outside comments. A path into
+//! the crate root (`crate::Lock`, a re-export) is refused outside `lib.rs`: it would hide
+//! which module is really used.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Module path (`engine::lease`, `""` for the root) → source text.
+type Sources = BTreeMap<String, String>;
+
+/// Module → (module it names → the names that tie them).
+type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+fn read_sources(src: &Path) -> Sources {
+    fn walk(dir: &Path, src: &Path, out: &mut Sources) {
+        for entry in std::fs::read_dir(dir).expect("read src dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                walk(&path, src, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(src).expect("under src").with_extension("");
+                let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+                if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+                    parts.pop();
+                }
+                out.insert(parts.join("::"), std::fs::read_to_string(&path).expect("read source"));
+            }
+        }
+    }
+    let mut out = Sources::new();
+    walk(src, src, &mut out);
+    out
+}
+
+/// The text without comments (line, doc and block comments), so that doc links do not count.
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Expands a `use` group body (`a, b::{c, d}, e as f`) into paths, each prefixed.
+fn expand_group(prefix: &[String], body: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let (mut depth, mut item) = (0, String::new());
+    for c in body.chars().chain(std::iter::once(',')) {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            _ => {}
+        }
+        if c == ',' && depth == 0 {
+            let it = item.trim().to_owned();
+            item.clear();
+            if it.is_empty() {
+                continue;
+            }
+            if let Some(open) = it.find("::{") {
+                let mut p = prefix.to_vec();
+                p.extend(it[..open].split("::").filter(|s| !s.is_empty()).map(str::to_owned));
+                out.extend(expand_group(&p, &it[open + 3..it.len() - 1]));
+            } else {
+                let head = it.split(" as ").next().unwrap_or("").trim();
+                let mut p = prefix.to_vec();
+                p.extend(head.split("::").filter(|s| !s.is_empty() && *s != "self").map(str::to_owned));
+                out.push(p);
+            }
+            continue;
+        }
+        item.push(c);
+    }
+    out
+}
+
+/// Every path `module` names into the crate: `crate::...` and `super::...`, absolute.
+fn referenced_paths(module: &str, text: &str) -> Vec<Vec<String>> {
+    // Unit tests (`#[cfg(test)] mod tests`, at the end of a file) are not part of the house.
+    let text = strip_comments(text.split("#[cfg(test)]").next().unwrap_or(text));
+    let here: Vec<String> = if module.is_empty() { vec![] } else { module.split("::").map(str::to_owned).collect() };
+    let mut paths = Vec::new();
+    let bytes = text.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        let starts_word = i == 0 || !is_ident(bytes[i - 1]);
+        // `$crate::` in a macro names the root as the macro's user sees it: not an import.
+        let after_dollar = i > 0 && bytes[i - 1] == b'$';
+        if starts_word && !after_dollar && rest.starts_with("crate::") {
+            let mut j = i + "crate::".len();
+            let mut segs: Vec<String> = Vec::new();
+            loop {
+                let start = j;
+                while j < text.len() && is_ident(bytes[j]) {
+                    j += 1;
+                }
+                if j > start {
+                    segs.push(text[start..j].to_owned());
+                }
+                // A group: `crate::{...}` right away, or `crate::a::{...}`.
+                let group = if text[j..].starts_with("::{") {
+                    Some(j + 3)
+                } else if segs.is_empty() && text[j..].starts_with('{') {
+                    Some(j + 1)
+                } else {
+                    None
+                };
+                if let Some(open) = group {
+                    let (mut depth, mut k) = (1, open);
+                    while k < text.len() && depth > 0 {
+                        match bytes[k] {
+                            b'{' => depth += 1,
+                            b'}' => depth -= 1,
+                            _ => {}
+                        }
+                        k += 1;
+                    }
+                    paths.extend(expand_group(&segs, &text[open..k - 1]));
+                    segs.clear();
+                    j = k;
+                    break;
+                }
+                if text[j..].starts_with("::") && j + 2 < text.len() && is_ident(bytes[j + 2]) {
+                    j += 2;
+                    continue;
+                }
+                break;
+            }
+            if !segs.is_empty() {
+                paths.push(segs);
+            }
+            i = j.max(i + 1);
+            continue;
+        }
+        if starts_word && rest.starts_with("super::") {
+            // (`super::*` and the like name the parent as a whole: an edge to it.)
+            let mut j = i;
+            let mut up = 0;
+            while text[j..].starts_with("super::") {
+                up += 1;
+                j += "super::".len();
+            }
+            let start = j;
+            while j < text.len() && (is_ident(bytes[j]) || text[j..].starts_with("::")) {
+                j += if text[j..].starts_with("::") { 2 } else { 1 };
+            }
+            let mut base: Vec<String> = here[..here.len().saturating_sub(up)].to_vec();
+            base.extend(text[start..j].split("::").filter(|s| !s.is_empty()).map(str::to_owned));
+            if !base.is_empty() {
+                paths.push(base);
+            }
+            i = j.max(i + 1);
+            continue;
+        }
+        i += rest.chars().next().map_or(1, char::len_utf8);
+    }
+    paths
+}
+
+/// The longest known module that `path` starts with, and the name after it.
+fn resolve<'a>(modules: &'a Sources, path: &[String]) -> Option<(&'a str, String)> {
+    (1..=path.len()).rev().find_map(|n| {
+        let candidate = path[..n].join("::");
+        modules
+            .get_key_value(&candidate)
+            .map(|(m, _)| (m.as_str(), path.get(n).cloned().unwrap_or_else(|| "*".to_owned())))
+    })
+}
+
+/// The import edges between modules, and the paths that name the crate root.
+fn edges(modules: &Sources) -> (Edges, Vec<String>) {
+    let mut edges = Edges::new();
+    let mut into_root = Vec::new();
+    for (module, text) in modules {
+        let entry = edges.entry(module.clone()).or_default();
+        for path in referenced_paths(module, text) {
+            match resolve(modules, &path) {
+                Some((target, name)) if target != module => {
+                    entry.entry(target.to_owned()).or_default().insert(name);
+                }
+                Some(_) => {}
+                None if !module.is_empty() => into_root.push(format!("{module} names crate::{}", path.join("::"))),
+                None => {}
+            }
+        }
+    }
+    (edges, into_root)
+}
+
+/// One loop among the modules, if there is one, as the modules along it.
+fn find_loop(edges: &Edges) -> Option<Vec<String>> {
+    fn visit(m: &str, edges: &Edges, state: &mut BTreeMap<String, u8>, stack: &mut Vec<String>) -> Option<Vec<String>> {
+        state.insert(m.to_owned(), 1);
+        stack.push(m.to_owned());
+        for next in edges.get(m).into_iter().flat_map(|e| e.keys()) {
+            match state.get(next.as_str()) {
+                Some(1) => {
+                    let from = stack.iter().position(|s| s == next).unwrap_or(0);
+                    let mut cycle = stack[from..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(cycle) = visit(next, edges, state, stack) {
+                        return Some(cycle);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(m.to_owned(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for m in edges.keys() {
+        if !state.contains_key(m.as_str())
+            && let Some(cycle) = visit(m, edges, &mut state, &mut Vec::new())
+        {
+            return Some(cycle);
+        }
+    }
+    None
+}
+
+/// The floors of the "Layers" table of `docs/design.md`, top first: for each, the top-level
+/// modules it holds (named in backticks in its second column, `lib` for the root).
+fn floors(design: &str) -> Vec<(String, Vec<String>)> {
+    let section = design.split("\n## Layers").nth(1).expect("docs/design.md has a \"## Layers\" section");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // header and separator
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let name = cells.get(1).copied().unwrap_or("").trim_matches('*').to_owned();
+            let modules = cells
+                .get(2)
+                .copied()
+                .unwrap_or("")
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|m| m.trim_end_matches(".rs").trim_end_matches('/').trim_end_matches("::*").to_owned())
+                .collect();
+            (name, modules)
+        })
+        .collect()
+}
+
+/// Every way `modules` break the floors: a module on no floor, an import from a higher
+/// floor, a path into the crate root, a loop.
+fn violations(modules: &Sources, floors: &[(String, Vec<String>)]) -> Vec<String> {
+    let floor_of = |module: &str| -> Option<usize> {
+        let top = if module.is_empty() { "lib" } else { module.split("::").next().unwrap_or(module) };
+        floors.iter().position(|(_, ms)| ms.iter().any(|m| m == top))
+    };
+    let mut found = Vec::new();
+    for module in modules.keys() {
+        if floor_of(module).is_none() {
+            found.push(format!("module `{module}` is on no floor of the Layers table"));
+        }
+    }
+    let (edges, into_root) = edges(modules);
+    found.extend(into_root);
+    for (from, targets) in &edges {
+        for (to, names) in targets {
+            if let (Some(a), Some(b)) = (floor_of(from), floor_of(to))
+                && b < a
+            {
+                found.push(format!(
+                    "`{from}` ({}) imports `{to}` ({}), a floor above it: {names:?}",
+                    floors[a].0, floors[b].0
+                ));
+            }
+        }
+    }
+    if let Some(cycle) = find_loop(&edges) {
+        found.push(format!("import loop: {}", cycle.join(" -> ")));
+    }
+    found
+}
+
+#[test]
+fn every_module_imports_only_from_its_floor_or_below_and_nothing_loops() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(root.join("docs/design.md")).expect("docs/design.md");
+    let floors = floors(&design);
+    assert!(floors.len() >= 4, "the Layers table has its floors: {floors:?}");
+    let modules = read_sources(&root.join("src"));
+    assert!(modules.len() > 20, "all of src/ was read: {:?}", modules.keys());
+    let found = violations(&modules, &floors);
+    assert!(found.is_empty(), "the layers of docs/design.md do not hold:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_checker_finds_a_loop_an_upward_import_a_root_path_and_a_homeless_module() {
+    let floors = vec![
+        ("top".to_owned(), vec!["lib".to_owned(), "front".to_owned()]),
+        ("bottom".to_owned(), vec!["base".to_owned(), "other".to_owned()]),
+    ];
+    let sources =
+        |files: &[(&str, &str)]| -> Sources { files.iter().map(|(m, t)| ((*m).to_owned(), (*t).to_owned())).collect() };
+    let clean = sources(&[
+        ("", "mod front; mod base;"),
+        ("front", "use crate::base::{Thing, other_fn};\n// crate::front::nothing in a comment"),
+        ("base", "pub fn f() {}"),
+    ]);
+    assert_eq!(violations(&clean, &floors), Vec::<String>::new());
+    let upward = sources(&[("", ""), ("front", ""), ("base", "use crate::front::Up;")]);
+    assert!(violations(&upward, &floors).iter().any(|v| v.contains("a floor above it")));
+    let looped = sources(&[
+        ("", ""),
+        ("front", ""),
+        ("base", "use crate::{other::A};"),
+        ("other", "fn g() { super::base::f() }"),
+    ]);
+    assert!(
+        violations(&looped, &floors).iter().any(|v| v.contains("import loop: ")),
+        "{:?}",
+        violations(&looped, &floors)
+    );
+    let rooted = sources(&[("", ""), ("front", "use crate::Lock;"), ("base", "")]);
+    assert!(violations(&rooted, &floors).iter().any(|v| v.contains("names crate::Lock")));
+    let homeless = sources(&[("", ""), ("front", ""), ("base", ""), ("stray", "")]);
+    assert!(violations(&homeless, &floors).iter().any(|v| v.contains("`stray` is on no floor")));
+}
