@@ -3,11 +3,11 @@
 -- KEYS[1]  the lock hash (as for the reentrant lock)
 -- KEYS[2]  the queue: a list of waiting owners, head first
 -- KEYS[3]  the timeouts: a sorted set, owner -> deadline (server epoch ms)
--- KEYS[4]  the lock's release channel; a waiter's own channel is KEYS[4] .. ':' .. owner
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field, "<client uuid>:<thread number>"
 -- ARGV[3]  wait timeout in milliseconds: how long a waiter keeps its place between polls
 -- ARGV[4]  "1" to queue up when the lock cannot be had, "0" for a single attempt
+-- ARGV[5]  the lock's release channel; a waiter's own channel is ARGV[5] .. ':' .. owner
 --
 -- Returns  nil when acquired (first hold or reentrant); otherwise how many milliseconds
 --          the caller may sleep before it polls again: the head of the queue until the
@@ -24,7 +24,7 @@
 -- one wait timeout earlier whenever a waiter ahead leaves. A waiter that polls refreshes
 -- its deadline, so a live waiter keeps its place however long the holder holds. "Now" is
 -- the server's clock, so client clock skew cannot evict live waiters.
-local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[5]
 local owner, wait = ARGV[2], tonumber(ARGV[3])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -46,7 +46,7 @@ local function crown()
     end
 end
 
--- Waiters' channels are all KEYS[4] .. ':' .. <owner>; an ACL rule that lets this owner
+-- Waiters' channels are all ARGV[5] .. ':' .. <owner>; an ACL rule that lets this owner
 -- publish to its own lets it publish to theirs. Checked before the first write of a path
 -- that wakes someone, so that a refusal leaves everything as it was.
 local function may_wake()

@@ -4,9 +4,9 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue list
 -- KEYS[3]  the timeouts sorted set
--- KEYS[4]  the lock's release channel; a waiter's own channel is KEYS[4] .. ':' .. owner
 -- ARGV[1]  release message ("0")
 -- ARGV[2]  wait timeout in milliseconds
+-- ARGV[3]  the lock's release channel; a waiter's own channel is ARGV[3] .. ':' .. owner
 --
 -- Returns  1 when a lock was deleted, 0 when there was none.
 -- The messages go before the first write: a user refused the channels leaves the lock as
@@ -16,10 +16,10 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if head then
-    publish(KEYS[4] .. ':' .. head, ARGV[1])
+    publish(ARGV[3] .. ':' .. head, ARGV[1])
     local second = redis.call('lindex', KEYS[2], 1)
     if second then
-        publish(KEYS[4] .. ':' .. second, ARGV[1])
+        publish(ARGV[3] .. ':' .. second, ARGV[1])
     end
 end
 redis.call('del', KEYS[1])

@@ -5,15 +5,15 @@
 -- KEYS[1]  the lock hash (read for its lease)
 -- KEYS[2]  the queue list
 -- KEYS[3]  the timeouts sorted set
--- KEYS[4]  the lock's release channel; a waiter's own channel is KEYS[4] .. ':' .. owner
 -- ARGV[1]  owner field of the waiter that gives up
 -- ARGV[2]  wait timeout in milliseconds
+-- ARGV[3]  the lock's release channel; a waiter's own channel is ARGV[3] .. ':' .. owner
 --
 -- Returns  1 when the waiter was in the queue, 0 when it was not.
 -- Leaving must not fail: a waiter that stayed queued would hold up everyone behind it until
 -- its deadline. So a wake-up that Redis refuses (a user without the channels, which is
 -- often why the waiter gives up) is skipped; the waiters it was for poll on their own.
-local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[3]
 local owner, wait = ARGV[1], tonumber(ARGV[2])
 local position = redis.call('lpos', queue, owner)
 if not position then

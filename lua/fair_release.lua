@@ -5,13 +5,13 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue list
 -- KEYS[3]  the timeouts sorted set
--- KEYS[4]  the lock's release channel; a waiter's own channel is KEYS[4] .. ':' .. owner
--- KEYS[5]  this request's unlock latch
+-- KEYS[4]  this request's unlock latch
 -- ARGV[1]  release message ("0")
 -- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain
 -- ARGV[3]  owner field
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  wait timeout in milliseconds
+-- ARGV[6]  the lock's release channel; a waiter's own channel is ARGV[6] .. ':' .. owner
 --
 -- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed). A retry
 --          of the same request replays a stored 0; after the last hold it finds nothing of
@@ -19,8 +19,8 @@
 -- When the lock is freed, the queue is read first (dead heads, past their deadline, are
 -- skipped), the live head and the one behind it are woken, and only then is anything
 -- written: a user refused the channels leaves the lock as it was.
-local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local replay = redis.call('get', KEYS[5])
+local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[6]
+local replay = redis.call('get', KEYS[4])
 if replay then
     return tonumber(replay)
 end
@@ -31,12 +31,12 @@ end
 if holds > 1 then
     redis.call('hincrby', lock, ARGV[3], -1)
     redis.call('pexpire', lock, ARGV[2])
-    redis.call('set', KEYS[5], 0, 'px', ARGV[4])
+    redis.call('set', KEYS[4], 0, 'px', ARGV[4])
     return 0
 end
 -- Freeing a fair lock may have to wake a waiter: the channels are needed whether or not one
 -- waits now, so that a user refused them is refused every time, not only under contention.
--- Waiters' channels are all KEYS[4] .. ':' .. <owner>; this owner's stands for them.
+-- Waiters' channels are all ARGV[6] .. ':' .. <owner>; this owner's stands for them.
 may('publish', channel .. ':' .. ARGV[3], ARGV[1])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

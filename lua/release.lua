@@ -1,12 +1,12 @@
 -- Release one hold of a reentrant lock, idempotently per request.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the release channel
--- KEYS[3]  this request's unlock latch: "<prefixed(redisson_unlock_latch, name)>:<request id>"
+-- KEYS[2]  this request's unlock latch: "<prefixed(redisson_unlock_latch, name)>:<request id>"
 -- ARGV[1]  release message published when the lock is freed ("0")
 -- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain
 -- ARGV[3]  owner field, "<client uuid>:<thread number>"
 -- ARGV[4]  latch lifetime in milliseconds
+-- ARGV[5]  the release channel
 --
 -- Returns  nil  the owner holds nothing: not held (never was, or the lease was lost)
 --          0    one hold released, the owner still holds the lock
@@ -17,7 +17,7 @@
 -- owner and acts on nothing (the client takes that as done), so the common case writes no
 -- latch key. The message goes out before the key is deleted (nobody can observe the order
 -- inside a script), so a user refused the channel leaves the lock as it was.
-local replay = redis.call('get', KEYS[3])
+local replay = redis.call('get', KEYS[2])
 if replay then
     return tonumber(replay)
 end
@@ -28,9 +28,9 @@ end
 if holds > 1 then
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    redis.call('set', KEYS[2], 0, 'px', ARGV[4])
     return 0
 end
-publish(KEYS[2], ARGV[1])
+publish(ARGV[5], ARGV[1])
 redis.call('del', KEYS[1])
 return 1

@@ -2,13 +2,13 @@
 -- waiter. Per-hold timeout keys of readers expire on their own.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the lock's channel (redisson_rwlock:{name})
 -- ARGV[1]  the mode this handle may delete: "read" or "write"
+-- ARGV[2]  the lock's channel (redisson_rwlock:{name})
 --
 -- Returns  1 when the lock was deleted, 0 when it was absent or in the other mode.
 -- The message goes first: a user refused the channel leaves the lock as it was.
 if redis.call('hget', KEYS[1], 'mode') == ARGV[1] then
-    publish(KEYS[2], '1')
+    publish(ARGV[2], '1')
     redis.call('del', KEYS[1])
     return 1
 end

@@ -2,10 +2,10 @@
 --
 -- KEYS[1]  the lock hash: 'mode' -> 'read' | 'write'; "<owner>" -> read holds;
 --          "<owner>:write" -> write holds
--- KEYS[2]  prefix of this owner's per-hold timeout keys: hold k is KEYS[2] .. ':' .. k
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field, "<client uuid>:<thread number>"
 -- ARGV[3]  the owner's write field, "<owner>:write"
+-- ARGV[4]  prefix of this owner's per-hold timeout keys: hold k is ARGV[4] .. ':' .. k
 --
 -- Returns  nil when granted: no mode is set, the mode is read, or this owner holds the
 --          write lock (a downgrade); otherwise the lock's PTTL (-1 when it has no expiry).
@@ -13,7 +13,7 @@
 -- the hash keeps the longest lease of any hold.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
-    local hold = KEYS[2] .. ':' .. ((tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0) + 1)
+    local hold = ARGV[4] .. ':' .. ((tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0) + 1)
     may('set', hold, '1', 'px', ARGV[1])
     if mode == false then
         redis.call('hset', KEYS[1], 'mode', 'read')

@@ -1,14 +1,14 @@
 -- Release one read hold of a read-write lock, idempotently per request.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the lock's channel (redisson_rwlock:{name})
--- KEYS[3]  prefix of this owner's per-hold timeout keys (hold k is KEYS[3] .. ':' .. k)
--- KEYS[4]  prefix of every owner's timeout keys: "<KEYS[4]><owner>:rwlock_timeout:<k>"
--- KEYS[5]  this request's unlock latch
+-- KEYS[2]  this request's unlock latch
 -- ARGV[1]  release message ("0": a waiter may now write)
 -- ARGV[2]  owner field
 -- ARGV[3]  latch lifetime in milliseconds
 -- ARGV[4]  lease in milliseconds the owner's remaining read holds need, when holds remain
+-- ARGV[5]  the lock's channel (redisson_rwlock:{name})
+-- ARGV[6]  prefix of this owner's per-hold timeout keys (hold k is ARGV[6] .. ':' .. k)
+-- ARGV[7]  prefix of every owner's timeout keys: "<ARGV[7]><owner>:rwlock_timeout:<k>"
 --
 -- Returns  nil (this owner holds no read hold), 0 (released; the lock is still held),
 --          1 (released; the lock is free and the message was published). While this owner
@@ -20,7 +20,7 @@
 -- expired (dead readers) count for nothing, and when none is left the lock is deleted. In
 -- write mode (this owner's downgrade) the writer's lease stays. Everything is read first,
 -- so a refusal (an ACL rule) comes before the first write.
-local replay = redis.call('get', KEYS[5])
+local replay = redis.call('get', KEYS[2])
 if replay then
     return tonumber(replay)
 end
@@ -32,7 +32,7 @@ local left = holds - 1
 if left == 0 then
     -- This owner's last read hold may free the lock: the channel is needed whether or not
     -- others still read, so that a user refused it is refused every time.
-    may('publish', KEYS[2], ARGV[1])
+    may('publish', ARGV[5], ARGV[1])
 end
 local keep = tonumber(ARGV[4])
 local read_mode = redis.call('hget', KEYS[1], 'mode') ~= 'write'
@@ -46,7 +46,7 @@ if read_mode then
                 count = left
             end
             for k = 1, count do
-                longest = math.max(longest, redis.call('pttl', KEYS[4] .. field .. ':rwlock_timeout:' .. k))
+                longest = math.max(longest, redis.call('pttl', ARGV[7] .. field .. ':rwlock_timeout:' .. k))
             end
         end
     end
@@ -55,17 +55,18 @@ if read_mode then
     end
     if longest <= 0 then
         outcome = 1
-        publish(KEYS[2], ARGV[1])
+        publish(ARGV[5], ARGV[1])
     end
 end
+may('del', ARGV[6] .. ':' .. holds)
 if left > 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], -1)
 else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
-redis.call('del', KEYS[3] .. ':' .. holds)
-if left > 0 and redis.call('pttl', KEYS[3] .. ':1') < keep then
-    redis.call('set', KEYS[3] .. ':1', 1, 'px', keep)
+redis.call('del', ARGV[6] .. ':' .. holds)
+if left > 0 and redis.call('pttl', ARGV[6] .. ':1') < keep then
+    redis.call('set', ARGV[6] .. ':1', 1, 'px', keep)
 end
 if read_mode then
     if outcome == 1 then
@@ -75,6 +76,6 @@ if read_mode then
     end
 end
 if left > 0 then
-    redis.call('set', KEYS[5], outcome, 'px', ARGV[3])
+    redis.call('set', KEYS[2], outcome, 'px', ARGV[3])
 end
 return outcome

@@ -1,14 +1,14 @@
 -- Release one write hold of a read-write lock, idempotently per request.
 --
 -- KEYS[1]  the lock hash
--- KEYS[2]  the lock's channel (redisson_rwlock:{name})
--- KEYS[3]  this request's unlock latch
--- KEYS[4]  prefix of this owner's per-hold read timeout keys (hold k is KEYS[4] .. ':' .. k)
+-- KEYS[2]  this request's unlock latch
 -- ARGV[1]  release message ("1": every waiting reader may enter)
 -- ARGV[2]  lease in milliseconds the owner's remaining write holds need, when some remain
 -- ARGV[3]  the owner's write field, "<owner>:write"
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  the owner's read field, "<owner>"
+-- ARGV[6]  the lock's channel (redisson_rwlock:{name})
+-- ARGV[7]  prefix of this owner's per-hold read timeout keys (hold k is ARGV[7] .. ':' .. k)
 --
 -- Returns  nil (not held), 0 (one write hold released, others remain), 1 (the last write
 --          hold released: the lock is deleted, or, when this owner still has read holds
@@ -17,7 +17,7 @@
 -- Only a release that leaves write holds stores its outcome in the latch; after the last
 -- one a retry finds no write field of this owner and acts on nothing. The message goes
 -- before the first write: a user refused the channel leaves the lock as it was.
-local replay = redis.call('get', KEYS[3])
+local replay = redis.call('get', KEYS[2])
 if replay then
     return tonumber(replay)
 end
@@ -31,16 +31,16 @@ end
 if holds > 1 then
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    redis.call('set', KEYS[2], 0, 'px', ARGV[4])
     return 0
 end
 -- In write mode only this owner can have read holds (its downgrade).
 local reads = tonumber(redis.call('hget', KEYS[1], ARGV[5])) or 0
 local longest = -3
 for k = 1, reads do
-    longest = math.max(longest, redis.call('pttl', KEYS[4] .. ':' .. k))
+    longest = math.max(longest, redis.call('pttl', ARGV[7] .. ':' .. k))
 end
-publish(KEYS[2], ARGV[1])
+publish(ARGV[6], ARGV[1])
 if longest > 0 then
     redis.call('hdel', KEYS[1], ARGV[3])
     redis.call('hset', KEYS[1], 'mode', 'read')

@@ -31,11 +31,11 @@ pub(crate) fn acquire(
         .key(name)
         .key(queue_key(name))
         .key(timeouts_key(name))
-        .key(keys::lock_channel(name))
         .arg(lease_millis)
         .arg(owner)
         .arg(wait_millis)
         .arg(if queue { "1" } else { "0" })
+        .arg(keys::lock_channel(name))
         .invoke(conn)
 }
 
@@ -49,9 +49,9 @@ pub(crate) fn give_up(
         .key(name)
         .key(queue_key(name))
         .key(timeouts_key(name))
-        .key(keys::lock_channel(name))
         .arg(owner)
         .arg(wait_millis)
+        .arg(keys::lock_channel(name))
         .invoke(conn)
 }
 
@@ -60,13 +60,13 @@ pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::R
         .key(r.name)
         .key(queue_key(r.name))
         .key(timeouts_key(r.name))
-        .key(keys::lock_channel(r.name))
         .key(keys::unlock_latch(r.name, r.request_id))
         .arg(0)
         .arg(r.keep_millis)
         .arg(r.owner)
         .arg(r.latch_millis)
         .arg(r.wait_millis)
+        .arg(keys::lock_channel(r.name))
         .invoke(conn)
 }
 
@@ -75,8 +75,8 @@ pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str, wait_millis
         .key(name)
         .key(queue_key(name))
         .key(timeouts_key(name))
-        .key(keys::lock_channel(name))
         .arg(0)
         .arg(wait_millis)
+        .arg(keys::lock_channel(name))
         .invoke(conn)
 }

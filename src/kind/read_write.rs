@@ -29,10 +29,10 @@ pub(crate) fn read_acquire(
 ) -> redis::RedisResult<Option<i64>> {
     scripts::RW_READ_ACQUIRE
         .key(name)
-        .key(hold_keys(name, owner))
         .arg(lease_millis)
         .arg(owner)
         .arg(write_field(owner))
+        .arg(hold_keys(name, owner))
         .invoke(conn)
 }
 
@@ -48,33 +48,33 @@ pub(crate) fn write_acquire(
 pub(crate) fn read_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
     scripts::RW_READ_RELEASE
         .key(r.name)
-        .key(channel(r.name))
-        .key(hold_keys(r.name, r.owner))
-        .key(keys::suffixed(r.name, ""))
         .key(keys::unlock_latch(r.name, r.request_id))
         .arg(0)
         .arg(r.owner)
         .arg(r.latch_millis)
         .arg(r.keep_millis)
+        .arg(channel(r.name))
+        .arg(hold_keys(r.name, r.owner))
+        .arg(keys::suffixed(r.name, ""))
         .invoke(conn)
 }
 
 pub(crate) fn write_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
     scripts::RW_WRITE_RELEASE
         .key(r.name)
-        .key(channel(r.name))
         .key(keys::unlock_latch(r.name, r.request_id))
-        .key(hold_keys(r.name, r.owner))
         .arg(1)
         .arg(r.keep_millis)
         .arg(write_field(r.owner))
         .arg(r.latch_millis)
         .arg(r.owner)
+        .arg(channel(r.name))
+        .arg(hold_keys(r.name, r.owner))
         .invoke(conn)
 }
 
 pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str, mode: &str) -> redis::RedisResult<i64> {
-    scripts::RW_FORCE_UNLOCK.key(name).key(channel(name)).arg(mode).invoke(conn)
+    scripts::RW_FORCE_UNLOCK.key(name).arg(mode).arg(channel(name)).invoke(conn)
 }
 
 /// Whether any read hold exists (in read mode, or a writer's downgraded holds).

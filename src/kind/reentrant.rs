@@ -18,15 +18,15 @@ pub(crate) fn acquire(
 pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
     scripts::RELEASE
         .key(r.name)
-        .key(keys::lock_channel(r.name))
         .key(keys::unlock_latch(r.name, r.request_id))
         .arg(0)
         .arg(r.keep_millis)
         .arg(r.owner)
         .arg(r.latch_millis)
+        .arg(keys::lock_channel(r.name))
         .invoke(conn)
 }
 
 pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
-    scripts::FORCE_UNLOCK.key(name).key(keys::lock_channel(name)).arg(0).invoke(conn)
+    scripts::FORCE_UNLOCK.key(name).arg(0).arg(keys::lock_channel(name)).invoke(conn)
 }
