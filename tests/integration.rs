@@ -1,6 +1,7 @@
 //! The one integration test binary: every module below talks to real `redis-server`
 //! processes that the tests start themselves (see `support`).
 
+mod acl;
 mod architecture;
 mod bad_input;
 mod exclusion;

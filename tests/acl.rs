@@ -1,0 +1,186 @@
+//! ACL users: the smallest rule of `docs/deployment.md`, read from that file, runs the whole
+//! lock family; each part taken away from it gives `PermissionDenied` naming what is
+//! missing, and leaves nothing half done.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use redlease::{AnyLock, Client, MultiLock, RedLock};
+
+use crate::helpers::*;
+use crate::support::server::RedisServer;
+
+const USER: &str = "locker";
+const PASSWORD: &str = "locker-secret";
+
+/// The arguments of the `ACL SETUSER` command in the fenced block of
+/// `docs/deployment.md`, "The smallest rule" (without `ACL SETUSER` itself).
+fn documented_rule() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployment.md"))
+        .expect("docs/deployment.md");
+    let section = doc.split("### The smallest rule").nth(1).expect("the section of the smallest rule");
+    let block = section.split("```text").nth(1).and_then(|b| b.split("```").next()).expect("its fenced block");
+    let words: Vec<String> = block.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(&words[..3], ["ACL", "SETUSER", USER], "the block sets up the user {USER}");
+    words[2..].to_vec()
+}
+
+/// A server with the user made by `rule` (the documented one, or a variant of it).
+fn server_with(rule: &[String]) -> RedisServer {
+    let server = RedisServer::start();
+    redis::cmd("ACL").arg("SETUSER").arg(rule).query::<()>(&mut server.conn()).expect("ACL SETUSER");
+    server
+}
+
+fn url(server: &RedisServer) -> String {
+    format!("redis://{USER}:{PASSWORD}@127.0.0.1:{}/", server.port())
+}
+
+fn locker(server: &RedisServer) -> Client {
+    Client::builder(url(server))
+        .command_timeout(Duration::from_secs(2))
+        .watchdog_timeout(Duration::from_millis(300))
+        .build()
+        .expect("the documented rule is enough to build a client")
+}
+
+/// The rule without one of its words.
+fn without(rule: &[String], word: &str) -> Vec<String> {
+    assert!(rule.iter().any(|w| w == word), "{word} is part of the documented rule");
+    rule.iter().filter(|w| *w != word).cloned().collect()
+}
+
+/// Runs `body` on a thread and waits at most 10 s for it, so that a hang fails the test.
+fn within_10s<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(body());
+    });
+    rx.recv_timeout(Duration::from_secs(10)).expect("finished within 10 s")
+}
+
+/// Holds `lock` on another thread until told, so that this thread has to wait (through
+/// pub/sub) for it.
+fn hold_then_release(lock: AnyLock, hold: Duration) -> thread::JoinHandle<()> {
+    let (held_tx, held_rx) = mpsc::channel();
+    let holder = thread::spawn(move || {
+        let guard = lock.lock().expect("the holder acquires");
+        held_tx.send(()).expect("tell");
+        thread::sleep(hold);
+        guard.unlock().expect("the holder releases");
+    });
+    held_rx.recv_timeout(Duration::from_secs(5)).expect("held");
+    holder
+}
+
+/// Every lock kind, contended (so waiters subscribe and releases publish), renewed by the
+/// watchdog, queried and forced open, as a user with exactly the documented rule.
+///
+/// Breaks if the rule misses anything the library uses (the operation that needs it fails
+/// with `PermissionDenied`), or if the document's block is not the rule the test runs.
+#[test]
+fn the_documented_smallest_rule_runs_the_whole_lock_family() {
+    let rule = documented_rule();
+    let server = server_with(&rule);
+    let client = locker(&server);
+    let mut conn = server.conn();
+    let kinds: Vec<(&str, AnyLock)> = vec![
+        ("plain", client.lock("app:plain").into()),
+        ("fair", client.fair_lock("app:fair").into()),
+        ("read", client.read_write_lock("app:rw").read().into()),
+        ("write", client.read_write_lock("app:rw").write().into()),
+        ("fenced", client.fenced_lock("app:fenced").into()),
+    ];
+    for (what, lock) in kinds {
+        let holder = hold_then_release(lock.clone(), Duration::from_millis(700));
+        if what != "read" {
+            // Read holds share: only the exclusive kinds make this thread wait.
+            assert!(lock.try_lock().unwrap_or_else(|e| panic!("{what}: {e}")).is_none(), "{what}: held elsewhere");
+        }
+        let waiter = lock.clone();
+        let guard = within_10s(move || waiter.lock().map(|g| g.is_held()));
+        assert_eq!(guard.map_err(|e| e.to_string()), Ok(true), "{what}: the waiter gets the lock");
+        holder.join().expect("holder");
+        // Renewed past several watchdog leases (300 ms), then queried and released.
+        let guard = lock.lock().unwrap_or_else(|e| panic!("{what}: {e}"));
+        thread::sleep(Duration::from_millis(900));
+        assert!(guard.is_held(), "{what}: renewed");
+        assert!(lock.is_locked().unwrap_or_else(|e| panic!("{what}: {e}")), "{what}");
+        assert_eq!(lock.hold_count().unwrap_or_else(|e| panic!("{what}: {e}")), 1, "{what}");
+        assert!(lock.remaining_ttl().unwrap_or_else(|e| panic!("{what}: {e}")).is_some(), "{what}");
+        guard.unlock().unwrap_or_else(|e| panic!("{what}: {e}"));
+        // Forced open while held elsewhere.
+        let _holder = lock.lock().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(lock.force_unlock().unwrap_or_else(|e| panic!("{what}: {e}")), "{what}: forced open");
+    }
+    // A downgrade, a multi-lock, a fixed lease.
+    let rw = client.read_write_lock("app:down");
+    let write = rw.write().lock().expect("write");
+    let read = rw.read().with_lease(Duration::from_secs(5)).lock().expect("downgrade");
+    write.unlock().expect("write release leaves the read hold");
+    read.unlock().expect("read release");
+    let both = MultiLock::new([AnyLock::from(client.lock("app:m1")), client.fair_lock("app:m2").into()]);
+    both.lock().expect("multi-lock").unlock().expect("multi-lock release");
+    let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
+    assert_eq!(left, ["redisson_lock_token:{app:fenced}"], "only the fenced lock's counter, which never expires");
+}
+
+/// Redlock over three servers, each with the documented rule.
+///
+/// Breaks if a node refuses something the Redlock path needs.
+#[test]
+fn the_documented_smallest_rule_runs_a_redlock() {
+    let rule = documented_rule();
+    let servers: Vec<RedisServer> = (0..3).map(|_| server_with(&rule)).collect();
+    let clients: Vec<Client> = servers.iter().map(locker).collect();
+    let red = RedLock::new(clients.iter().map(|c| c.lock("app:red")));
+    let guard = red.lock().expect("a Redlock under the documented rule");
+    assert!(guard.is_held());
+    guard.unlock().expect("released on every node");
+}
+
+/// Each missing part gives `PermissionDenied` naming what is missing, where it is needed.
+///
+/// Breaks if a refusal comes back as another kind, does not name what was refused, or left
+/// a half-done change behind (a lock released without its message, a read hold without its
+/// key).
+#[test]
+fn each_missing_part_of_the_rule_is_named_where_it_is_needed() {
+    let rule = documented_rule();
+
+    // A command the scripts run: refused at build() (the probe key is granted).
+    let server = server_with(&without(&rule, "+hkeys"));
+    let err = Client::builder(url(&server)).build().expect_err("build() checks the commands");
+    assert!(err.is_permission_denied(), "{err}");
+    assert!(err.to_string().contains("hkeys"), "names the command: {err}");
+    assert!(!err.to_string().contains(PASSWORD), "never the password: {err}");
+
+    // The read-write lock's channel: its release is refused and the lock left as it was.
+    let server = server_with(&without(&rule, "&redisson_rwlock:{app:*"));
+    let client = locker(&server);
+    let guard = client.read_write_lock("app:rw").write().lock().expect("an uncontended acquire publishes nothing");
+    let err = guard.unlock().expect_err("the release must publish");
+    assert!(err.is_permission_denied(), "{err}");
+    assert!(err.to_string().contains("redisson_rwlock:{app:rw}"), "names the channel: {err}");
+    assert!(exists(&mut server.conn(), "app:rw"), "the lock is left as it was");
+
+    // The per-hold read keys: a read hold is refused before anything is written.
+    let server = server_with(&without(&rule, "~{app:*}:*:rwlock_timeout:*"));
+    let client = locker(&server);
+    let err = client.read_write_lock("app:r").read().lock().expect_err("the hold key is not granted");
+    assert!(err.is_permission_denied(), "{err}");
+    assert!(err.to_string().contains("rwlock_timeout"), "names the key: {err}");
+    assert!(!exists(&mut server.conn(), "app:r"), "nothing written");
+
+    // SUBSCRIBE: a waiter is refused at once, naming the command.
+    let server = server_with(&without(&rule, "+subscribe"));
+    let client = locker(&server);
+    let holder = hold_then_release(client.lock("app:w").into(), Duration::from_secs(3));
+    let waiter = client.lock("app:w");
+    let err = within_10s(move || waiter.try_lock_for(Duration::from_secs(5)).map(|g| g.is_some()))
+        .expect_err("the waiter cannot subscribe");
+    assert!(err.is_permission_denied(), "{err}");
+    assert!(err.to_string().contains("subscribe"), "names the command: {err}");
+    holder.join().expect("holder");
+}
