@@ -1,9 +1,6 @@
 //! Support code for the integration tests: real `redis-server` processes
 //! ([`server::RedisServer`]), a fault-injecting TCP proxy ([`proxy::Proxy`]) and child
-//! worker processes ([`child::Child`]). Depends only on std, `redis` and `nix`.
-#![allow(dead_code)]
+//! worker processes ([`child::Child`]). Depends only on std, `redis` and `nix`; it lives
+//! in the workspace crate `redlease-testkit` (`testkit/`), which the benchmark uses too.
 
-pub mod child;
-pub mod history;
-pub mod proxy;
-pub mod server;
+pub use redlease_testkit::{child, history, proxy, server};

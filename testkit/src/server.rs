@@ -1,8 +1,8 @@
 //! `RedisServer`: a real `redis-server` process on a free loopback port, in its own
 //! temporary directory, killed and cleaned up on drop.
 //!
-//! Self-contained (std + `redis` only) so that benches can reuse it through
-//! `#[path = "../tests/support/server.rs"] mod server;`.
+//! Self-contained (std + `redis` only); the integration tests and the benchmark both use it
+//! from this crate.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,0 +1,107 @@
+//! Step 6, Redlock over several `redis-server`s: acquire + release against one node's plain
+//! lock and against the same round trips fanned out by hand, healthy and with one node
+//! blackholed behind a proxy.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{AnyLock, Client, RedLock};
+use redlease_testkit::proxy::Proxy;
+use redlease_testkit::server::RedisServer;
+
+use crate::experiments::limit::trivial_call;
+use crate::experiments::uncontended::library_pair;
+use crate::plan::Plan;
+use crate::stats::{PairOp, PairStats, measure_pairs, twice};
+
+/// Redlock sizes measured.
+pub(crate) const RED_NODES: [usize; 2] = [3, 5];
+/// The per-node timeout the Redlock runs set.
+pub(crate) const RED_NODE_TIMEOUT: Duration = Duration::from_millis(20);
+/// Pairs before the measured ones with one node blackholed.
+const BLACKHOLED_WARMUP: usize = 3;
+
+pub(crate) struct RedlockRun {
+    pub(crate) nodes: usize,
+    /// `try_lock` + `unlock` of a plain lock on the first node.
+    pub(crate) plain: PairStats,
+    /// Two rounds of a trivial `EVALSHA` to every node from one thread (all sent, then all
+    /// read): the limit of a Redlock pair.
+    pub(crate) fan_out: PairStats,
+    /// The same from one scoped thread per node, as the library asks the nodes.
+    pub(crate) fan_out_threads: PairStats,
+    /// Two scopes of one thread per node that do nothing: thread start-up alone.
+    pub(crate) threads_only: PairStats,
+    /// `RedLock::try_lock` + `unlock`.
+    pub(crate) red: PairStats,
+    /// The same with the last node behind a blackholed proxy.
+    pub(crate) blackholed: PairStats,
+}
+
+pub(crate) fn measure_redlock(servers: &[RedisServer], plan: &Plan) -> RedlockRun {
+    let n = servers.len();
+    let clients: Vec<Client> = servers.iter().map(|s| Client::open(&s.url()).expect("Redlock node client")).collect();
+    let plain: AnyLock = clients[0].lock("bench:redlock:plain").into();
+    let red = RedLock::new(clients.iter().map(|c| c.lock("bench:redlock"))).node_timeout(RED_NODE_TIMEOUT);
+    let mut one_thread: Vec<redis::Connection> = servers.iter().map(RedisServer::conn).collect();
+    let mut per_thread: Vec<redis::Connection> = servers.iter().map(RedisServer::conn).collect();
+    let calls: Vec<redis::Cmd> = per_thread.iter_mut().map(trivial_call).collect();
+    // Loading the trivial script through `per_thread` loaded it on every node.
+    let packed = calls[0].get_packed_command();
+
+    let fan_out = |conns: &mut [redis::Connection]| {
+        for conn in conns.iter_mut() {
+            conn.send_packed_command(&packed).expect("send a trivial EVALSHA");
+        }
+        for conn in conns.iter_mut() {
+            assert_eq!(conn.recv_response().expect("trivial EVALSHA reply"), redis::Value::Int(1));
+        }
+    };
+    let fan_out_threads = |conns: &mut [redis::Connection]| {
+        thread::scope(|scope| {
+            for (conn, call) in conns.iter_mut().zip(&calls) {
+                scope.spawn(move || {
+                    let one: i64 = call.query(conn).expect("trivial EVALSHA");
+                    assert_eq!(one, 1);
+                });
+            }
+        });
+    };
+    let threads_only = || thread::scope(|scope| (0..n).for_each(|_| drop(scope.spawn(|| ()))));
+    let red_pair = |red: &RedLock| {
+        let start = Instant::now();
+        let guard = red.try_lock().expect("Redlock try_lock").expect("the Redlock is granted");
+        let acquired = start.elapsed();
+        guard.unlock().expect("Redlock unlock");
+        acquired
+    };
+    let mut ops: Vec<PairOp> = vec![
+        Box::new(|| library_pair(&plain)),
+        twice(|| fan_out(&mut one_thread)),
+        twice(|| fan_out_threads(&mut per_thread)),
+        twice(threads_only),
+        Box::new(|| red_pair(&red)),
+    ];
+    let stats = measure_pairs(&mut ops, plan.warmup / 4, plan.red_pairs, None);
+    drop(ops);
+    let mut kinds = stats.into_iter();
+    let mut next = || kinds.next().expect("one result per kind");
+    let (plain, fan_out, fan_out_threads, threads_only, red_stats) = (next(), next(), next(), next(), next());
+
+    // The last node behind a proxy that swallows everything in both directions.
+    let proxy = Proxy::start(servers[n - 1].addr());
+    let proxied = Client::open(&proxy.url()).expect("client of the proxied node");
+    let nodes = clients[..n - 1].iter().chain([&proxied]);
+    let silent = RedLock::new(nodes.map(|c| c.lock("bench:redlock:blackholed"))).node_timeout(RED_NODE_TIMEOUT);
+    for _ in 0..BLACKHOLED_WARMUP {
+        red_pair(&silent);
+    }
+    proxy.set_blackhole(true);
+    let mut ops: Vec<PairOp> = vec![Box::new(|| red_pair(&silent))];
+    let blackholed = measure_pairs(&mut ops, BLACKHOLED_WARMUP, plan.blackholed_pairs, None).pop().expect("one kind");
+    drop(ops);
+    drop(silent);
+    drop(proxied);
+    drop(proxy);
+    RedlockRun { nodes: n, plain, fan_out, fan_out_threads, threads_only, red: red_stats, blackholed }
+}

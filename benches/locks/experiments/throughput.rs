@@ -1,0 +1,167 @@
+//! Step 3, throughput: threads in several processes looping `lock()` + `unlock()`, on one
+//! shared lock or on one lock each.
+
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::sync::{Arc, Barrier, OnceLock};
+use std::thread;
+use std::time::Duration;
+
+use redlease::Client;
+use redlease_testkit::server::RedisServer;
+
+use crate::child::{KIND_ENV, PROCESS_ENV, SHARED_ENV, URL_ENV, Worker, child_env, say};
+use crate::clock::{mono_ns, nanos, sleep_until_mono};
+use crate::experiments::LockKind;
+use crate::plan::Plan;
+use crate::stats::{reset_server_stats, server_command_stats};
+
+/// Threads per process in the throughput runs.
+pub(crate) const THREADS_PER_PROCESS: usize = 4;
+/// Processes in the throughput runs.
+pub(crate) const PROCESSES: usize = 2;
+
+pub(crate) struct Throughput {
+    pub(crate) kind: LockKind,
+    /// One lock shared by every thread, or one lock per thread.
+    pub(crate) shared: bool,
+    pub(crate) acquisitions: u64,
+    pub(crate) per_sec: f64,
+    pub(crate) per_process: Vec<u64>,
+    /// Scripts Redis ran (`INFO commandstats`) per acquisition: acquire, release, and the
+    /// attempts of waiters that were woken or polled.
+    pub(crate) scripts: f64,
+    /// Redis's time running them, per acquisition, µs.
+    pub(crate) server_usec: f64,
+    /// The same as a share of the window: how busy Redis was running scripts.
+    pub(crate) server_busy: f64,
+    /// Of consecutive acquisitions, the fraction that went to the other process, and to
+    /// another thread (one exclusive lock only).
+    pub(crate) alternation: Option<(f64, f64)>,
+}
+
+pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, kind: LockKind, shared: bool) -> Throughput {
+    let mut workers: Vec<Worker> = (0..PROCESSES)
+        .map(|p| {
+            Worker::spawn(
+                "throughput",
+                &[
+                    (URL_ENV, server.url()),
+                    (KIND_ENV, kind.as_str().to_string()),
+                    (SHARED_ENV, shared.to_string()),
+                    (PROCESS_ENV, p.to_string()),
+                ],
+            )
+        })
+        .collect();
+    for worker in &workers {
+        worker.expect("ready");
+    }
+    let mut stats = server.conn();
+    reset_server_stats(&mut stats);
+    let start = mono_ns() + nanos(Duration::from_millis(100));
+    let end = start + nanos(plan.throughput_for);
+    for worker in &mut workers {
+        worker.send(&format!("start {start} {end}"));
+    }
+    let exclusive = shared && kind != LockKind::Read;
+    let mut per_process = Vec::new();
+    // (time, process, thread) of every acquisition.
+    let mut stamps: Vec<(u64, usize, usize)> = Vec::new();
+    for (p, worker) in workers.iter().enumerate() {
+        per_process.push(worker.expect("count ").parse::<u64>().expect("acquisition count"));
+        if exclusive {
+            let line = worker.expect("stamps");
+            stamps.extend(line.split_whitespace().map(|s| {
+                let (at, thread) = s.split_once('/').expect("time/thread");
+                (at.parse().expect("timestamp"), p, thread.parse().expect("thread index"))
+            }));
+        }
+    }
+    // Every thread has returned: only the window's calls (and their warm-up) were counted.
+    let (scripts, server_usec) = server_command_stats(&mut stats, "evalsha");
+    for worker in workers {
+        worker.finish();
+    }
+    let acquisitions: u64 = per_process.iter().sum();
+    let alternation = exclusive.then(|| {
+        // Each stamp was taken while holding the lock, so their order is the order of holds.
+        stamps.sort_unstable();
+        let pairs = (stamps.len().max(2) - 1) as f64;
+        let other_process = stamps.windows(2).filter(|w| w[0].1 != w[1].1).count();
+        let other_thread = stamps.windows(2).filter(|w| (w[0].1, w[0].2) != (w[1].1, w[1].2)).count();
+        (other_process as f64 / pairs, other_thread as f64 / pairs)
+    });
+    Throughput {
+        kind,
+        shared,
+        acquisitions,
+        per_sec: acquisitions as f64 / plan.throughput_for.as_secs_f64(),
+        per_process,
+        scripts: scripts as f64 / acquisitions.max(1) as f64,
+        server_usec: server_usec as f64 / acquisitions.max(1) as f64,
+        server_busy: server_usec as f64 / 1e6 / plan.throughput_for.as_secs_f64(),
+        alternation,
+    }
+}
+
+/// Child: `THREADS_PER_PROCESS` threads sharing one client loop `lock(); unlock()` between
+/// the start and end times the parent sends, on one shared lock or on one lock each.
+pub(crate) fn throughput_child() {
+    let kind = LockKind::parse(&child_env(KIND_ENV));
+    let shared = child_env(SHARED_ENV) == "true";
+    let process = child_env(PROCESS_ENV);
+    let client = Client::open(&child_env(URL_ENV)).expect("child client");
+    let ready = Arc::new(Barrier::new(THREADS_PER_PROCESS + 1));
+    let window: Arc<OnceLock<(u64, u64)>> = Arc::default();
+    let threads: Vec<_> = (0..THREADS_PER_PROCESS)
+        .map(|t| {
+            let (client, ready, window) = (client.clone(), Arc::clone(&ready), Arc::clone(&window));
+            let name = if shared {
+                format!("bench:throughput:{}", kind.as_str())
+            } else {
+                format!("bench:throughput:{}:{process}:{t}", kind.as_str())
+            };
+            let warm = format!("bench:throughput:warm:{process}:{t}");
+            thread::spawn(move || {
+                // Open this thread's pooled connection before the clock starts.
+                let warm = client.lock(warm);
+                for _ in 0..20 {
+                    warm.try_lock().expect("warm-up try_lock").expect("warm-up lock is free").unlock().expect("unlock");
+                }
+                let lock = kind.handle(&client, name);
+                ready.wait();
+                ready.wait();
+                let (start, end) = *window.get().expect("start time set before the second barrier");
+                sleep_until_mono(start);
+                let mut stamps = Vec::new();
+                loop {
+                    let guard = lock.lock().expect("lock()");
+                    let now = mono_ns();
+                    if now >= end {
+                        guard.unlock().expect("unlock");
+                        return stamps;
+                    }
+                    stamps.push((now - start, t));
+                    guard.unlock().expect("unlock");
+                }
+            })
+        })
+        .collect();
+    ready.wait();
+    say("ready");
+    let mut order = String::new();
+    std::io::stdin().lock().read_line(&mut order).expect("read the start order");
+    let times: Vec<u64> = order.split_whitespace().skip(1).map(|s| s.parse().expect("start and end times")).collect();
+    window.set((times[0], times[1])).expect("the window is set once");
+    ready.wait();
+    let stamps: Vec<(u64, usize)> = threads.into_iter().flat_map(|t| t.join().expect("throughput thread")).collect();
+    say(&format!("count {}", stamps.len()));
+    if shared && kind != LockKind::Read {
+        let mut line = String::from("stamps");
+        for (at, thread) in &stamps {
+            write!(line, " {at}/{thread}").expect("write to a String");
+        }
+        say(&line);
+    }
+}

@@ -1,0 +1,127 @@
+//! The benchmark of the project's performance targets (docs/performance.md): every figure
+//! is set against the physical limit measured in the same run, on the same `redis-server`,
+//! over the same kind of connection.
+//!
+//! ```text
+//! cargo bench --bench locks                            # about 2 min 10 s on a 2-vCPU VM
+//! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 25 s
+//! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
+//! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
+//! ```
+//!
+//! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
+//!    one and pipelined 1000 at a time.
+//! 1. Uncontended `try_lock` + `unlock` of the plain lock (watchdog and fixed lease), the
+//!    fair lock and both sides of the read-write lock, interleaved with two trivial calls
+//!    and with the plain lock's two scripts sent raw.
+//! 2. Contended hand-off to a waiter parked in another process (pub/sub wake-up), plain
+//!    and fair lock in interleaved blocks.
+//! 3. Throughput of 8 threads in 2 processes: plain lock on one lock and on 8 locks, fair
+//!    lock on one lock, read side of one read-write lock.
+//! 4. The watchdog renewing 100,000 leases.
+//! 5. A writer under continuously overlapping readers (Redisson's reader preference).
+//! 6. Redlock over 3 and 5 `redis-server`s: acquire + release against one node's plain
+//!    lock and against the same round trips fanned out by hand, healthy and with one node
+//!    blackholed behind a proxy.
+//!
+//! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
+//! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
+//! stopped on drop, so a failed run leaves nothing behind.
+//!
+//! One module per concern: the plan of the run ([`plan`]), placement on the CPUs
+//! ([`placement`]), the other work on the machine ([`meter`]), the machine itself
+//! ([`machine`]), clocks ([`clock`]), statistics ([`stats`]), one module per experiment
+//! under [`experiments`], child processes ([`child`]) and the report ([`report`]).
+
+mod child;
+mod clock;
+mod experiments;
+mod machine;
+mod meter;
+mod placement;
+mod plan;
+mod report;
+mod stats;
+
+use std::time::Instant;
+
+use redlease_testkit::server::RedisServer;
+
+use child::{ROLE_ENV, child_main};
+use experiments::LockKind;
+use experiments::handoff::measure_handoffs;
+use experiments::limit::measure_limit;
+use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
+use experiments::renewal::measure_renewal;
+use experiments::throughput::measure_throughput;
+use experiments::uncontended::measure_uncontended;
+use experiments::writer::measure_writer_under_readers;
+use machine::Machine;
+use meter::CpuMeter;
+use placement::Placement;
+use plan::{Plan, WRITE_DOC_ENV};
+use report::{Results, write_doc};
+
+fn main() {
+    if let Ok(role) = std::env::var(ROLE_ENV) {
+        child_main(&role);
+        return;
+    }
+    let plan = Plan::from_env();
+    let started = Instant::now();
+    let machine = Machine::read();
+    println!("redlease benchmark ({} run)", if plan.quick { "quick" } else { "full" });
+    let server = RedisServer::start();
+    let placement = Placement::apply(&server);
+
+    let mut meter = CpuMeter::new(&server);
+    meter.step("0. physical limit");
+    let limit = measure_limit(&server, &plan);
+    meter.step("1. uncontended acquire + release");
+    let uncontended = measure_uncontended(&server, &plan);
+    meter.step("2. contended hand-off");
+    let handoff = measure_handoffs(&server, &plan);
+    meter.step("3. throughput");
+    let throughput = [
+        measure_throughput(&server, &plan, LockKind::Plain, true),
+        measure_throughput(&server, &plan, LockKind::Plain, false),
+        measure_throughput(&server, &plan, LockKind::Fair, true),
+        measure_throughput(&server, &plan, LockKind::Read, true),
+    ];
+    meter.step("4. renewal");
+    let renewal = measure_renewal(&server, &plan);
+    meter.step("5. writer under readers");
+    let writer = measure_writer_under_readers(&server, &plan);
+    meter.step("6. Redlock");
+    let red_servers: Vec<RedisServer> = (0..RED_NODES.iter().copied().max().unwrap_or(0))
+        .map(|_| {
+            let node = RedisServer::start();
+            placement.pin_server(&node);
+            meter.add_server(&node);
+            node
+        })
+        .collect();
+    let redlock: Vec<RedlockRun> = RED_NODES.iter().map(|&n| measure_redlock(&red_servers[..n], &plan)).collect();
+    meter.step("");
+    drop(red_servers);
+    let other_work = meter.steps;
+
+    let results = Results {
+        machine,
+        placement: placement.description,
+        other_work,
+        limit,
+        uncontended,
+        handoff,
+        throughput,
+        renewal,
+        writer,
+        redlock,
+    };
+    let report = results.report();
+    println!("\n{report}");
+    println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
+    if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
+        write_doc(&report);
+    }
+}

@@ -1,0 +1,471 @@
+//! The report: the figures as Markdown, judged against the targets, and the rewriter of the
+//! results block of docs/performance.md.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::experiments::LockKind;
+use crate::experiments::handoff::{HANDOFF_BLOCKS, Handoffs};
+use crate::experiments::limit::{Limit, PIPELINE};
+use crate::experiments::redlock::{RED_NODE_TIMEOUT, RedlockRun};
+use crate::experiments::renewal::{RENEW_BATCH, RENEWAL_WATCHDOG, Renewal};
+use crate::experiments::throughput::{PROCESSES, THREADS_PER_PROCESS, Throughput};
+use crate::experiments::uncontended::Uncontended;
+use crate::experiments::writer::{
+    READER_HOLD, READER_STAGGER, STARVED_WAIT, WRITER_DELAY, WRITER_READERS, WRITER_WAIT, WriterRound,
+    WriterUnderReaders,
+};
+use crate::machine::Machine;
+use crate::meter::OtherWork;
+use crate::stats::{PAIR_BLOCKS, Summary};
+
+// Targets: the project's performance targets, as docs/performance.md states them. The pair
+// target applies to every lock kind's uncontended pair (each is one acquire and one release
+// round trip), the hand-off targets to the plain and the fair lock alike.
+const TARGET_PAIR_RATIO: f64 = 1.15;
+const TARGET_HANDOFF_P50_RATIO: f64 = 4.0;
+const TARGET_HANDOFF_P99_RATIO: f64 = 20.0;
+const TARGET_RENEWAL_FRACTION: f64 = 0.5;
+
+pub(crate) struct Results {
+    pub(crate) machine: Machine,
+    pub(crate) placement: String,
+    /// Per step: the share of one CPU that processes other than the benchmark's used.
+    pub(crate) other_work: Vec<OtherWork>,
+    pub(crate) limit: Limit,
+    pub(crate) uncontended: Uncontended,
+    pub(crate) handoff: Handoffs,
+    pub(crate) throughput: [Throughput; 4],
+    pub(crate) renewal: Renewal,
+    pub(crate) writer: WriterUnderReaders,
+    pub(crate) redlock: Vec<RedlockRun>,
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "missed" }
+}
+
+impl Results {
+    /// The figures as Markdown: printed, and optionally written into docs/performance.md.
+    pub(crate) fn report(&self) -> String {
+        let mut out = String::new();
+        self.report_machine(&mut out);
+        self.report_limit(&mut out);
+        self.report_uncontended(&mut out);
+        self.report_handoff(&mut out);
+        self.report_throughput(&mut out);
+        self.report_renewal(&mut out);
+        self.report_writer(&mut out);
+        self.report_redlock(&mut out);
+        self.report_other_work(&mut out);
+        out
+    }
+
+    fn report_machine(&self, out: &mut String) {
+        let m = &self.machine;
+        let _ = writeln!(
+            out,
+            "Machine: {} CPUs ({}{}), {:.1} GiB RAM, Linux {}, {}, {}; client and server on one host, loopback TCP.\n",
+            m.cpus,
+            m.model,
+            if m.virtualized { ", virtual machine" } else { "" },
+            m.memory_gib,
+            m.kernel,
+            m.redis,
+            m.rustc
+        );
+        let _ =
+            writeln!(out, "Placement: {}. Load average (1 min) when the run started: {}.\n", self.placement, m.load);
+    }
+
+    fn report_limit(&self, out: &mut String) {
+        let l = &self.limit;
+        let _ = writeln!(out, "### 0. Physical limit: `EVALSHA` of `return 1` on a plain `redis::Connection`\n");
+        let _ = writeln!(
+            out,
+            "| calls | mean µs | p50 µs | p99 µs | server µs/call | pipelined, {PIPELINE} per pipeline |"
+        );
+        let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            out,
+            "| {} | **{:.1}** | {:.1} | {:.1} | {:.2} | **{:.0} calls/s** |\n",
+            l.rtt.n, l.rtt.mean, l.rtt.p50, l.rtt.p99, l.server_usec, l.pipelined_per_sec
+        );
+        let _ = writeln!(out, "RTT in the ratios below is this mean, {:.1} µs.\n", l.rtt.mean);
+    }
+
+    fn report_uncontended(&self, out: &mut String) {
+        let (u, rtt) = (&self.uncontended, self.limit.rtt.mean);
+        let limit_pair = u.trivial.pair.mean;
+        let _ = writeln!(
+            out,
+            "### 1. Uncontended acquire + release, one thread ({PAIR_BLOCKS} blocks per kind, interleaved)\n"
+        );
+        let _ = writeln!(
+            out,
+            "Ratios: to 2 × the RTT of step 0, and to the pair of trivial calls measured in the blocks \
+             in between (the same limit, free of the machine's drift between steps). Target ≤ {TARGET_PAIR_RATIO} \
+             for every lock kind (each is one acquire and one release round trip). Watchdog lease unless \
+             stated.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | server µs/`EVALSHA` | mean / (2 × RTT) | mean / limit pair | target |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        let rows = [
+            ("two trivial `EVALSHA`s (the limit pair)", &u.trivial, false),
+            ("the two scripts sent raw", &u.raw_scripts, false),
+            ("**`try_lock()` + `unlock()`, watchdog lease**", &u.watchdog, true),
+            ("**`try_lock()` + `unlock()`, `with_lease(30 s)`**", &u.fixed, true),
+            ("**fair lock `try_lock()` + `unlock()`**", &u.fair, true),
+            ("**read lock `try_lock()` + `unlock()`**", &u.read, true),
+            ("**write lock `try_lock()` + `unlock()`**", &u.write, true),
+        ];
+        for (what, x, judged) in rows {
+            let (to_rtt, to_pair) = (x.pair.mean / (2.0 * rtt), x.pair.mean / limit_pair);
+            let target = if judged {
+                format!("{} / {}", verdict(to_rtt <= TARGET_PAIR_RATIO), verdict(to_pair <= TARGET_PAIR_RATIO))
+            } else {
+                "–".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
+                x.pair.n, x.pair.mean, x.pair.p50, x.pair.p99, x.acquire.mean, x.release.mean, x.server_usec
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_handoff(&self, out: &mut String) {
+        let rtt = self.limit.rtt.mean;
+        let _ = writeln!(
+            out,
+            "### 2. Contended hand-off to a waiter parked in another process ({HANDOFF_BLOCKS} blocks per lock, \
+             alternating)\n"
+        );
+        let _ = writeln!(out, "| lock | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (what, h) in [("plain", &self.handoff.plain), ("fair", &self.handoff.fair)] {
+            let (p50, p99) = (h.p50 / rtt, h.p99 / rtt);
+            let _ = writeln!(
+                out,
+                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {p50:.2} (target ≤ {TARGET_HANDOFF_P50_RATIO}: {}) | {p99:.2} (target ≤ {TARGET_HANDOFF_P99_RATIO}: {}) |",
+                h.n,
+                h.p50,
+                h.p90,
+                h.p99,
+                h.max,
+                verdict(p50 <= TARGET_HANDOFF_P50_RATIO),
+                verdict(p99 <= TARGET_HANDOFF_P99_RATIO)
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_throughput(&self, out: &mut String) {
+        let rtt = self.limit.rtt.mean;
+        let _ = writeln!(
+            out,
+            "### 3. Throughput, {PROCESSES} processes × {THREADS_PER_PROCESS} threads, `lock()` + `unlock()` in a loop\n"
+        );
+        let _ = writeln!(
+            out,
+            "| lock | acquisitions | per process | acquisitions/s | µs per acquisition | scripts per acquisition | Redis running them, µs per acquisition (share of the window) | to the other process | to another thread |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for t in &self.throughput {
+            let what = match (t.kind, t.shared) {
+                (LockKind::Plain, true) => "plain, one shared lock",
+                (LockKind::Plain, false) => "plain, one lock per thread (8)",
+                (LockKind::Fair, true) => "fair, one shared lock",
+                (LockKind::Fair, false) => "fair, one lock per thread (8)",
+                (LockKind::Read, true) => "read side of one read-write lock (8 readers)",
+                (LockKind::Read, false) => "read side, one lock per thread (8)",
+            };
+            let per_process: Vec<String> = t.per_process.iter().map(u64::to_string).collect();
+            let percent = |f: f64| format!("{:.0} %", f * 100.0);
+            let (process, thread) =
+                t.alternation.map_or_else(|| ("–".to_string(), "–".to_string()), |(p, t)| (percent(p), percent(t)));
+            let _ = writeln!(
+                out,
+                "| {what} | {} | {} | {:.0} | {:.1} ({:.2} RTT) | {:.2} | {:.1} ({:.0} %) | {process} | {thread} |",
+                t.acquisitions,
+                per_process.join(" / "),
+                t.per_sec,
+                1e6 / t.per_sec,
+                1e6 / t.per_sec / rtt,
+                t.scripts,
+                t.server_usec,
+                t.server_busy * 100.0
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_writer(&self, out: &mut String) {
+        let w = &self.writer;
+        let _ = writeln!(
+            out,
+            "### 5. A writer under {WRITER_READERS} readers in one process, each holding the read lock {} ms in a \
+             loop, started {} ms apart (always at least {} holding); the writer (its own client) calls \
+             `write().try_lock_for(d)` {} ms after the first reader\n",
+            READER_HOLD.as_millis(),
+            READER_STAGGER.as_millis(),
+            WRITER_READERS - 1,
+            WRITER_DELAY.as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "| round | d | readers went on after the writer's call for | writer waited | got in | from the last reader's release to the writer's entry | read acquisitions while it waited |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|");
+        let mut row = |what: String, d: Duration, r: &WriterRound| {
+            let entry = r.after_last_release.map_or_else(
+                || "–".to_string(),
+                |ns| {
+                    if ns >= 0 {
+                        format!("{:.1} µs", ns as f64 / 1e3)
+                    } else {
+                        format!("{:.1} µs before it", -ns as f64 / 1e3)
+                    }
+                },
+            );
+            let _ = writeln!(
+                out,
+                "| {what} | {} ms | {:.1} ms | {:.1} ms | {} | {entry} | {} |",
+                d.as_millis(),
+                r.readers_went_on.as_secs_f64() * 1e3,
+                r.waited.as_secs_f64() * 1e3,
+                if r.granted { "yes" } else { "no" },
+                r.reads_while_waiting
+            );
+        };
+        row("starvation: d shorter than the readers' run".to_string(), STARVED_WAIT, &w.starved);
+        for (i, r) in w.rounds.iter().enumerate() {
+            row(
+                format!("{}: readers stop {} ms after the writer's call", i + 1, w.readers_for.as_millis()),
+                WRITER_WAIT,
+                r,
+            );
+        }
+        let entries: Vec<u64> =
+            w.rounds.iter().filter_map(|r| r.after_last_release).map(|ns| u64::try_from(ns).unwrap_or(0)).collect();
+        let early = w.rounds.iter().filter(|r| r.after_last_release.is_some_and(|ns| ns < 0)).count();
+        if !entries.is_empty() {
+            let s = Summary::of_nanos(entries);
+            let _ = writeln!(
+                out,
+                "\nEntry after the last reader's release, over {} rounds: p50 {:.1} µs ({:.2} RTT), max {:.1} µs; \
+                 rounds in which the writer got in while readers still held: {early}.",
+                s.n,
+                s.p50,
+                s.p50 / self.limit.rtt.mean,
+                s.max
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_redlock(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "### 6. Redlock: one `redis-server` per node (pinned with the first one), one client each; node timeout \
+             {} ms; interleaved blocks ({PAIR_BLOCKS} per kind)\n",
+            RED_NODE_TIMEOUT.as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "The limit of a Redlock pair is two rounds of requests sent to every node at once: \"fan-out\" sends a \
+             trivial `EVALSHA` on every node's connection from one thread, then reads every reply. The library \
+             asks the nodes from one scoped thread per node, at acquire and at release.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| nodes | pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | mean / plain pair | mean / fan-out pair |"
+        );
+        let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &self.redlock {
+            let (plain, limit) = (r.plain.pair.mean, r.fan_out.pair.mean);
+            let rows = [
+                ("plain lock `try_lock()` + `unlock()` on the first node".to_string(), &r.plain),
+                ("two fan-out rounds of a trivial `EVALSHA`, one thread (the limit)".to_string(), &r.fan_out),
+                (format!("the same from {} scoped threads per round", r.nodes), &r.fan_out_threads),
+                (format!("two scopes of {} threads that do nothing", r.nodes), &r.threads_only),
+                ("**`RedLock` `try_lock()` + `unlock()`**".to_string(), &r.red),
+                (
+                    format!(
+                        "**the same, one node blackholed** (floor ≈ {} ms + one fan-out round)",
+                        RED_NODE_TIMEOUT.as_millis()
+                    ),
+                    &r.blackholed,
+                ),
+            ];
+            for (what, x) in rows {
+                let _ = writeln!(
+                    out,
+                    "| {} | {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} |",
+                    r.nodes,
+                    x.pair.n,
+                    x.pair.mean,
+                    x.pair.p50,
+                    x.pair.p99,
+                    x.acquire.mean,
+                    x.release.mean,
+                    x.pair.mean / plain,
+                    x.pair.mean / limit
+                );
+            }
+        }
+        let _ = writeln!(out);
+        for r in &self.redlock {
+            let floor = RED_NODE_TIMEOUT.as_secs_f64() * 1e6 + r.fan_out.acquire.mean;
+            let _ = writeln!(
+                out,
+                "- {} nodes: thread start-up {:.1} µs per pair ({} threads twice; {:.0} % of the Redlock pair); fan-out \
+                 from threads costs {:.1} µs more than from one thread; the Redlock pair {:.1} µs more than the \
+                 threaded fan-out. Blackholed: acquire mean {:.2} ms against the node timeout of {} ms, release mean \
+                 {:.1} µs; pair {:.2} ms = {:.3} × the floor of {:.2} ms.",
+                r.nodes,
+                r.threads_only.pair.mean,
+                r.nodes,
+                r.threads_only.pair.mean / r.red.pair.mean * 100.0,
+                r.fan_out_threads.pair.mean - r.fan_out.pair.mean,
+                r.red.pair.mean - r.fan_out_threads.pair.mean,
+                r.blackholed.acquire.mean / 1e3,
+                RED_NODE_TIMEOUT.as_millis(),
+                r.blackholed.release.mean,
+                r.blackholed.pair.mean / 1e3,
+                r.blackholed.pair.mean / floor,
+                floor / 1e3
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_other_work(&self, out: &mut String) {
+        let shares: Vec<String> = self
+            .other_work
+            .iter()
+            .map(|w| format!("{}: {:.0} % ({:.1} % steal)", w.step, w.others * 100.0, w.steal * 100.0))
+            .collect();
+        let _ = writeln!(
+            out,
+            "Other processes on the machine during each step, in % of one CPU, and in brackets the time the \
+             hypervisor gave our vCPUs to others (steal), from `/proc/stat`: {}.\n",
+            shares.join("; ")
+        );
+    }
+
+    fn report_renewal(&self, out: &mut String) {
+        let r = &self.renewal;
+        let passes = r.passes.max(1) as f64;
+        let per_pass = r.renewed as f64 / passes;
+        let ideal_per_pass = (per_pass / RENEW_BATCH as f64).ceil();
+        let floor = r.renewed.div_ceil(RENEW_BATCH);
+        let fraction = r.per_sec() / self.limit.pipelined_per_sec;
+        let fraction_again = r.per_sec() / r.pipelined_before;
+        let _ = writeln!(
+            out,
+            "### 4. Renewal: {} watchdog leases held by one thread (watchdog {} s, renewal every {} s); \
+             target: renewals/s ≥ {TARGET_RENEWAL_FRACTION} × pipelined limit\n",
+            r.leases,
+            RENEWAL_WATCHDOG.as_secs(),
+            RENEWAL_WATCHDOG.as_secs() / 3
+        );
+        let _ = writeln!(out, "| figure | value |");
+        let _ = writeln!(out, "|---|---:|");
+        let mut row = |what: &str, value: String| {
+            let _ = writeln!(out, "| {what} | {value} |");
+        };
+        row("keys in the database before (left by earlier steps)", r.keys_before.to_string());
+        row(
+            "acquiring them, one `try_lock` each",
+            format!(
+                "{:.2} s; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}; {} took over 10 ms",
+                r.acquire_time.as_secs_f64(),
+                r.acquire_each.mean,
+                r.acquire_each.p50,
+                r.acquire_each.p90,
+                r.acquire_each.p99,
+                r.acquire_each.max,
+                r.acquire_over_10ms
+            ),
+        );
+        row("window held", format!("{:.1} s", r.window.as_secs_f64()));
+        row("renewal passes in the window", r.passes.to_string());
+        row("renew round trips in the window", r.round_trips.to_string());
+        row("leases renewed in the window", r.renewed.to_string());
+        row(
+            "round trips per pass / ceil(renewed per pass / 1000)",
+            format!("{:.2} / {ideal_per_pass:.0}", r.round_trips as f64 / passes),
+        );
+        row(
+            "round trips vs the least possible (ceil(renewed / 1000) … that + passes)",
+            format!("{} vs {floor} … {}", r.round_trips, floor + r.passes),
+        );
+        row(
+            "time in renew round trips (of which Redis running the script)",
+            format!(
+                "{:.3} s ({:.3} s): {:.2} µs per lease ({:.2} µs)",
+                r.renew_time.as_secs_f64(),
+                r.server_time.as_secs_f64(),
+                r.renew_time.as_secs_f64() * 1e6 / r.renewed.max(1) as f64,
+                r.server_time.as_secs_f64() * 1e6 / r.renewed.max(1) as f64
+            ),
+        );
+        row(
+            "renewals/s (renewed / time in round trips)",
+            format!(
+                "{:.0} = {fraction:.3} × the pipelined limit of step 0 ({}); {fraction_again:.3} × the same limit \
+                 measured again just before the leases were taken ({:.0} calls/s, {})",
+                r.per_sec(),
+                verdict(fraction >= TARGET_RENEWAL_FRACTION),
+                r.pipelined_before,
+                verdict(fraction_again >= TARGET_RENEWAL_FRACTION)
+            ),
+        );
+        row("guards `is_held()` after the window", format!("{} of {}", r.held, r.leases));
+        row(
+            "keys with TTL > 0 after the window",
+            format!("{} of {} (smallest TTL {} ms)", r.keys_alive, r.leases, r.min_ttl_ms),
+        );
+        row("leases lost / renewals failed (event hook)", format!("{} / {}", r.lost_events, r.failed_renewals));
+        row(
+            "dropping all guards, one by one (the watchdog still renewing the rest)",
+            format!(
+                "{:.2} s; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}; {} took over 10 ms",
+                r.drop_time.as_secs_f64(),
+                r.drop_each.mean,
+                r.drop_each.p50,
+                r.drop_each.p90,
+                r.drop_each.p99,
+                r.drop_each.max,
+                r.drop_over_10ms
+            ),
+        );
+        row("after the drop", format!("{} lease keys left, {} releases failed", r.keys_left, r.failed_releases));
+        row(
+            "release latch keys alive right after the drop",
+            format!("{} (each kept 4 × the command timeout, 12 s by default)", r.latches_left),
+        );
+        let _ = writeln!(out);
+    }
+}
+
+const DOC_BEGIN: &str = "<!-- bench-results:begin -->";
+const DOC_END: &str = "<!-- bench-results:end -->";
+
+/// Replaces the results block of docs/performance.md (between the two markers) with `report`.
+pub(crate) fn write_doc(report: &str) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/performance.md");
+    let doc = std::fs::read_to_string(path).expect("read docs/performance.md");
+    let (Some(begin), Some(end)) = (doc.find(DOC_BEGIN), doc.find(DOC_END)) else {
+        eprintln!("docs/performance.md has no {DOC_BEGIN} … {DOC_END} block; not written");
+        return;
+    };
+    let updated = format!("{}{DOC_BEGIN}\n\n{report}{}", &doc[..begin], &doc[end..]);
+    std::fs::write(path, updated).expect("write docs/performance.md");
+    eprintln!("wrote the results into docs/performance.md");
+}
