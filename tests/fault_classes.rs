@@ -954,9 +954,32 @@ fn panicking_loss_and_renewal_hooks_neither_stop_the_watchdog_nor_block_an_unloc
     let client = panicking_client(&server, &hooks, Duration::from_millis(600));
     let other = crate::helpers::client(&server);
     let mut conn = server.conn();
-    let guard1 = client.lock("hooked-1").lock().unwrap();
-    let guard2 = client.lock("hooked-2").lock().unwrap();
-    let guard3 = client.lock("hooked-3").lock().unwrap();
+
+    // The guards live on a worker thread (they are !Send), so that an unlock that blocks
+    // fails the test at the channel's timeout instead of hanging it.
+    let (to_test, from_worker) = mpsc::channel::<String>();
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let holder = client.clone();
+    thread::spawn(move || {
+        let [guard1, guard2, guard3] = ["hooked-1", "hooked-2", "hooked-3"].map(|n| holder.lock(n).lock().unwrap());
+        let _ = to_test.send("held".into());
+        if wait_for_go.recv().is_err() {
+            return;
+        }
+        let _ = to_test.send(format!("lock 2 held: {}", guard2.is_held()));
+        for (name, guard) in [("hooked-1", guard1), ("hooked-3", guard3)] {
+            let started = Instant::now();
+            let outcome = guard.unlock().map_err(|e| e.kind());
+            let _ = to_test.send(format!("{name}: {outcome:?} after {} ms", started.elapsed().as_millis()));
+        }
+        let _ = to_test.send(format!("hooked-2: {:?}", guard2.unlock().map_err(|e| e.to_string())));
+    });
+    let next = |what: &str| {
+        from_worker
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the worker did not report {what} within 10 s (it failed, or blocks)"))
+    };
+    assert_eq!(next("its locks"), "held");
     redis::cmd("DEL").arg("hooked-1").query::<()>(&mut conn).unwrap();
     redis::cmd("SET").arg("hooked-3").arg("not a lock").query::<()>(&mut conn).unwrap();
     let renewed = client.stats().leases_renewed;
@@ -964,20 +987,20 @@ fn panicking_loss_and_renewal_hooks_neither_stop_the_watchdog_nor_block_an_unloc
     thread::sleep(Duration::from_secs(2));
     assert!(hooks.lost.load(Ordering::SeqCst) >= 1, "the lease_lost hook was called (and panicked)");
     assert!(hooks.renewal_failed.load(Ordering::SeqCst) >= 1, "the renewal_failed hook was called (and panicked)");
-    assert!(guard2.is_held(), "lock 2 reads held");
     assert!(pttl(&mut conn, "hooked-2") > 0, "lock 2 still has a lease");
     assert!(other.lock("hooked-2").try_lock().unwrap().is_none(), "another client took lock 2");
     let renewals_since = client.stats().leases_renewed - renewed;
     assert!(renewals_since >= 3, "the renewal thread renewed {renewals_since} leases in 2 s");
 
-    for (name, guard) in [("hooked-1", guard1), ("hooked-3", guard3)] {
-        let started = Instant::now();
-        let outcome = guard.unlock();
-        let took = started.elapsed();
-        assert!(outcome.is_err(), "{name}: the lease is lost, unlock must say so");
-        assert!(took < Duration::from_secs(2), "{name}: unlock took {took:?}");
+    go.send(()).unwrap();
+    assert_eq!(next("lock 2's state"), "lock 2 held: true");
+    for name in ["hooked-1", "hooked-3"] {
+        let report = next(&format!("the unlock of {name} (it blocks)"));
+        let took: u64 = report.rsplit(' ').nth(1).and_then(|ms| ms.parse().ok()).unwrap_or(u64::MAX);
+        assert!(report.starts_with(&format!("{name}: Err(")), "the lease is lost, unlock must say so: {report}");
+        assert!(took < 2000, "{report}");
     }
-    guard2.unlock().unwrap();
+    assert_eq!(next("the unlock of lock 2"), "hooked-2: Ok(())");
 }
 
 /// The subscriber thread calls `subscriber_disconnected` and `subscriber_reconnected`, and
