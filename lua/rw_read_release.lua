@@ -14,8 +14,9 @@
 --          1 (released; the lock is free and the message was published). While this owner
 --          keeps read holds the outcome is stored in the latch, and a retry of the same
 --          request replays it; after its last read hold a retry finds nothing of it.
--- Hold keys are interchangeable: the release deletes the highest one, and hold key 1 is
--- made to last as long as the owner's remaining holds need. In read mode the hash's lease
+-- Hold keys are interchangeable: the release deletes the highest one, and the owner's
+-- remaining ones are set to last as long as its remaining holds need (`ARGV[4]`, computed
+-- by the client from their leases), no longer and no shorter. In read mode the hash's lease
 -- becomes the longest remaining lease of the read holds left; holds whose timeout key
 -- expired (dead readers) count for nothing, and when none is left the lock is deleted. In
 -- write mode (this owner's downgrade) the writer's lease stays. Everything is read first,
@@ -42,8 +43,9 @@ if read_mode then
     for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
         local count = tonumber(redis.call('hget', KEYS[1], field))
         if count and string.sub(field, -6) ~= ':write' then
+            -- This owner's remaining holds count for what they need (`keep`), below.
             if field == ARGV[2] then
-                count = left
+                count = 0
             end
             for k = 1, count do
                 longest = math.max(longest, redis.call('pttl', ARGV[7] .. field .. ':rwlock_timeout:' .. k))
@@ -65,8 +67,8 @@ else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
 redis.call('del', ARGV[6] .. ':' .. holds)
-if left > 0 and redis.call('pttl', ARGV[6] .. ':1') < keep then
-    redis.call('set', ARGV[6] .. ':1', 1, 'px', keep)
+for k = 1, left do
+    redis.call('set', ARGV[6] .. ':' .. k, 1, 'px', keep)
 end
 if read_mode then
     if outcome == 1 then

@@ -247,7 +247,7 @@ impl ClientBuilder {
 
     /// Checks the settings, connects, pings Redis, loads the scripts and starts the
     /// client's two background threads. Fails within the connect timeout, with
-    /// [`Error::is_connection_error`], when nothing answers.
+    /// [`Error::is_connection_error`](crate::Error::is_connection_error), when nothing answers.
     pub fn build(self) -> Result<Client> {
         Client::connect(&self.url, self.config)
     }

@@ -103,9 +103,9 @@ impl LockGuard {
     /// Releases and reports the outcome (for several members: every one is released, and
     /// the first error is returned).
     ///
-    /// `Err` with [`ErrorKind::NotHeld`] when the lease was lost (nothing is sent then, so a
-    /// new holder is left alone), [`ErrorKind::Timeout`] when Redis did not answer twice
-    /// (the lock then expires after its lease), [`ErrorKind::Shutdown`] after the client
+    /// `Err` with [`ErrorKind::NotHeld`](crate::ErrorKind::NotHeld) when the lease was lost (nothing is sent then, so a
+    /// new holder is left alone), [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) when Redis did not answer twice
+    /// (the lock then expires after its lease), [`ErrorKind::Shutdown`](crate::ErrorKind::Shutdown) after the client
     /// was shut down.
     pub fn unlock(mut self) -> Result<()> {
         self.release_all(true).into_iter().next().map_or(Ok(()), |(_, err)| Err(err))
