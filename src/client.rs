@@ -62,7 +62,8 @@ pub struct ClientStats {
 impl Client {
     /// Connects with the default settings (see [`ClientBuilder`]).
     ///
-    /// Accepts `redis://[[user]:password@]host[:port][/db]` and `unix:///path/to/socket`.
+    /// Accepts `redis://[[user]:password@]host[:port][/db]`, `rediss://...` (the same over
+    /// TLS: see [`ClientBuilder::tls_root_certificates`]) and `unix:///path/to/socket`.
     pub fn open(url: &str) -> Result<Client> {
         Client::builder(url).build()
     }
@@ -233,6 +234,42 @@ impl ClientBuilder {
     /// Defaults to 10 seconds.
     pub fn ping_interval(mut self, interval: Duration) -> ClientBuilder {
         self.config.ping_interval = interval;
+        self
+    }
+
+    /// Trusts these certificates (PEM: one or more, typically the CA that signed the
+    /// server's certificate) for a `rediss://` URL, instead of the system's roots. A bundle
+    /// that does not parse is `InvalidInput` at [`build`](ClientBuilder::build).
+    ///
+    /// Defaults to the system's root certificates.
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> ClientBuilder {
+        self.config.tls.root_certificates = Some(pem.into());
+        self
+    }
+
+    /// Presents this certificate chain and private key (PEM) to a `rediss://` server that
+    /// checks its clients (`tls-auth-clients yes`): mutual TLS. Either not parsing, or the
+    /// two not belonging together, is `InvalidInput` at [`build`](ClientBuilder::build).
+    ///
+    /// Defaults to no client certificate.
+    pub fn tls_client_certificate(
+        mut self,
+        chain_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> ClientBuilder {
+        self.config.tls.client_certificate = Some((chain_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// **Turns off the check of the server's certificate** for a `rediss://` URL: any
+    /// certificate, from anyone, for any name, expired or not, is accepted. The connection
+    /// is still encrypted, but anyone who can intercept it can read and change it. Only for
+    /// tests and for servers whose certificate cannot be checked any other way.
+    ///
+    /// Defaults to `false`: the certificate must be valid, unexpired, for the URL's host and
+    /// signed by a trusted root.
+    pub fn danger_accept_invalid_certificates(mut self, accept: bool) -> ClientBuilder {
+        self.config.tls.accept_invalid_certificates = accept;
         self
     }
 

@@ -40,7 +40,38 @@ pub(crate) struct Config {
     pub(crate) command_timeout: Duration,
     pub(crate) renew_batch_size: usize,
     pub(crate) ping_interval: Duration,
+    pub(crate) tls: TlsSettings,
     pub(crate) events: Events,
+}
+
+/// How `rediss://` connections check the server and present the client (PEM bytes).
+#[derive(Clone, Default)]
+pub(crate) struct TlsSettings {
+    /// The roots to trust instead of the system's.
+    pub(crate) root_certificates: Option<Vec<u8>>,
+    /// The client's certificate chain and private key, for mutual TLS.
+    pub(crate) client_certificate: Option<(Vec<u8>, Vec<u8>)>,
+    /// Accept any server certificate.
+    pub(crate) accept_invalid_certificates: bool,
+}
+
+impl TlsSettings {
+    /// Whether anything was set (and so TLS is expected).
+    pub(crate) fn is_set(&self) -> bool {
+        self.root_certificates.is_some() || self.client_certificate.is_some() || self.accept_invalid_certificates
+    }
+}
+
+impl fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Key material never shows.
+        let set = |present: bool| if present { "set" } else { "none" };
+        f.debug_struct("TlsSettings")
+            .field("root_certificates", &set(self.root_certificates.is_some()))
+            .field("client_certificate", &set(self.client_certificate.is_some()))
+            .field("accept_invalid_certificates", &self.accept_invalid_certificates)
+            .finish()
+    }
 }
 
 impl Default for Config {
@@ -53,6 +84,7 @@ impl Default for Config {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
             ping_interval: DEFAULT_PING_INTERVAL,
+            tls: TlsSettings::default(),
             events: Events::none(),
         }
     }
@@ -118,6 +150,7 @@ impl fmt::Debug for Config {
             .field("command_timeout", &self.command_timeout)
             .field("renew_batch_size", &self.renew_batch_size)
             .field("ping_interval", &self.ping_interval)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }

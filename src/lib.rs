@@ -106,3 +106,8 @@ pub use red_lock::RedLock;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The deployment guide's examples, compiled as doctests.
+#[doc = include_str!("../docs/deployment.md")]
+#[cfg(doctest)]
+pub struct DeploymentDoctests;

@@ -18,6 +18,7 @@ mod redlock;
 mod rwlock;
 mod support;
 mod support_selftest;
+mod tls;
 mod watchdog;
 
 /// Roles that a child worker process can play, by name (see `support::child`).

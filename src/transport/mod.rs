@@ -4,6 +4,7 @@
 mod net;
 mod pool;
 mod subscriber;
+mod tls;
 mod topology;
 mod url;
 

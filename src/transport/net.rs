@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::tls::{Tls, TlsReader, TlsWriter};
 
 /// Where the pub/sub connection goes, taken from the client's parsed URL.
 #[derive(Clone)]
@@ -24,15 +25,18 @@ pub(crate) struct Target {
 #[derive(Clone)]
 enum Addr {
     Tcp(String, u16),
+    TcpTls(String, u16, Tls),
     #[cfg(unix)]
     Unix(PathBuf),
 }
 
-/// A TCP or Unix stream.
+/// A TCP or Unix stream, or one half of a TLS stream.
 pub(crate) enum Stream {
     Tcp(TcpStream),
     #[cfg(unix)]
     Unix(UnixStream),
+    TlsReader(TlsReader),
+    TlsWriter(TlsWriter),
 }
 
 /// An open, authenticated pub/sub connection.
@@ -47,12 +51,16 @@ pub(crate) struct Connection {
 }
 
 impl Target {
-    pub(crate) fn from_info(info: &redis::ConnectionInfo) -> Result<Target> {
-        let addr = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => Addr::Tcp(host.clone(), *port),
+    /// The pub/sub connection's target for `info`; `tls` for a `rediss://` URL.
+    pub(crate) fn from_info(info: &redis::ConnectionInfo, tls: Option<&Tls>) -> Result<Target> {
+        let addr = match (info.addr(), tls) {
+            (redis::ConnectionAddr::Tcp(host, port), _) => Addr::Tcp(host.clone(), *port),
+            (redis::ConnectionAddr::TcpTls { host, port, .. }, Some(tls)) => {
+                Addr::TcpTls(host.clone(), *port, tls.clone())
+            }
             #[cfg(unix)]
-            redis::ConnectionAddr::Unix(path) => Addr::Unix(path.clone()),
-            other => {
+            (redis::ConnectionAddr::Unix(path), _) => Addr::Unix(path.clone()),
+            (other, _) => {
                 return Err(Error::invalid(format!("unsupported connection address {other}: use redis:// or unix://")));
             }
         };
@@ -68,9 +76,9 @@ impl Target {
     pub(crate) fn connect(&self, timeout: Duration) -> Result<Connection> {
         let stream = self.open(timeout).map_err(|e| io_error(e, "connecting the pub/sub connection", timeout))?;
         let io = |e| io_error(e, "authenticating the pub/sub connection", timeout);
-        stream.set_read_timeout(Some(timeout)).and_then(|()| stream.set_write_timeout(Some(timeout))).map_err(io)?;
-        let mut writer = stream.try_clone().map_err(io)?;
-        let mut reader = stream;
+        let (mut reader, mut writer) = self
+            .split(stream, timeout)
+            .map_err(|e| io_error(e, "setting up the pub/sub connection (timeouts, TLS handshake)", timeout))?;
         let mut parser = redis::Parser::new();
         if let Some(password) = &self.password {
             let mut auth = redis::cmd("AUTH");
@@ -98,9 +106,26 @@ impl Target {
         Ok(Connection { reader, parser, writer })
     }
 
+    /// Sets the timeouts on `stream`, makes the TLS handshake over it when the target
+    /// speaks TLS, and splits it in a reading and a writing half.
+    fn split(&self, stream: Stream, timeout: Duration) -> io::Result<(Stream, Stream)> {
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        match (&self.addr, stream) {
+            (Addr::TcpTls(host, _, tls), Stream::Tcp(tcp)) => {
+                let (reader, writer) = tls.connect(host, tcp)?;
+                Ok((Stream::TlsReader(reader), Stream::TlsWriter(writer)))
+            }
+            (_, stream) => {
+                let writer = stream.try_clone()?;
+                Ok((stream, writer))
+            }
+        }
+    }
+
     fn open(&self, timeout: Duration) -> io::Result<Stream> {
         match &self.addr {
-            Addr::Tcp(host, port) => {
+            Addr::Tcp(host, port) | Addr::TcpTls(host, port, _) => {
                 let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address"));
                 for addr in (host.as_str(), *port).to_socket_addrs()? {
                     match TcpStream::connect_timeout(&addr, timeout) {
@@ -135,6 +160,9 @@ impl Stream {
             Stream::Tcp(s) => s.try_clone().map(Stream::Tcp),
             #[cfg(unix)]
             Stream::Unix(s) => s.try_clone().map(Stream::Unix),
+            Stream::TlsReader(_) | Stream::TlsWriter(_) => {
+                Err(io::Error::new(io::ErrorKind::Unsupported, "a TLS half cannot be cloned"))
+            }
         }
     }
 
@@ -144,6 +172,8 @@ impl Stream {
             Stream::Tcp(s) => s.set_read_timeout(timeout),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_read_timeout(timeout),
+            Stream::TlsReader(s) => s.socket().set_read_timeout(timeout),
+            Stream::TlsWriter(s) => s.socket().set_read_timeout(timeout),
         }
     }
 
@@ -152,15 +182,19 @@ impl Stream {
             Stream::Tcp(s) => s.set_write_timeout(timeout),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_write_timeout(timeout),
+            Stream::TlsReader(s) => s.socket().set_write_timeout(timeout),
+            Stream::TlsWriter(s) => s.socket().set_write_timeout(timeout),
         }
     }
 
-    /// Closes both directions, which also ends a blocked read on a clone of the socket.
+    /// Closes both directions, which also ends a blocked read on the other half.
     pub(crate) fn close(&self) {
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             #[cfg(unix)]
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::TlsReader(s) => s.socket().shutdown(Shutdown::Both),
+            Stream::TlsWriter(s) => s.socket().shutdown(Shutdown::Both),
         };
     }
 }
@@ -171,6 +205,8 @@ impl Read for Stream {
             Stream::Tcp(s) => s.read(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.read(buf),
+            Stream::TlsReader(s) => s.read(buf),
+            Stream::TlsWriter(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "the writing half of TLS")),
         }
     }
 }
@@ -181,6 +217,8 @@ impl Write for Stream {
             Stream::Tcp(s) => s.write(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.write(buf),
+            Stream::TlsWriter(s) => s.write(buf),
+            Stream::TlsReader(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "the reading half of TLS")),
         }
     }
 
@@ -189,6 +227,8 @@ impl Write for Stream {
             Stream::Tcp(s) => s.flush(),
             #[cfg(unix)]
             Stream::Unix(s) => s.flush(),
+            Stream::TlsWriter(s) => s.flush(),
+            Stream::TlsReader(_) => Ok(()),
         }
     }
 }

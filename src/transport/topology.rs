@@ -10,6 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::transport::net::Target;
 use crate::transport::pool::Pool;
 use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing};
+use crate::transport::tls::Tls;
 use crate::transport::url;
 
 /// The Redis deployment a client talks to: one server, its command pool and its pub/sub
@@ -35,9 +36,22 @@ impl Topology {
         // handshake reply, so with it a connect could take several connect timeouts.
         let settings = info.redis_settings().clone().set_skip_set_lib_name();
         let info = info.set_redis_settings(settings);
-        let target = Target::from_info(&info)?;
-        let client = redis::Client::open(info)
-            .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", url::redact(url), e.category())))?;
+        let tls = match info.addr() {
+            redis::ConnectionAddr::TcpTls { .. } => Some(Tls::new(&config.tls)?),
+            _ if config.tls.is_set() => {
+                return Err(Error::invalid(format!(
+                    "TLS settings were given, but {} does not use TLS: use rediss://",
+                    url::redact(url)
+                )));
+            }
+            _ => None,
+        };
+        let target = Target::from_info(&info, tls.as_ref())?;
+        let client = match &tls {
+            Some(tls) => tls.redis_client(info)?,
+            None => redis::Client::open(info)
+                .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", url::redact(url), e.category())))?,
+        };
         let pool = Pool::new(client, config.pool_size, config.connect_timeout, config.command_timeout);
         let mut prepare = prepare;
         let prepared = pool

@@ -7,20 +7,13 @@ use crate::error::{Error, Result};
 /// Parses `url` into redis-rs's connection settings, with an error that says what is wrong
 /// and never shows the password.
 pub(crate) fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
-    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
-    if matches!(scheme, "rediss" | "valkeys") {
-        return Err(Error::invalid(format!(
-            "{}: TLS ({scheme}://) is not supported yet; use redis:// or unix://",
-            redact(url)
-        )));
-    }
     url.into_connection_info().map_err(|e| {
         // redis-rs's text ("Redis URL did not parse", "Invalid database number") never
         // repeats the URL; its kind is always "invalid client config", which says little.
         let text = e.to_string();
         let reason = text.split(" - ").next().unwrap_or(&text);
         Error::invalid(format!(
-            "invalid redis URL {}: {reason} (expected redis://[[user]:password@]host[:port][/db] or unix:///path)",
+            "invalid redis URL {}: {reason} (expected redis://[[user]:password@]host[:port][/db], rediss://... or unix:///path)",
             redact(url)
         ))
     })
@@ -50,15 +43,13 @@ mod tests {
 
     #[test]
     fn url_errors_say_what_is_wrong_and_hide_the_password() {
-        let tls = connection_info("rediss://:s3cret@host:6380/").unwrap_err();
-        assert!(tls.is_invalid_input());
-        assert!(tls.to_string().contains("TLS (rediss://) is not supported yet"), "{tls}");
-        assert!(!tls.to_string().contains("s3cret"), "{tls}");
         let port = connection_info("redis://:s3cret@host:notaport/").unwrap_err();
+        assert!(port.is_invalid_input());
         assert!(port.to_string().contains("did not parse"), "{port}");
         assert!(!port.to_string().contains("s3cret"), "{port}");
         let db = connection_info("redis://host/abc").unwrap_err();
         assert!(db.to_string().contains("Invalid database number"), "{db}");
         assert!(connection_info("redis://host:6379/2").is_ok());
+        assert!(connection_info("rediss://:s3cret@host:6380/").is_ok());
     }
 }

@@ -1,9 +1,11 @@
 //! Support code for redlease's integration tests and benchmark: real `redis-server`
 //! processes ([`server::RedisServer`]), a fault-injecting TCP proxy ([`proxy::Proxy`]),
 //! child worker processes ([`child::Child`]) and histories of critical sections
-//! ([`history`]). Depends only on std, `redis` and `nix`.
+//! ([`history`]), and certificates for TLS servers ([`pki::Pki`]). Depends only on std,
+//! `redis`, `nix` and `rcgen`.
 
 pub mod child;
 pub mod history;
+pub mod pki;
 pub mod proxy;
 pub mod server;

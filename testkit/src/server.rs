@@ -317,7 +317,7 @@ const MIN_PORT: u16 = 10_000;
 /// connections (including a client's TCP self-connect while it retries a killed
 /// server) can take the port between `kill` and `start_again`. Falls back to letting
 /// the OS pick (`127.0.0.1:0`).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     if let Some(first_ephemeral) = first_ephemeral_port()
         && first_ephemeral > MIN_PORT + 1_000
     {
