@@ -16,6 +16,7 @@ mod multi;
 mod nemesis;
 mod redlock;
 mod rwlock;
+mod sentinel;
 mod support;
 mod support_selftest;
 mod tls;

@@ -3,6 +3,7 @@
 
 mod net;
 mod pool;
+mod sentinel;
 mod subscriber;
 mod tls;
 mod topology;

@@ -11,7 +11,10 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::sentinel::Sentinels;
 use crate::transport::tls::{Tls, TlsReader, TlsWriter};
 
 /// Where the pub/sub connection goes, taken from the client's parsed URL.
@@ -28,6 +31,8 @@ enum Addr {
     TcpTls(String, u16, Tls),
     #[cfg(unix)]
     Unix(PathBuf),
+    /// The master the sentinels name, asked anew at every connect.
+    Sentinel(Arc<Sentinels>),
 }
 
 /// A TCP or Unix stream, or one half of a TLS stream.
@@ -70,6 +75,12 @@ impl Target {
             username: settings.username().map(str::to_owned),
             password: settings.password().map(str::to_owned),
         })
+    }
+
+    /// The pub/sub connection's target behind `sentinels`.
+    pub(crate) fn sentinel(sentinels: Arc<Sentinels>) -> Target {
+        let (username, password) = sentinels.login();
+        Target { addr: Addr::Sentinel(sentinels), username, password }
     }
 
     /// Connects and authenticates, each step bounded by `timeout`.
@@ -140,6 +151,26 @@ impl Target {
             }
             #[cfg(unix)]
             Addr::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
+            Addr::Sentinel(sentinels) => {
+                // A reconnect may follow a failover: ask the sentinels anew.
+                sentinels.forget_master();
+                let (host, port) = sentinels
+                    .master(timeout)
+                    .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e.to_string()))?;
+                let stream = TcpStream::connect_timeout(
+                    &(host.as_str(), port)
+                        .to_socket_addrs()?
+                        .next()
+                        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address")))?,
+                    timeout,
+                );
+                if stream.is_err() {
+                    sentinels.forget_master();
+                }
+                let stream = stream?;
+                stream.set_nodelay(true)?;
+                Ok(Stream::Tcp(stream))
+            }
         }
     }
 }

@@ -4,16 +4,62 @@
 //! waits on Redis longer than that. A connection that saw an I/O error or a timeout is
 //! dropped instead of going back: after a timeout its reply may still arrive and would be
 //! read by the next command.
+//!
+//! Behind a sentinel the server a new connection goes to is the master the sentinels name;
+//! a master that turned replica (a failover) answers writes with `READONLY`, and the
+//! command is run once more on a connection to the new master.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::sentinel::Sentinels;
+
+/// Where new connections go.
+pub(crate) enum Connector {
+    /// One server.
+    Direct(redis::Client),
+    /// The master the sentinels name.
+    Sentinel(Arc<Sentinels>),
+}
+
+impl Connector {
+    /// Opens a connection within `timeout`.
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        match self {
+            Connector::Direct(client) => client.get_connection_with_timeout(timeout),
+            Connector::Sentinel(sentinels) => {
+                let started = Instant::now();
+                let (host, port) = sentinels.master(timeout).map_err(|e| {
+                    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::NotConnected, e.to_string()))
+                })?;
+                let remaining = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+                let connected = sentinels
+                    .node_info(host, port)
+                    .and_then(redis::Client::open)
+                    .and_then(|client| client.get_connection_with_timeout(remaining));
+                if connected.is_err() {
+                    // The master may have moved: ask the sentinels again next time.
+                    sentinels.forget_master();
+                }
+                connected
+            }
+        }
+    }
+
+    /// A server answered as a replica: the master has moved.
+    fn master_moved(&self) {
+        if let Connector::Sentinel(sentinels) = self {
+            sentinels.forget_master();
+        }
+    }
+}
 
 pub(crate) struct Pool {
-    client: redis::Client,
+    connector: Connector,
     size: usize,
     connect_timeout: Duration,
     command_timeout: Duration,
@@ -28,14 +74,9 @@ struct State {
 }
 
 impl Pool {
-    pub(crate) fn new(
-        client: redis::Client,
-        size: usize,
-        connect_timeout: Duration,
-        command_timeout: Duration,
-    ) -> Pool {
+    pub(crate) fn new(connector: Connector, size: usize, connect_timeout: Duration, command_timeout: Duration) -> Pool {
         Pool {
-            client,
+            connector,
             size,
             connect_timeout,
             command_timeout,
@@ -69,7 +110,13 @@ impl Pool {
         let result = self.limit(&conn, timeout).and_then(|()| op(&mut conn));
         match result {
             Ok(value) => self.finish(conn, Ok(value), what, timeout),
-            Err(err) if reused && err.is_connection_dropped() && !err.is_timeout() => {
+            Err(err) if (reused && err.is_connection_dropped() && !err.is_timeout()) || is_replica_refusal(&err) => {
+                // A stale connection failed before Redis read the command, and a replica
+                // refuses a script at its first write, before any effect: either way the
+                // command did nothing, and it runs once more on a new connection.
+                if is_replica_refusal(&err) {
+                    self.connector.master_moved();
+                }
                 self.discard(conn);
                 self.discard_idle();
                 let mut fresh = self.open_new(limit)?;
@@ -149,7 +196,7 @@ impl Pool {
 
     /// Opens a connection, connect and handshake bounded by `patience`.
     fn connect_within(&self, patience: Duration) -> Result<redis::Connection> {
-        let conn = self.client.get_connection_with_timeout(patience).map_err(|err| {
+        let conn = self.connector.connect(patience).map_err(|err| {
             if err.is_timeout() {
                 let which = if patience == self.connect_timeout { "the connect timeout" } else { "the per-call limit" };
                 Error::new(ErrorKind::Timeout, format!("no connection within {which} ({patience:?})")).connection()
@@ -196,7 +243,18 @@ impl Pool {
     }
 }
 
-/// Whether the connection can no longer be trusted to be in step with the server.
+/// Whether the connection can no longer be trusted to be in step with the server, or goes
+/// to a server that is no longer the master.
 fn is_connection_fault(err: &redis::RedisError) -> bool {
-    err.is_io_error() || err.is_connection_dropped() || err.is_timeout() || err.is_unrecoverable_error()
+    err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_timeout()
+        || err.is_unrecoverable_error()
+        || is_replica_refusal(err)
+}
+
+/// Whether a replica refused a write (`READONLY`): the server was the master once and is
+/// not any more.
+fn is_replica_refusal(err: &redis::RedisError) -> bool {
+    err.code() == Some("READONLY") || err.to_string().contains("READONLY")
 }

@@ -3,12 +3,14 @@
 //! cluster or a sentinel-watched master will give other answers here without touching the
 //! floors above.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::net::Target;
-use crate::transport::pool::Pool;
+use crate::transport::pool::{Connector, Pool};
+use crate::transport::sentinel::{self, Sentinels};
 use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing};
 use crate::transport::tls::Tls;
 use crate::transport::url;
@@ -31,28 +33,16 @@ impl Topology {
         config: &Config,
         prepare: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<(Topology, T)> {
-        let info = url::connection_info(url)?;
-        // No CLIENT SETINFO handshake: redis-rs waits up to the whole connect timeout for each
-        // handshake reply, so with it a connect could take several connect timeouts.
-        let settings = info.redis_settings().clone().set_skip_set_lib_name();
-        let info = info.set_redis_settings(settings);
-        let tls = match info.addr() {
-            redis::ConnectionAddr::TcpTls { .. } => Some(Tls::new(&config.tls)?),
-            _ if config.tls.is_set() => {
-                return Err(Error::invalid(format!(
-                    "TLS settings were given, but {} does not use TLS: use rediss://",
-                    url::redact(url)
-                )));
+        let (connector, target) = if url.starts_with(sentinel::SCHEME) {
+            if config.tls.is_set() {
+                return Err(Error::invalid("TLS behind Sentinel is not supported yet: use redis-sentinel:// without TLS settings"));
             }
-            _ => None,
+            let sentinels = Arc::new(Sentinels::parse(url, &url::redact(url))?);
+            (Connector::Sentinel(Arc::clone(&sentinels)), Target::sentinel(sentinels))
+        } else {
+            Topology::direct(url, config)?
         };
-        let target = Target::from_info(&info, tls.as_ref())?;
-        let client = match &tls {
-            Some(tls) => tls.redis_client(info)?,
-            None => redis::Client::open(info)
-                .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", url::redact(url), e.category())))?,
-        };
-        let pool = Pool::new(client, config.pool_size, config.connect_timeout, config.command_timeout);
+        let pool = Pool::new(connector, config.pool_size, config.connect_timeout, config.command_timeout);
         let mut prepare = prepare;
         let prepared = pool
             .run_within("connecting", Some(config.connect_timeout), |conn| {
@@ -75,6 +65,32 @@ impl Topology {
         };
         let subscriber = Subscriber::start(target, timing, config.events.clone())?;
         Ok((Topology { url: url::redact(url), pool, subscriber }, prepared))
+    }
+
+    /// The connector and pub/sub target of a `redis://`, `rediss://` or `unix://` URL.
+    fn direct(url: &str, config: &Config) -> Result<(Connector, Target)> {
+        let info = url::connection_info(url)?;
+        // No CLIENT SETINFO handshake: redis-rs waits up to the whole connect timeout for each
+        // handshake reply, so with it a connect could take several connect timeouts.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(settings);
+        let tls = match info.addr() {
+            redis::ConnectionAddr::TcpTls { .. } => Some(Tls::new(&config.tls)?),
+            _ if config.tls.is_set() => {
+                return Err(Error::invalid(format!(
+                    "TLS settings were given, but {} does not use TLS: use rediss://",
+                    url::redact(url)
+                )));
+            }
+            _ => None,
+        };
+        let target = Target::from_info(&info, tls.as_ref())?;
+        let client = match &tls {
+            Some(tls) => tls.redis_client(info)?,
+            None => redis::Client::open(info)
+                .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", url::redact(url), e.category())))?,
+        };
+        Ok((Connector::Direct(client), target))
     }
 
     /// The URL, password hidden.

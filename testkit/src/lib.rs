@@ -1,11 +1,13 @@
 //! Support code for redlease's integration tests and benchmark: real `redis-server`
 //! processes ([`server::RedisServer`]), a fault-injecting TCP proxy ([`proxy::Proxy`]),
 //! child worker processes ([`child::Child`]) and histories of critical sections
-//! ([`history`]), and certificates for TLS servers ([`pki::Pki`]). Depends only on std,
+//! ([`history`]), certificates for TLS servers ([`pki::Pki`]) and a master with a replica
+//! under three sentinels ([`sentinel::SentinelGroup`]). Depends only on std,
 //! `redis`, `nix` and `rcgen`.
 
 pub mod child;
 pub mod history;
 pub mod pki;
 pub mod proxy;
+pub mod sentinel;
 pub mod server;
