@@ -158,10 +158,9 @@ impl Target {
                     .master(timeout)
                     .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e.to_string()))?;
                 let stream = TcpStream::connect_timeout(
-                    &(host.as_str(), port)
-                        .to_socket_addrs()?
-                        .next()
-                        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address")))?,
+                    &(host.as_str(), port).to_socket_addrs()?.next().ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address"))
+                    })?,
                     timeout,
                 );
                 if stream.is_err() {

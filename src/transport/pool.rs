@@ -21,7 +21,7 @@ use crate::transport::sentinel::Sentinels;
 /// Where new connections go.
 pub(crate) enum Connector {
     /// One server.
-    Direct(redis::Client),
+    Direct(Box<redis::Client>),
     /// The master the sentinels name.
     Sentinel(Arc<Sentinels>),
 }
@@ -68,9 +68,12 @@ pub(crate) struct Pool {
 }
 
 struct State {
-    idle: Vec<redis::Connection>,
+    /// Idle connections, each with the generation it was opened in.
+    idle: Vec<(u64, redis::Connection)>,
     /// Connections in existence: idle, lent out, or being opened.
     open: usize,
+    /// Bumped when every connection must go (the master moved): older ones are not reused.
+    generation: u64,
 }
 
 impl Pool {
@@ -80,7 +83,7 @@ impl Pool {
             size,
             connect_timeout,
             command_timeout,
-            state: Mutex::new(State { idle: Vec::new(), open: 0 }),
+            state: Mutex::new(State { idle: Vec::new(), open: 0, generation: 0 }),
             returned: Condvar::new(),
         }
     }
@@ -106,10 +109,10 @@ impl Pool {
         mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
-        let (mut conn, reused) = self.checkout(limit)?;
+        let (generation, mut conn, reused) = self.checkout(limit)?;
         let result = self.limit(&conn, timeout).and_then(|()| op(&mut conn));
         match result {
-            Ok(value) => self.finish(conn, Ok(value), what, timeout),
+            Ok(value) => self.finish(generation, conn, Ok(value), what, timeout),
             Err(err) if (reused && err.is_connection_dropped() && !err.is_timeout()) || is_replica_refusal(&err) => {
                 // A stale connection failed before Redis read the command, and a replica
                 // refuses a script at its first write, before any effect: either way the
@@ -119,11 +122,11 @@ impl Pool {
                 }
                 self.discard(conn);
                 self.discard_idle();
-                let mut fresh = self.open_new(limit)?;
+                let (generation, mut fresh) = self.open_new(limit)?;
                 let result = self.limit(&fresh, timeout).and_then(|()| op(&mut fresh));
-                self.finish(fresh, result, what, timeout)
+                self.finish(generation, fresh, result, what, timeout)
             }
-            Err(err) => self.finish(conn, Err(err), what, timeout),
+            Err(err) => self.finish(generation, conn, Err(err), what, timeout),
         }
     }
 
@@ -138,6 +141,7 @@ impl Pool {
 
     fn finish<T>(
         &self,
+        generation: u64,
         conn: redis::Connection,
         result: redis::RedisResult<T>,
         what: &str,
@@ -151,26 +155,30 @@ impl Pool {
         if faulty || !restored {
             self.discard(conn);
         } else {
-            self.checkin(conn);
+            self.checkin(generation, conn);
         }
         result.map_err(|err| Error::from_redis(err, what, timeout))
     }
 
     /// An idle connection (reused = true), or a new one while fewer than `size` are open,
     /// or the first one returned within the connect timeout (or `limit`, if shorter).
-    fn checkout(&self, limit: Option<Duration>) -> Result<(redis::Connection, bool)> {
+    fn checkout(&self, limit: Option<Duration>) -> Result<(u64, redis::Connection, bool)> {
         let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
         // A patience too long for `Instant` waits without a deadline.
         let deadline = clock::deadline_in(patience);
         let mut state = self.state.lock();
         loop {
-            if let Some(conn) = state.idle.pop() {
-                return Ok((conn, true));
+            if let Some((generation, conn)) = state.idle.pop() {
+                return Ok((generation, conn, true));
             }
             if state.open < self.size {
                 state.open += 1;
+                let generation = state.generation;
                 drop(state);
-                return self.connect_within(patience).map(|conn| (conn, false)).inspect_err(|_| self.forget_one());
+                return self
+                    .connect_within(patience)
+                    .map(|conn| (generation, conn, false))
+                    .inspect_err(|_| self.forget_one());
             }
             match deadline {
                 Some(deadline) if Instant::now() >= deadline => {
@@ -188,10 +196,14 @@ impl Pool {
     }
 
     /// A new connection counted against the pool size (the caller just gave one up).
-    fn open_new(&self, limit: Option<Duration>) -> Result<redis::Connection> {
-        self.state.lock().open += 1;
+    fn open_new(&self, limit: Option<Duration>) -> Result<(u64, redis::Connection)> {
+        let generation = {
+            let mut state = self.state.lock();
+            state.open += 1;
+            state.generation
+        };
         let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
-        self.connect_within(patience).inspect_err(|_| self.forget_one())
+        self.connect_within(patience).map(|conn| (generation, conn)).inspect_err(|_| self.forget_one())
     }
 
     /// Opens a connection, connect and handshake bounded by `patience`.
@@ -211,8 +223,17 @@ impl Pool {
         Ok(conn)
     }
 
-    fn checkin(&self, conn: redis::Connection) {
-        self.state.lock().idle.push(conn);
+    fn checkin(&self, generation: u64, conn: redis::Connection) {
+        let mut state = self.state.lock();
+        if generation < state.generation {
+            // Opened before the master moved: it may go to the old one.
+            state.open = state.open.saturating_sub(1);
+            drop(state);
+            drop(conn);
+        } else {
+            state.idle.push((generation, conn));
+            drop(state);
+        }
         self.returned.notify_one();
     }
 
@@ -239,6 +260,14 @@ impl Pool {
 
     /// Closes every idle connection (at shutdown).
     pub(crate) fn close_idle(&self) {
+        self.discard_idle();
+    }
+
+    /// The master moved: forgets where it was, closes every idle connection, and keeps the
+    /// ones lent out from coming back.
+    pub(crate) fn master_moved(&self) {
+        self.connector.master_moved();
+        self.state.lock().generation += 1;
         self.discard_idle();
     }
 }

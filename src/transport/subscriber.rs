@@ -268,6 +268,16 @@ impl Subscriber {
         }
     }
 
+    /// Closes the current pub/sub connection, for `why` (the master moved): the thread
+    /// connects again, resubscribes and wakes every waiter to look at its lock.
+    pub(crate) fn reconnect(&self, why: &str) {
+        let state = self.shared.state.lock();
+        if state.connected {
+            let generation = state.generation;
+            self.shared.close_silent(state, generation, why.to_owned());
+        }
+    }
+
     pub(crate) fn stats(&self) -> SubscriberStats {
         let state = self.shared.state.lock();
         SubscriberStats {

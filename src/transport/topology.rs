@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::net::Target;
 use crate::transport::pool::{Connector, Pool};
-use crate::transport::sentinel::{self, Sentinels};
+use crate::transport::sentinel::{self, Sentinels, SwitchWatch};
 use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing};
 use crate::transport::tls::Tls;
 use crate::transport::url;
@@ -20,8 +20,10 @@ use crate::transport::url;
 pub(crate) struct Topology {
     /// The URL, password hidden.
     url: String,
-    pool: Pool,
-    subscriber: Subscriber,
+    pool: Arc<Pool>,
+    subscriber: Arc<Subscriber>,
+    /// Behind sentinels: the thread that hears when the master moves.
+    switch_watch: Option<SwitchWatch>,
 }
 
 impl Topology {
@@ -33,16 +35,20 @@ impl Topology {
         config: &Config,
         prepare: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<(Topology, T)> {
+        let mut sentinels = None;
         let (connector, target) = if url.starts_with(sentinel::SCHEME) {
             if config.tls.is_set() {
-                return Err(Error::invalid("TLS behind Sentinel is not supported yet: use redis-sentinel:// without TLS settings"));
+                return Err(Error::invalid(
+                    "TLS behind Sentinel is not supported yet: use redis-sentinel:// without TLS settings",
+                ));
             }
-            let sentinels = Arc::new(Sentinels::parse(url, &url::redact(url))?);
-            (Connector::Sentinel(Arc::clone(&sentinels)), Target::sentinel(sentinels))
+            let found = Arc::new(Sentinels::parse(url, &url::redact(url))?);
+            sentinels = Some(Arc::clone(&found));
+            (Connector::Sentinel(Arc::clone(&found)), Target::sentinel(found))
         } else {
             Topology::direct(url, config)?
         };
-        let pool = Pool::new(connector, config.pool_size, config.connect_timeout, config.command_timeout);
+        let pool = Arc::new(Pool::new(connector, config.pool_size, config.connect_timeout, config.command_timeout));
         let mut prepare = prepare;
         let prepared = pool
             .run_within("connecting", Some(config.connect_timeout), |conn| {
@@ -63,8 +69,25 @@ impl Topology {
             command: config.command_timeout,
             ping_interval: config.ping_interval,
         };
-        let subscriber = Subscriber::start(target, timing, config.events.clone())?;
-        Ok((Topology { url: url::redact(url), pool, subscriber }, prepared))
+        let subscriber = Arc::new(Subscriber::start(target, timing, config.events.clone())?);
+        let switch_watch = match sentinels {
+            Some(sentinels) => {
+                let (moved_pool, moved_subscriber) = (Arc::clone(&pool), Arc::clone(&subscriber));
+                let watch = SwitchWatch::start(sentinels, config.connect_timeout, move || {
+                    moved_pool.master_moved();
+                    moved_subscriber.reconnect("the sentinels switched the master");
+                });
+                match watch {
+                    Ok(watch) => Some(watch),
+                    Err(err) => {
+                        subscriber.shutdown();
+                        return Err(err);
+                    }
+                }
+            }
+            None => None,
+        };
+        Ok((Topology { url: url::redact(url), pool, subscriber, switch_watch }, prepared))
     }
 
     /// The connector and pub/sub target of a `redis://`, `rediss://` or `unix://` URL.
@@ -90,7 +113,7 @@ impl Topology {
             None => redis::Client::open(info)
                 .map_err(|e| Error::invalid(format!("invalid redis URL {}: {}", url::redact(url), e.category())))?,
         };
-        Ok((Connector::Direct(client), target))
+        Ok((Connector::Direct(Box::new(client)), target))
     }
 
     /// The URL, password hidden.
@@ -116,6 +139,9 @@ impl Topology {
     /// Wakes every waiter with `Shutdown`, closes the pub/sub connection and every idle
     /// command connection.
     pub(crate) fn stop(&self) {
+        if let Some(watch) = &self.switch_watch {
+            watch.stop();
+        }
         self.subscriber.shutdown();
         self.pool.close_idle();
     }

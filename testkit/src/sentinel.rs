@@ -1,0 +1,193 @@
+//! `SentinelGroup`: a master, a replica and three sentinels on loopback ports of their own,
+//! ready for a failover (the sentinels know the replica and each other), all stopped on
+//! drop.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::server::{RedisServer, free_port};
+
+/// The master's name in the sentinels' configuration.
+pub const MASTER_NAME: &str = "redlease-master";
+
+static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// One `redis-server --sentinel` process, killed and its directory removed on drop.
+struct SentinelProcess {
+    port: u16,
+    dir: PathBuf,
+    child: Child,
+}
+
+/// A master, a replica and three sentinels (quorum 2, down after 500 ms).
+pub struct SentinelGroup {
+    servers: Vec<RedisServer>,
+    sentinels: Vec<SentinelProcess>,
+}
+
+impl SentinelProcess {
+    fn start(master_port: u16) -> SentinelProcess {
+        let binary = std::env::var(crate::server::REDIS_SERVER_ENV).unwrap_or_else(|_| "redis-server".into());
+        let dir = std::env::temp_dir().join(format!(
+            "redlease-test-sentinel-{}-{}",
+            std::process::id(),
+            DIR_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        for _ in 0..5 {
+            let port = free_port();
+            let conf = dir.join("sentinel.conf");
+            fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\nlogfile {log}\n\
+                     sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+                     sentinel down-after-milliseconds {MASTER_NAME} 500\n\
+                     sentinel failover-timeout {MASTER_NAME} 2000\n\
+                     sentinel parallel-syncs {MASTER_NAME} 1\n",
+                    dir = dir.display(),
+                    log = dir.join("sentinel.log").display(),
+                ),
+            )
+            .expect("write sentinel.conf");
+            let mut child = Command::new(&binary)
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run {binary} --sentinel: {e}"));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // the port was taken: try another
+                }
+                if ping(port) {
+                    return SentinelProcess { port, dir, child };
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("no sentinel started; see {}", dir.join("sentinel.log").display());
+    }
+}
+
+impl Drop for SentinelProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn conn_to(port: u16) -> redis::RedisResult<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+    let conn = client.get_connection_with_timeout(Duration::from_secs(2))?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    Ok(conn)
+}
+
+fn ping(port: u16) -> bool {
+    conn_to(port).and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_ok()
+}
+
+impl SentinelGroup {
+    /// Starts everything and waits (up to 30 s) until every sentinel knows the replica and
+    /// the other sentinels, so that a failover can happen.
+    pub fn start() -> SentinelGroup {
+        let master = RedisServer::start();
+        let master_port = master.port().to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
+        let sentinels: Vec<SentinelProcess> = (0..3).map(|_| SentinelProcess::start(master.port())).collect();
+        let group = SentinelGroup { servers: vec![master, replica], sentinels };
+        group.wait_until("every sentinel knows the replica and two other sentinels", Duration::from_secs(30), |g| {
+            g.sentinels.iter().all(|s| {
+                let Ok(mut c) = conn_to(s.port) else { return false };
+                let replicas: Vec<Vec<String>> =
+                    redis::cmd("SENTINEL").arg("REPLICAS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
+                let others: Vec<Vec<String>> =
+                    redis::cmd("SENTINEL").arg("SENTINELS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
+                let replica_up = replicas.iter().any(|fields| {
+                    fields.windows(2).any(|kv| kv[0] == "flags" && kv[1] == "slave")
+                        && fields.windows(2).any(|kv| kv[0] == "master-link-status" && kv[1] == "ok")
+                });
+                replica_up && others.len() >= 2
+            })
+        });
+        group
+    }
+
+    /// `redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/#redlease-master`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self.sentinels.iter().map(|s| format!("127.0.0.1:{}", s.port)).collect();
+        format!("redis-sentinel://{}/#{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// The sentinels' ports.
+    pub fn sentinel_ports(&self) -> Vec<u16> {
+        self.sentinels.iter().map(|s| s.port).collect()
+    }
+
+    /// The port of the master as the first sentinel that answers names it.
+    pub fn master_port(&self) -> u16 {
+        for s in &self.sentinels {
+            if let Ok(mut c) = conn_to(s.port)
+                && let Ok(Some((_, port))) = redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(MASTER_NAME)
+                    .query::<Option<(String, u16)>>(&mut c)
+            {
+                return port;
+            }
+        }
+        panic!("no sentinel names the master");
+    }
+
+    /// The data node (master or replica) on `port`.
+    pub fn server(&mut self, port: u16) -> &mut RedisServer {
+        self.servers.iter_mut().find(|s| s.port() == port).expect("a server of this group")
+    }
+
+    /// A connection to the current master, for assertions.
+    pub fn master_conn(&self) -> redis::Connection {
+        conn_to(self.master_port()).expect("connect to the master")
+    }
+
+    /// `SENTINEL FAILOVER` (a replica is promoted, the master demoted), then waits until
+    /// the sentinels name the new master and it says it is one. Returns its port.
+    pub fn failover(&self) -> u16 {
+        let old = self.master_port();
+        let mut c = conn_to(self.sentinels[0].port).expect("sentinel");
+        redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER_NAME).query::<()>(&mut c).expect("SENTINEL FAILOVER");
+        self.wait_for_new_master(old, Duration::from_secs(30))
+    }
+
+    /// Waits until the sentinels name a master other than `old` that says it is one.
+    pub fn wait_for_new_master(&self, old: u16, timeout: Duration) -> u16 {
+        let mut new = old;
+        self.wait_until("a new master", timeout, |g| {
+            new = g.master_port();
+            new != old
+                && conn_to(new)
+                    .and_then(|mut c| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut c))
+                    .is_ok_and(|role| matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master"))
+        });
+        new
+    }
+
+    fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&SentinelGroup) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !done(self) {
+            assert!(Instant::now() < deadline, "sentinel group: {what} did not happen within {timeout:?}");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Sentinel: a client that finds its master through sentinels (`redis-sentinel://`) and
+//! follows it through a failover (`SENTINEL FAILOVER`, and the master SIGKILLed), with
+//! threads holding, waiting and releasing meanwhile; and the bad inputs of a sentinel
+//! deployment, each a clear error within the connect timeout.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{AnyLock, Client, ClientBuilder};
+
+use crate::helpers::*;
+use crate::support::proxy::Proxy;
+use crate::support::sentinel::{MASTER_NAME, SentinelGroup};
+use crate::support::server::RedisServer;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Slack on top of timing bounds: the machine is noisy.
+const SLACK: Duration = Duration::from_millis(1500);
+
+fn builder(url: &str) -> ClientBuilder {
+    Client::builder(url)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .command_timeout(Duration::from_secs(1))
+        .watchdog_timeout(Duration::from_secs(3))
+}
+
+/// Retries `op` until it succeeds or `timeout` passes: a caller riding out a failover.
+fn eventually<T>(timeout: Duration, mut op: impl FnMut() -> redlease::Result<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match op() {
+            Ok(value) => return value,
+            Err(err) if Instant::now() < deadline => {
+                let _ = err;
+                thread::sleep(Duration::from_millis(100));
+            }
+            Err(err) => panic!("still failing after {timeout:?}: {err}"),
+        }
+    }
+}
+
+/// Every lock kind can be taken and released.
+fn every_kind_works(client: &Client, tag: &str) {
+    let rw = client.read_write_lock(format!("{tag}-rw"));
+    let kinds: Vec<(&str, AnyLock)> = vec![
+        ("plain", client.lock(format!("{tag}-plain")).into()),
+        ("fair", client.fair_lock(format!("{tag}-fair")).into()),
+        ("read", rw.read().into()),
+        ("write", rw.write().into()),
+        ("fenced", client.fenced_lock(format!("{tag}-fenced")).into()),
+    ];
+    for (what, lock) in kinds {
+        let guard = eventually(Duration::from_secs(10), || lock.try_lock()).unwrap_or_else(|| panic!("{what}: free"));
+        guard.unlock().unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+}
+
+/// A graceful failover (`SENTINEL FAILOVER`: the replica catches up, is promoted, the old
+/// master demoted and its clients disconnected) while one thread holds a lock under the
+/// watchdog and another waits, parked, for a lock a third thread holds.
+///
+/// Breaks if the client keeps writing to the demoted master (`READONLY`), if the
+/// subscriber does not follow the master (the parked waiter would wait for the holder's
+/// 60 s lease after the release on the new master), if the watchdog loses the held lock,
+/// or if any lock kind fails afterwards.
+#[test]
+fn a_client_follows_its_master_through_a_sentinel_failover() {
+    let group = SentinelGroup::start();
+    let client = builder(&group.url()).build().expect("found the master through the sentinels");
+    let old_master = group.master_port();
+    let held = client.lock("held-across").lock().expect("held");
+    // A third thread holds "contended" with a long fixed lease; this thread's waiter parks.
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (held_tx, held_rx) = mpsc::channel();
+    let holder = {
+        let lock = client.lock("contended").with_lease(Duration::from_secs(60));
+        thread::spawn(move || {
+            let guard = lock.lock().expect("the holder acquires");
+            held_tx.send(()).expect("tell");
+            release_rx.recv().expect("told to release");
+            // The release goes to the new master (after a READONLY retry or a reconnect).
+            eventually(Duration::from_secs(10), || lock.is_locked());
+            guard.unlock()
+        })
+    };
+    held_rx.recv_timeout(Duration::from_secs(5)).expect("held");
+    let (got_tx, got_rx) = mpsc::channel();
+    let waiter = {
+        let lock = client.lock("contended");
+        thread::spawn(move || {
+            let started = Instant::now();
+            let got = lock.try_lock_for(Duration::from_secs(40)).map(|g| g.is_some());
+            got_tx.send((got.map_err(|e| e.to_string()), started.elapsed())).expect("report");
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parked");
+
+    let new_master = group.failover();
+    assert_ne!(new_master, old_master);
+
+    // The held lock survived the graceful failover, and the watchdog renews it there.
+    thread::sleep(Duration::from_secs(3));
+    assert!(held.is_held(), "the watchdog kept the lease through the failover");
+    let ttl = pttl(&mut group.master_conn(), "held-across");
+    assert!(ttl > 0, "the held lock is on the new master, renewed: PTTL {ttl}");
+
+    let released_at = Instant::now();
+    release_tx.send(()).expect("release");
+    holder.join().expect("holder").expect("the release reaches the new master");
+    let (got, _) = got_rx.recv_timeout(Duration::from_secs(45)).expect("the waiter ends");
+    assert_eq!(got, Ok(true), "the parked waiter got the lock");
+    let woken_after = released_at.elapsed();
+    assert!(
+        woken_after < Duration::from_secs(2) + SLACK,
+        "woken by the release message on the new master: {woken_after:?}"
+    );
+    waiter.join().expect("waiter");
+    held.unlock().expect("released on the new master");
+    every_kind_works(&client, "after-failover");
+}
+
+/// The master is SIGKILLed: the sentinels promote the replica, and the client carries on
+/// there (a caller that retries on connection errors gets its locks).
+///
+/// Breaks if the client keeps trying the dead master (it would never succeed), or if a
+/// waiter parked across the kill is stranded.
+#[test]
+fn a_killed_master_is_replaced_and_the_client_carries_on() {
+    let mut group = SentinelGroup::start();
+    let client = builder(&group.url()).build().expect("client");
+    let old_master = group.master_port();
+    // A waiter parked on a lock whose holder dies with the master (the replica may or may
+    // not have the lock: replication is asynchronous).
+    let blocker = client.lock("k-contended").with_lease(Duration::from_secs(3)).lock().expect("held");
+    let (got_tx, got_rx) = mpsc::channel();
+    let waiter = {
+        let lock = client.lock("k-contended");
+        thread::spawn(move || {
+            let got = eventually(Duration::from_secs(30), || lock.try_lock_for(Duration::from_secs(20)));
+            got_tx.send(got.is_some()).expect("report");
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parked");
+    group.server(old_master).kill();
+    let new_master = group.wait_for_new_master(old_master, Duration::from_secs(30));
+    assert_ne!(new_master, old_master);
+    drop(blocker);
+    assert_eq!(got_rx.recv_timeout(Duration::from_secs(40)), Ok(true), "the waiter got the lock on the new master");
+    waiter.join().expect("waiter");
+    every_kind_works(&client, "after-kill");
+}
+
+/// No sentinel reachable, a sentinel that accepts connections but never answers, an
+/// unknown master name, a malformed URL: each a clear error, within the connect timeout
+/// where there is waiting, never a hang.
+///
+/// Breaks if any of them builds, hangs past the connect timeout, or says nothing of why.
+#[test]
+fn sentinel_bad_input_fails_clearly_and_fast() {
+    let silent_server = RedisServer::start();
+    let silent = Proxy::start(silent_server.addr());
+    silent.set_blackhole(true);
+    let unused = crate::support::server::free_port();
+    let group = SentinelGroup::start();
+    let known = group.sentinel_ports()[0];
+    let cases = [
+        ("nothing listens", format!("redis-sentinel://127.0.0.1:{unused}/#{MASTER_NAME}"), "no sentinel named"),
+        ("a silent sentinel", format!("redis-sentinel://{}/#{MASTER_NAME}", silent.addr()), "no sentinel named"),
+        ("an unknown master", format!("redis-sentinel://127.0.0.1:{known}/#no-such-master"), "no-such-master"),
+    ];
+    for (what, url, says) in cases {
+        let started = Instant::now();
+        let err = builder(&url).build().expect_err(what);
+        let took = started.elapsed();
+        assert!(took < CONNECT_TIMEOUT * 2 + SLACK, "{what}: failed within the connect timeout, took {took:?}");
+        assert!(err.to_string().contains(says), "{what}: says why: {err}");
+    }
+    for bad in ["redis-sentinel://127.0.0.1:1", "redis-sentinel://127.0.0.1:x/#m", "redis-sentinel://:s3cret@a/x#m"] {
+        let err = builder(bad).build().expect_err(bad);
+        assert!(err.is_invalid_input(), "{bad}: {err}");
+        assert!(!err.to_string().contains("s3cret"), "{bad}: never the password: {err}");
+    }
+}
