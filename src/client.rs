@@ -237,6 +237,43 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether a grant waits, while the master has replicas, until one of them has it
+    /// (`WAIT`), and is undone and refused with
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when none confirms it
+    /// within [`replica_sync_timeout`](ClientBuilder::replica_sync_timeout). A failover right
+    /// after a confirmed grant does not lose it. It costs a round trip plus the replication
+    /// delay per grant, and nothing on a master without replicas. Renewals do not wait.
+    ///
+    /// Defaults to `true`, as Redisson's `checkLockSyncedSlaves`: a lock a failover can
+    /// silently lose is a lock two owners can hold.
+    pub fn sync_replicas(mut self, sync: bool) -> ClientBuilder {
+        self.config.sync_replicas = sync;
+        self
+    }
+
+    /// How long a grant waits for a replica to confirm it (see
+    /// [`sync_replicas`](ClientBuilder::sync_replicas)).
+    ///
+    /// Defaults to 1 second, as Redisson's `slavesSyncTimeout`.
+    pub fn replica_sync_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.config.replica_sync_timeout = timeout;
+        self
+    }
+
+    /// How long an operation keeps trying when its command cannot reach Redis (the
+    /// connection is refused, breaks, or cannot be made: a restart, a failover), pausing
+    /// 50 ms to 1 s (jittered) between tries, and never past the caller's own deadline
+    /// (`try_lock_for`, `try_lock_until`). A command that got no reply within the command
+    /// timeout is not tried again: its outcome is unknown. An acquire that may have been
+    /// granted before its connection broke is undone before it is tried again. `ZERO`
+    /// returns the first error.
+    ///
+    /// Defaults to 3 seconds.
+    pub fn retry_budget(mut self, budget: Duration) -> ClientBuilder {
+        self.config.retry_budget = budget;
+        self
+    }
+
     /// Trusts these certificates (PEM: one or more, typically the CA that signed the
     /// server's certificate) for a `rediss://` URL, instead of the system's roots. A bundle
     /// that does not parse is `InvalidInput` at [`build`](ClientBuilder::build).

@@ -21,6 +21,10 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default time between liveness checks (`PING`) of the pub/sub connection while it has
 /// subscriptions.
 pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(10);
+/// Default time a grant waits for a replica to confirm it (Redisson's `slavesSyncTimeout`).
+pub const DEFAULT_REPLICA_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default time an operation keeps trying to reach Redis through a restart or a failover.
+pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(3);
 /// Default most leases renewed by one script call of the watchdog.
 pub const DEFAULT_RENEW_BATCH_SIZE: usize = 1000;
 
@@ -40,6 +44,10 @@ pub(crate) struct Config {
     pub(crate) command_timeout: Duration,
     pub(crate) renew_batch_size: usize,
     pub(crate) ping_interval: Duration,
+    /// Wait for a replica to confirm every grant (while the master has replicas).
+    pub(crate) sync_replicas: bool,
+    pub(crate) replica_sync_timeout: Duration,
+    pub(crate) retry_budget: Duration,
     pub(crate) tls: TlsSettings,
     pub(crate) events: Events,
 }
@@ -84,6 +92,9 @@ impl Default for Config {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
             ping_interval: DEFAULT_PING_INTERVAL,
+            sync_replicas: true,
+            replica_sync_timeout: DEFAULT_REPLICA_SYNC_TIMEOUT,
+            retry_budget: DEFAULT_RETRY_BUDGET,
             tls: TlsSettings::default(),
             events: Events::none(),
         }
@@ -123,6 +134,7 @@ impl Config {
         }
         positive("connect timeout", self.connect_timeout)?;
         positive("ping interval", self.ping_interval)?;
+        positive("replica sync timeout", self.replica_sync_timeout)?;
         positive("command timeout", self.command_timeout)?;
         if !(1..=MAX_POOL_SIZE).contains(&self.pool_size) {
             return Err(Error::invalid(format!(
@@ -150,6 +162,9 @@ impl fmt::Debug for Config {
             .field("command_timeout", &self.command_timeout)
             .field("renew_batch_size", &self.renew_batch_size)
             .field("ping_interval", &self.ping_interval)
+            .field("sync_replicas", &self.sync_replicas)
+            .field("replica_sync_timeout", &self.replica_sync_timeout)
+            .field("retry_budget", &self.retry_budget)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
     }

@@ -37,6 +37,10 @@ pub enum ErrorKind {
     /// The operating system refused what the client needs to run, such as a new thread;
     /// the message says what.
     System,
+    /// The lock was granted, but while the master has replicas none of them confirmed the
+    /// grant within the replica sync timeout; the grant was undone. A failover could have
+    /// lost it, so it is not given (see `ClientBuilder::sync_replicas`).
+    NotReplicated,
 }
 
 impl ErrorKind {
@@ -50,6 +54,7 @@ impl ErrorKind {
             ErrorKind::PermissionDenied => "permission denied",
             ErrorKind::Shutdown => "client shut down",
             ErrorKind::System => "system error",
+            ErrorKind::NotReplicated => "not replicated",
         }
     }
 }
@@ -65,12 +70,14 @@ pub struct Error {
     message: String,
     lock: Option<String>,
     connection: bool,
+    /// The command never left: the connection could not be made.
+    unsent: bool,
     source: Option<redis::RedisError>,
 }
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), lock: None, connection: false, source: None }
+        Error { kind, message: message.into(), lock: None, connection: false, unsent: false, source: None }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Error {
@@ -92,13 +99,31 @@ impl Error {
         } else {
             (ErrorKind::Redis, format!("redis error while {what}"))
         };
-        Error { kind, message, lock: None, connection, source: Some(err) }
+        Error { kind, message, lock: None, connection, unsent: false, source: Some(err) }
     }
 
     /// Marks the error as a failure to reach or keep a connection.
     pub(crate) fn connection(mut self) -> Error {
         self.connection = true;
         self
+    }
+
+    /// Marks the error as one met before the command was sent (opening a connection).
+    pub(crate) fn unsent(mut self) -> Error {
+        self.unsent = true;
+        self
+    }
+
+    /// Whether the command never left (the connection could not be made).
+    pub(crate) fn was_unsent(&self) -> bool {
+        self.unsent
+    }
+
+    /// Whether trying again may reach Redis: the connection broke or could not be made.
+    /// A command that got no reply within its timeout is not one (its outcome is unknown,
+    /// and waiting on would stretch the caller's bound).
+    pub(crate) fn is_retryable(&self) -> bool {
+        self.connection && (self.kind != ErrorKind::Timeout || self.unsent)
     }
 
     /// Names the lock the error concerns (shown by `Display`).

@@ -96,9 +96,12 @@ impl Handle {
         Ok(deleted == 1)
     }
 
-    fn query<T>(&self, what: &str, op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T> {
+    /// A query, ridden through a restart or a failover within the retry budget (queries
+    /// change nothing, so trying again is always safe).
+    fn query<T>(&self, what: &str, mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T> {
         self.ready()?;
-        self.engine.pool_for(&self.name).run(what, op).map_err(|e| e.on_lock(&self.name))
+        engine::with_retries(&self.engine, None, |_| self.engine.pool_for(&self.name).run(what, &mut op))
+            .map_err(|e| e.on_lock(&self.name))
     }
 }
 

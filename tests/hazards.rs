@@ -678,3 +678,47 @@ fn an_acquire_against_a_paused_redis_times_out_and_leaves_nothing() {
     guard.unlock().unwrap();
     assert!(!exists(&mut admin, "paused"));
 }
+
+/// Redis restarts under callers: a `lock()`, an `unlock()` and a query made while it is
+/// down ride the restart out within the retry budget; a caller's own deadline still ends
+/// its wait; with a budget of zero the first connection error comes back at once.
+///
+/// Breaks if calls fail at the first refused connection despite the budget (no retry), if
+/// a retry runs past the caller's deadline, or if a zero budget still retries.
+#[test]
+fn calls_ride_out_a_restart_within_the_retry_budget_and_never_past_their_deadline() {
+    let mut server = RedisServer::start();
+    let patient = client_with(&server, |b| b.retry_budget(Duration::from_secs(10)));
+    let impatient = client_with(&server, |b| b.retry_budget(Duration::ZERO));
+    let held = patient.lock("restart-held").lock().expect("held");
+    let lock = patient.lock("restart-new");
+    server.kill();
+
+    let started = Instant::now();
+    let err = impatient.lock("restart-new").try_lock().expect_err("down, no budget");
+    assert!(err.is_connection_error(), "{err}");
+    assert!(started.elapsed() < SLACK * 2, "no budget: at once ({:?})", started.elapsed());
+
+    let started = Instant::now();
+    let err = lock.try_lock_for(Duration::from_millis(300)).expect_err("down past the deadline");
+    assert!(err.is_connection_error(), "{err}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(300) + SLACK, "the deadline ends the retries: {took:?}");
+
+    let restarter = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(800));
+        server.start_again();
+        server
+    });
+    let started = Instant::now();
+    let guard = lock.lock().expect("lock() rides out the restart");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(700), "it waited for the server: {took:?}");
+    assert!(guard.is_held());
+    assert_eq!(lock.hold_count().expect("a query after the restart"), 1);
+    guard.unlock().expect("released");
+    // The lock held across the restart was lost with the data (no persistence).
+    assert_eq!(held.unlock().expect_err("lost in the restart").kind(), ErrorKind::NotHeld);
+    let server = restarter.join().expect("restarter");
+    assert!(!exists(&mut server.conn(), "restart-new"));
+}

@@ -15,6 +15,7 @@ mod lock_basics;
 mod multi;
 mod nemesis;
 mod redlock;
+mod replication;
 mod rwlock;
 mod sentinel;
 mod support;

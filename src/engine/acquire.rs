@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::engine::core::Engine;
-use crate::engine::release::{Hold, undo_uncertain_acquire};
+use crate::engine::release::{Hold, undo_grant, undo_uncertain_acquire};
+use crate::engine::replicas::Sync;
+use crate::engine::retry::with_retries;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{AcquireArgs, Kind, Reply, Role};
@@ -75,19 +77,40 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let (name, kind) = (&**request.name, request.kind);
     let owner = engine.current_owner();
     let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: !matches!(wait, Wait::No) };
+    let command_timeout = engine.config().command_timeout;
     let attempt = || {
         let sent = Instant::now();
         let reply = engine.pool_for(name).run("acquiring", |conn| {
             let reply = kind.attempt(conn, name, &owner, args);
-            if reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
-                // The outcome is unknown; undo it on this connection, behind the acquire.
-                undo_uncertain_acquire(engine, Some(conn), kind, request.name, &owner);
+            match &reply {
+                Err(err) if err.is_timeout() => {
+                    // The outcome is unknown; undo it on this connection, behind the acquire.
+                    undo_uncertain_acquire(engine, Some(conn), kind, request.name, &owner);
+                }
+                Ok(Reply::Granted { .. }) => {
+                    let synced = engine.replica_sync().confirm(conn, command_timeout);
+                    if !matches!(synced, Ok(Sync::Confirmed)) {
+                        // Granted for certain, but not known to be on a replica: take it back.
+                        undo_grant(engine, conn, kind, request.name, &owner);
+                    }
+                    return synced.map(|sync| (reply.ok(), Some(sync)));
+                }
+                _ => {}
             }
-            reply
+            reply.map(|reply| (Some(reply), None))
         });
         match reply {
-            Ok(Reply::Granted { token }) => Ok(Attempt::Acquired((sent, token))),
-            Ok(Reply::Busy { ttl }) => Ok(Attempt::Held { ttl }),
+            Ok((Some(Reply::Granted { token }), Some(Sync::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
+            Ok((_, Some(Sync::Unconfirmed { replicas }))) => Err(Error::new(
+                ErrorKind::NotReplicated,
+                format!(
+                    "granted, but none of the master's {replicas} replicas confirmed it within {:?}; the grant was undone",
+                    engine.config().replica_sync_timeout
+                ),
+            )
+            .on_lock(name)),
+            Ok((Some(Reply::Busy { ttl }), _)) => Ok(Attempt::Held { ttl }),
+            Ok((None, _)) => Err(Error::new(ErrorKind::Redis, "no reply to the acquire").on_lock(name)),
             Err(err) => {
                 // A dropped connection leaves the outcome unknown too; that connection is
                 // gone, so the undo takes another.
@@ -155,14 +178,19 @@ fn wait_for<T>(
     wait: Wait,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
+    let deadline = match wait {
+        Wait::Until(deadline) => Some(deadline),
+        Wait::No | Wait::Forever => None,
+    };
+    // An attempt that could not reach Redis is tried again within the retry budget (an
+    // uncertain one was undone first).
+    let mut attempt = move || with_retries(engine, deadline, |_| attempt());
     if let Attempt::Acquired(value) = attempt()? {
         return Ok(Some(value));
     }
-    let deadline = match wait {
-        Wait::No => return Ok(None),
-        Wait::Until(deadline) => Some(deadline),
-        Wait::Forever => None,
-    };
+    if matches!(wait, Wait::No) {
+        return Ok(None);
+    }
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(None);
     }

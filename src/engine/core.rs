@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::engine::lease::{Lease, Term};
 use crate::engine::registry::Registry;
 use crate::engine::renewal::{RenewalCounters, Renewer};
+use crate::engine::replicas::ReplicaSync;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{self, Kind, Role};
@@ -25,6 +26,7 @@ pub(crate) struct Engine {
     topology: Arc<Topology>,
     registry: Registry,
     renewer: Renewer,
+    replica_sync: ReplicaSync,
     shutdown: AtomicBool,
     request_ids: AtomicU64,
 }
@@ -57,6 +59,12 @@ impl Engine {
             ));
         }
         let topology = Arc::new(topology);
+        let replica_sync = ReplicaSync::new(config.sync_replicas.then_some(config.replica_sync_timeout));
+        // How many replicas the master has, known before the first grant.
+        if let Err(err) = topology.pool_for("").run("reading the replicas", |conn| replica_sync.refresh(conn)) {
+            topology.stop();
+            return Err(err);
+        }
         let renewer = match Renewer::start(Arc::clone(&topology), config.clone(), watchdog_millis) {
             Ok(renewer) => renewer,
             Err(err) => {
@@ -72,6 +80,7 @@ impl Engine {
             topology,
             registry: Registry::default(),
             renewer,
+            replica_sync,
             shutdown: AtomicBool::new(false),
             request_ids: AtomicU64::new(0),
         })
@@ -84,6 +93,21 @@ impl Engine {
 
     pub(crate) fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Replica-synced grants.
+    pub(crate) fn replica_sync(&self) -> &ReplicaSync {
+        &self.replica_sync
+    }
+
+    /// The lease `role` of the current thread on `name` still needs in Redis after one hold
+    /// fewer (for undoing a grant that was not replicated): its remaining holds' need, or
+    /// the watchdog's when it has none.
+    pub(crate) fn keep_millis_for(&self, name: &Arc<str>, role: Role) -> u64 {
+        self.registry
+            .current(name, role)
+            .filter(|lease| lease.lock().is_live())
+            .map_or(self.watchdog_millis, |lease| lease.lock().keep_millis(self.watchdog_millis))
     }
 
     /// The watchdog lease in milliseconds.

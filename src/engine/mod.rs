@@ -9,8 +9,11 @@ mod lease;
 mod registry;
 mod release;
 mod renewal;
+mod replicas;
+mod retry;
 
 pub(crate) use acquire::{Request, Wait, acquire, attempt_within, prepare, ready};
 pub(crate) use core::Engine;
 pub use lease::LeaseState;
 pub(crate) use release::{Hold, PendingRelease, send_undo};
+pub(crate) use retry::with_retries;

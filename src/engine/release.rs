@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::retry::with_retries;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{Kind, Release};
@@ -119,13 +120,26 @@ impl PendingRelease {
             wait_millis: engine.fair_wait_millis(),
         };
         let send = || engine.pool_for(name).run_within("releasing", limit, |conn| self.kind.release(conn, &release));
-        let outcome = match send() {
-            // The first attempt may have gone through. A retry that finds nothing of this
-            // owner means the hold is gone either way (only a release that leaves holds
-            // behind writes the latch that would replay its outcome).
-            Err(err) if retry_timeout && err.is_timeout() => send().map(|reply| reply.or(Some(1))),
-            other => other,
+        // Whether an earlier try may have gone through. A later one that finds nothing of
+        // this owner then means the hold is gone either way (only a release that leaves
+        // holds behind writes the latch that would replay its outcome).
+        let mut uncertain = false;
+        let mut try_once = || {
+            let outcome = match send() {
+                Err(err) if retry_timeout && err.is_timeout() => {
+                    uncertain = true;
+                    send()
+                }
+                other => other,
+            };
+            if outcome.as_ref().is_err_and(|err| !err.was_unsent()) {
+                uncertain = true;
+            }
+            outcome
         };
+        // `unlock()` rides out a restart or a failover; a drop sends once.
+        let outcome = if retry_timeout { with_retries(engine, None, |_| try_once()) } else { try_once() };
+        let outcome = outcome.map(|reply| if uncertain { reply.or(Some(1)) } else { reply });
         match outcome.map_err(|e| e.on_lock(name))? {
             Some(_) => Ok(()),
             None => {
@@ -168,6 +182,13 @@ pub(crate) fn undo_uncertain_acquire(
     }
 }
 
+/// Takes back a grant that is certain (it was not replicated in time), on the connection
+/// it came on: one hold of `owner` fewer, the rest of its holds kept as long as they need.
+pub(crate) fn undo_grant(engine: &Engine, conn: &mut redis::Connection, kind: Kind, name: &Arc<str>, owner: &str) {
+    let keep_millis = engine.keep_millis_for(name, kind.role());
+    release_now(engine, Some(conn), engine.config().command_timeout, kind, name, owner, keep_millis);
+}
+
 /// The release of [`undo_uncertain_acquire`], without its check (for callers that made it
 /// on the owner's thread). It goes out on `conn` when given, else on a pooled connection;
 /// either way it takes at most `wait` (and the command timeout) for its reply.
@@ -179,12 +200,26 @@ pub(crate) fn send_undo(
     name: &str,
     owner: &str,
 ) {
+    release_now(engine, conn, wait, kind, name, owner, engine.watchdog_millis());
+}
+
+/// One release of `owner` on `name`, best-effort, on `conn` or a pooled connection, waiting
+/// at most `wait` for its reply; `keep_millis` for the holds that remain.
+fn release_now(
+    engine: &Engine,
+    conn: Option<&mut redis::Connection>,
+    wait: Duration,
+    kind: Kind,
+    name: &str,
+    owner: &str,
+    keep_millis: u64,
+) {
     let request_id = engine.next_request_id();
     let command_timeout = engine.config().command_timeout;
     let release = Release {
         name,
         owner,
-        keep_millis: engine.watchdog_millis(),
+        keep_millis,
         request_id: &request_id,
         latch_millis: latch_lifetime(command_timeout),
         wait_millis: engine.fair_wait_millis(),

@@ -211,9 +211,11 @@ impl Pool {
         let conn = self.connector.connect(patience).map_err(|err| {
             if err.is_timeout() {
                 let which = if patience == self.connect_timeout { "the connect timeout" } else { "the per-call limit" };
-                Error::new(ErrorKind::Timeout, format!("no connection within {which} ({patience:?})")).connection()
+                Error::new(ErrorKind::Timeout, format!("no connection within {which} ({patience:?})"))
+                    .connection()
+                    .unsent()
             } else {
-                Error::from_redis(err, "connecting", self.command_timeout).connection()
+                Error::from_redis(err, "connecting", self.command_timeout).connection().unsent()
             }
         })?;
         let timeout = Some(self.command_timeout);
