@@ -108,7 +108,14 @@ impl SentinelGroup {
         let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
         let sentinels: Vec<SentinelProcess> = (0..3).map(|_| SentinelProcess::start(master.port())).collect();
         let group = SentinelGroup { servers: vec![master, replica], sentinels };
-        group.wait_until("every sentinel knows the replica and two other sentinels", Duration::from_secs(30), |g| {
+        group.wait_ready(Duration::from_secs(30));
+        group
+    }
+
+    /// Waits until every sentinel knows an online replica of the master and the other two
+    /// sentinels: a failover can happen.
+    pub fn wait_ready(&self, timeout: Duration) {
+        self.wait_until("every sentinel knows a replica and two other sentinels", timeout, |g| {
             g.sentinels.iter().all(|s| {
                 let Ok(mut c) = conn_to(s.port) else { return false };
                 let replicas: Vec<Vec<String>> =
@@ -122,7 +129,26 @@ impl SentinelGroup {
                 replica_up && others.len() >= 2
             })
         });
-        group
+    }
+
+    /// SIGKILLs the master, waits for the sentinels to promote the replica, then starts the
+    /// killed server again (empty) as a replica of the new master, as an operator would.
+    /// Returns the new master's port.
+    pub fn kill_master_and_rejoin(&mut self) -> u16 {
+        let old = self.master_port();
+        self.server(old).kill();
+        let new = self.wait_for_new_master(old, Duration::from_secs(30));
+        let old_server = self.server(old);
+        old_server.start_again();
+        redis::cmd("REPLICAOF").arg("127.0.0.1").arg(new).query::<()>(&mut old_server.conn()).expect("REPLICAOF");
+        new
+    }
+
+    /// Cuts the master's replication links (`CLIENT KILL TYPE replica`); the replicas
+    /// connect again and resume.
+    pub fn cut_replica_links(&self) {
+        let _: redis::RedisResult<u64> =
+            redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query(&mut self.master_conn());
     }
 
     /// `redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/#redlease-master`.
