@@ -54,6 +54,7 @@ use experiments::limit::measure_limit;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
 use experiments::renewal::measure_renewal;
 use experiments::throughput::measure_throughput;
+use experiments::tls::measure_tls;
 use experiments::uncontended::measure_uncontended;
 use experiments::writer::measure_writer_under_readers;
 use machine::Machine;
@@ -102,8 +103,10 @@ fn main() {
         })
         .collect();
     let redlock: Vec<RedlockRun> = RED_NODES.iter().map(|&n| measure_redlock(&red_servers[..n], &plan)).collect();
-    meter.step("");
     drop(red_servers);
+    meter.step("7. TLS");
+    let tls = measure_tls(&placement, &plan);
+    meter.step("");
     let other_work = meter.steps;
 
     let results = Results {
@@ -117,6 +120,7 @@ fn main() {
         renewal,
         writer,
         redlock,
+        tls,
     };
     let report = results.report();
     println!("\n{report}");

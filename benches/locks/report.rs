@@ -10,6 +10,7 @@ use crate::experiments::limit::{Limit, PIPELINE};
 use crate::experiments::redlock::{RED_NODE_TIMEOUT, RedlockRun};
 use crate::experiments::renewal::{RENEW_BATCH, RENEWAL_WATCHDOG, Renewal};
 use crate::experiments::throughput::{PROCESSES, THREADS_PER_PROCESS, Throughput};
+use crate::experiments::tls::TlsRun;
 use crate::experiments::uncontended::Uncontended;
 use crate::experiments::writer::{
     READER_HOLD, READER_STAGGER, STARVED_WAIT, WRITER_DELAY, WRITER_READERS, WRITER_WAIT, WriterRound,
@@ -39,6 +40,7 @@ pub(crate) struct Results {
     pub(crate) renewal: Renewal,
     pub(crate) writer: WriterUnderReaders,
     pub(crate) redlock: Vec<RedlockRun>,
+    pub(crate) tls: TlsRun,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -57,6 +59,7 @@ impl Results {
         self.report_renewal(&mut out);
         self.report_writer(&mut out);
         self.report_redlock(&mut out);
+        self.report_tls(&mut out);
         self.report_other_work(&mut out);
         out
     }
@@ -76,6 +79,37 @@ impl Results {
         );
         let _ =
             writeln!(out, "Placement: {}. Load average (1 min) when the run started: {}.\n", self.placement, m.load);
+    }
+
+    fn report_tls(&self, out: &mut String) {
+        let t = &self.tls;
+        let _ = writeln!(
+            out,
+            "### 7. TLS: one `redis-server` with a plain and a TLS port (rustls client, ECDSA P-256 certificate), interleaved blocks\n"
+        );
+        let _ =
+            writeln!(out, "| pair | n | mean µs | p50 µs | p99 µs | mean / plain limit pair | mean / TLS limit pair |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+        let plain = t.plain_limit.pair.mean;
+        let tls = t.tls_limit.pair.mean;
+        for (what, stats) in [
+            ("two trivial `EVALSHA`s, plain (the plain limit pair)", &t.plain_limit),
+            ("two trivial `EVALSHA`s over TLS (the TLS limit pair)", &t.tls_limit),
+            ("**`try_lock()` + `unlock()` over TLS**", &t.tls_pair),
+        ] {
+            let s = &stats.pair;
+            let _ = writeln!(
+                out,
+                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} |",
+                s.n,
+                s.mean,
+                s.p50,
+                s.p99,
+                s.mean / plain,
+                s.mean / tls
+            );
+        }
+        let _ = writeln!(out);
     }
 
     fn report_limit(&self, out: &mut String) {

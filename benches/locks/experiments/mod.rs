@@ -5,6 +5,7 @@ pub(crate) mod limit;
 pub(crate) mod redlock;
 pub(crate) mod renewal;
 pub(crate) mod throughput;
+pub(crate) mod tls;
 pub(crate) mod uncontended;
 pub(crate) mod writer;
 
