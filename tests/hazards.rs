@@ -171,9 +171,13 @@ fn an_ambiguous_acquire_is_undone_over_a_spare_pooled_connection() {
     let err = lock.try_lock().expect_err("an acquire without a reply must not succeed");
     let took = started.elapsed();
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
-    // Acquire and undo, each bounded by the command timeout.
-    assert!(took < COMMAND_TIMEOUT * 2 + SLACK, "try_lock took {took:?}");
-    assert!(!exists(&mut direct, "ambiguous-warm"), "the undo removed the hold granted in the dark");
+    // The acquire is bounded by the command timeout; its undo goes out behind it, from a
+    // thread of its own, without holding up the caller.
+    assert!(took < COMMAND_TIMEOUT + SLACK, "try_lock took {took:?}");
+    assert!(
+        wait_until(Duration::from_secs(2), || !exists(&mut direct, "ambiguous-warm")),
+        "the undo removed the hold granted in the dark"
+    );
 
     proxy.set_drop_replies(false);
     let guard = lock.try_lock().unwrap().expect("the lock is free");
@@ -665,14 +669,13 @@ fn an_acquire_against_a_paused_redis_times_out_and_leaves_nothing() {
     let err = lock.try_lock().expect_err("no reply while Redis is paused: must be an error");
     let took = paused.elapsed();
     assert!(err.is_timeout(), "{err}");
-    // The acquire times out, then its undo (a release of the same owner) does too: two
-    // command timeouts. (The undo's new connection is not held up: Redis 7.0 answers the
-    // handshake's CLIENT SETINFO, an unknown subcommand there, with an error at once.)
-    assert!(took < COMMAND_TIMEOUT * 2 + SLACK, "try_lock took {took:?} against a {pause:?} pause");
+    // The acquire times out: one command timeout (its undo goes out behind it on the same
+    // connection, from a thread of its own).
+    assert!(took < COMMAND_TIMEOUT + SLACK, "try_lock took {took:?} against a {pause:?} pause");
     // Returns when the pause ends: every command is held back until then.
     let _: String = redis::cmd("PING").query(&mut admin).unwrap();
     assert!(paused.elapsed() + Duration::from_millis(50) >= pause, "the pause was real");
-    assert!(!exists(&mut admin, "paused"), "nothing left behind");
+    assert!(wait_until(Duration::from_secs(2), || !exists(&mut admin, "paused")), "nothing left behind");
     let guard = lock.try_lock().unwrap().expect("usable after the pause");
     assert!(guard.is_held());
     guard.unlock().unwrap();

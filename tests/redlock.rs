@@ -69,13 +69,18 @@ fn a_blackholed_node_costs_one_node_timeout_and_a_slow_majority_fails_on_validit
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
     let clients = clients(&urls);
     let red =
-        redlock(&clients, "red:faults").with_lease(Duration::from_secs(10)).node_timeout(Duration::from_millis(100));
+        redlock(&clients, "red:faults").with_lease(Duration::from_secs(10)).node_timeout(Duration::from_millis(300));
     proxies[0].set_blackhole(true);
     let started = Instant::now();
     let guard = red.try_lock().unwrap().expect("the other two answer");
     let took = started.elapsed();
-    assert!(took < Duration::from_millis(400), "the attempt ended at the per-node timeout: {took:?}");
-    assert!(guard.validity().unwrap() < Duration::from_secs(10) - Duration::from_millis(90));
+    // One node timeout, not two: the undo of the silent node's attempt goes out behind it
+    // from a thread of its own, and the caller does not wait for it.
+    assert!(
+        took >= Duration::from_millis(290) && took < Duration::from_millis(550),
+        "the attempt ended at one per-node timeout: {took:?}"
+    );
+    assert!(guard.validity().unwrap() < Duration::from_secs(10) - Duration::from_millis(290));
     drop(guard);
     proxies[0].set_blackhole(false);
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::engine::core::Engine;
-use crate::engine::release::{Hold, undo_grant, undo_uncertain_acquire};
+use crate::engine::release::{Hold, send_undo, undo_grant, undo_uncertain_acquire};
 use crate::engine::replicas::Sync;
 use crate::engine::retry::with_retries;
 use crate::error::{Error, ErrorKind, Result};
@@ -80,14 +80,16 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let command_timeout = engine.config().command_timeout;
     let attempt = || {
         let sent = Instant::now();
-        let reply = engine.pool_for(name).run("acquiring", |conn| {
-            let reply = kind.attempt(conn, name, &owner, args);
-            match &reply {
-                Err(err) if err.is_timeout() => {
-                    // The outcome is unknown; undo it on this connection, behind the acquire.
-                    undo_uncertain_acquire(engine, Some(conn), kind, request.name, &owner);
-                }
-                Ok(Reply::Granted { .. }) => {
+        // A reply that does not come in time leaves the outcome unknown: the undo goes out on
+        // the same connection, behind the acquire, from a thread of its own (the caller does
+        // not wait for it).
+        let undo = undo_on_timeout(engine, request, &owner, command_timeout);
+        let reply = engine.pool_for(name).run_handing_off(
+            "acquiring",
+            None,
+            |conn| {
+                let reply = kind.attempt(conn, name, &owner, args);
+                if let Ok(Reply::Granted { .. }) = &reply {
                     let synced = engine.replica_sync().confirm(conn, command_timeout);
                     if !matches!(synced, Ok(Sync::Confirmed)) {
                         // Granted for certain, but not known to be on a replica: take it back.
@@ -95,10 +97,10 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
                     }
                     return synced.map(|sync| (reply.ok(), Some(sync)));
                 }
-                _ => {}
-            }
-            reply.map(|reply| (Some(reply), None))
-        });
+                reply.map(|reply| (Some(reply), None))
+            },
+            undo,
+        );
         match reply {
             Ok((Some(Reply::Granted { token }), Some(Sync::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
             Ok((_, Some(Sync::Unconfirmed { replicas }))) => Err(Error::new(
@@ -115,7 +117,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
                 // A dropped connection leaves the outcome unknown too; that connection is
                 // gone, so the undo takes another.
                 if err.is_connection_error() && !err.is_timeout() {
-                    undo_uncertain_acquire(engine, None, kind, request.name, &owner);
+                    undo_uncertain_acquire(engine, kind, request.name, &owner);
                 }
                 Err(err.on_lock(name))
             }
@@ -139,7 +141,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
 /// reply did not come in time is undone right behind it, on its connection, so that a
 /// slow node that grants late does not keep the lock.
 pub(crate) fn attempt_within(
-    engine: &Engine,
+    engine: &Arc<Engine>,
     request: Request<'_>,
     owner: &str,
     lease_millis: u64,
@@ -148,16 +150,35 @@ pub(crate) fn attempt_within(
 ) -> Option<Reply> {
     let (name, kind) = (&**request.name, request.kind);
     let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: false };
+    // The undo of a late node's grant does not hold up the attempt: it goes from a thread
+    // of its own, on the node's connection, behind the acquire.
+    let undo = undo_on_timeout.then(|| hand_off_undo(engine, request, owner, engine.config().command_timeout));
     engine
         .pool_for(name)
-        .run_within("acquiring", Some(limit), |conn| {
-            let reply = kind.attempt(conn, name, owner, args);
-            if undo_on_timeout && reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
-                crate::engine::release::send_undo(engine, Some(conn), limit, kind, name, owner);
-            }
-            reply
-        })
+        .run_handing_off("acquiring", Some(limit), |conn| kind.attempt(conn, name, owner, args), undo)
         .ok()
+}
+
+/// The undo of an acquire whose reply did not come in time, for the pool to run on that
+/// connection when it happens; `None` when the current thread already held the lock (a
+/// decrement could undo a hold it really has).
+fn undo_on_timeout(
+    engine: &Arc<Engine>,
+    request: Request<'_>,
+    owner: &str,
+    command_timeout: Duration,
+) -> Option<Box<dyn FnOnce(redis::Connection) + Send>> {
+    (!engine.holds(request.name, request.kind.role())).then(|| hand_off_undo(engine, request, owner, command_timeout))
+}
+
+fn hand_off_undo(
+    engine: &Arc<Engine>,
+    request: Request<'_>,
+    owner: &str,
+    command_timeout: Duration,
+) -> Box<dyn FnOnce(redis::Connection) + Send> {
+    let (engine, kind, name, owner) = (Arc::clone(engine), request.kind, request.name.to_string(), owner.to_owned());
+    Box::new(move |mut conn| send_undo(&engine, Some(&mut conn), command_timeout, kind, &name, &owner))
 }
 
 /// What one attempt found.

@@ -11,10 +11,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{Kind, Release};
 
-/// How long the release that undoes an uncertain acquire waits for its reply on the
-/// acquire's own connection (only its order matters there, not its answer).
-const UNDO_REPLY_WAIT: Duration = Duration::from_millis(50);
-
 /// One hold of one lock, as recorded by the client that acquired it.
 pub(crate) struct Hold {
     engine: Arc<Engine>,
@@ -158,27 +154,15 @@ fn latch_lifetime(command_timeout: Duration) -> u64 {
     u64::try_from(millis).unwrap_or(u64::MAX).min(keys::MAX_LEASE_MILLIS)
 }
 
-/// After an acquire timed out, or its connection dropped, its outcome is unknown: the lock
-/// may have been granted. When this thread held no live lease on it, release best-effort
-/// so that nothing is left behind until the lease runs out. (When it already held it, a
-/// decrement could undo a hold it really has; the extra hold, if any, then lapses with the
-/// lease.)
-///
-/// `conn` is the connection the acquire went out on, when it is still open: the release
-/// then goes right behind the acquire, so Redis runs it after the acquire however late that
-/// arrives, and needs no new connection (whose handshake could be lost too).
-pub(crate) fn undo_uncertain_acquire(
-    engine: &Engine,
-    conn: Option<&mut redis::Connection>,
-    kind: Kind,
-    name: &Arc<str>,
-    owner: &str,
-) {
+/// After an acquire's connection dropped, its outcome is unknown: the lock may have been
+/// granted. When this thread held no live lease on it, release best-effort, on a new
+/// connection, so that nothing is left behind until the lease runs out. (When it already
+/// held it, a decrement could undo a hold it really has; the extra hold, if any, then lapses
+/// with the lease.) An acquire whose reply did not come in time is undone on its own
+/// connection instead (see `engine::acquire`).
+pub(crate) fn undo_uncertain_acquire(engine: &Engine, kind: Kind, name: &Arc<str>, owner: &str) {
     if !engine.holds(name, kind.role()) {
-        // On the acquire's own connection only the order matters, not the reply; a new
-        // connection gets the whole command timeout.
-        let wait = if conn.is_some() { UNDO_REPLY_WAIT } else { engine.config().command_timeout };
-        send_undo(engine, conn, wait, kind, name, owner);
+        send_undo(engine, None, engine.config().command_timeout, kind, name, owner);
     }
 }
 

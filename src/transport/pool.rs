@@ -106,13 +106,35 @@ impl Pool {
         &self,
         what: &str,
         limit: Option<Duration>,
+        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.run_handing_off(what, limit, op, None)
+    }
+
+    /// [`run_within`](Pool::run_within), and when the command's reply does not come in
+    /// time, the connection goes to `on_timeout` on a thread of its own instead of being
+    /// closed at once: whatever it sends there (the undo of an acquire that may yet be
+    /// granted) runs after the late command, and the caller does not wait for it.
+    pub(crate) fn run_handing_off<T>(
+        &self,
+        what: &str,
+        limit: Option<Duration>,
         mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut on_timeout: Option<Box<dyn FnOnce(redis::Connection) + Send>>,
     ) -> Result<T> {
         let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
         let (generation, mut conn, reused) = self.checkout(limit)?;
         let result = self.limit(&conn, timeout).and_then(|()| op(&mut conn));
         match result {
             Ok(value) => self.finish(generation, conn, Ok(value), what, timeout),
+            Err(err) if err.is_timeout() && on_timeout.is_some() => {
+                // Out of the pool's count now: the hand-off closes it when it is done.
+                self.forget_one();
+                if let Some(hand_off) = on_timeout.take() {
+                    hand_off_connection(conn, hand_off);
+                }
+                Err(Error::from_redis(err, what, timeout))
+            }
             Err(err) if (reused && err.is_connection_dropped() && !err.is_timeout()) || is_replica_refusal(&err) => {
                 // A stale connection failed before Redis read the command, and a replica
                 // refuses a script at its first write, before any effect: either way the
@@ -271,6 +293,22 @@ impl Pool {
         self.connector.master_moved();
         self.state.lock().generation += 1;
         self.discard_idle();
+    }
+}
+
+/// Runs `hand_off` with `conn` on a thread of its own, or here when no thread can start.
+fn hand_off_connection(conn: redis::Connection, hand_off: Box<dyn FnOnce(redis::Connection) + Send>) {
+    let slot = std::sync::Arc::new(Mutex::new(Some((conn, hand_off))));
+    let theirs = std::sync::Arc::clone(&slot);
+    let started = std::thread::Builder::new().name("redlease-undo".into()).spawn(move || {
+        if let Some((conn, hand_off)) = theirs.lock().take() {
+            hand_off(conn);
+        }
+    });
+    if started.is_err()
+        && let Some((conn, hand_off)) = slot.lock().take()
+    {
+        hand_off(conn);
     }
 }
 
