@@ -12,6 +12,7 @@
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  wait timeout in milliseconds
 -- ARGV[6]  the lock's release channel; a waiter's own channel is ARGV[6] .. ':' .. owner
+-- ARGV[7]  "1" when this request was sent before (its latch may hold the outcome), else "0"
 --
 -- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed). A retry
 --          of the same request replays a stored 0; after the last hold it finds nothing of
@@ -20,9 +21,11 @@
 -- skipped), the live head and the one behind it are woken, and only then is anything
 -- written: a user refused the channels leaves the lock as it was.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[6]
-local replay = redis.call('get', KEYS[4])
-if replay then
-    return tonumber(replay)
+if ARGV[7] == '1' then
+    local replay = redis.call('get', KEYS[4])
+    if replay then
+        return tonumber(replay)
+    end
 end
 local holds = tonumber(redis.call('hget', lock, ARGV[3]))
 if not holds then

@@ -7,6 +7,7 @@
 -- ARGV[3]  owner field, "<client uuid>:<thread number>"
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  the release channel
+-- ARGV[6]  "1" when this request was sent before (its latch may hold the outcome), else "0"
 --
 -- Returns  nil  the owner holds nothing: not held (never was, or the lease was lost)
 --          0    one hold released, the owner still holds the lock
@@ -17,9 +18,11 @@
 -- owner and acts on nothing (the client takes that as done), so the common case writes no
 -- latch key. The message goes out before the key is deleted (nobody can observe the order
 -- inside a script), so a user refused the channel leaves the lock as it was.
-local replay = redis.call('get', KEYS[2])
-if replay then
-    return tonumber(replay)
+if ARGV[6] == '1' then
+    local replay = redis.call('get', KEYS[2])
+    if replay then
+        return tonumber(replay)
+    end
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not holds then

@@ -9,6 +9,7 @@
 -- ARGV[5]  the lock's channel (redisson_rwlock:{name})
 -- ARGV[6]  prefix of this owner's per-hold timeout keys (hold k is ARGV[6] .. ':' .. k)
 -- ARGV[7]  prefix of every owner's timeout keys: "<ARGV[7]><owner>:rwlock_timeout:<k>"
+-- ARGV[8]  "1" when this request was sent before (its latch may hold the outcome), else "0"
 --
 -- Returns  nil (this owner holds no read hold), 0 (released; the lock is still held),
 --          1 (released; the lock is free and the message was published). While this owner
@@ -21,9 +22,11 @@
 -- expired (dead readers) count for nothing, and when none is left the lock is deleted. In
 -- write mode (this owner's downgrade) the writer's lease stays. Everything is read first,
 -- so a refusal (an ACL rule) comes before the first write.
-local replay = redis.call('get', KEYS[2])
-if replay then
-    return tonumber(replay)
+if ARGV[8] == '1' then
+    local replay = redis.call('get', KEYS[2])
+    if replay then
+        return tonumber(replay)
+    end
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 if not holds then

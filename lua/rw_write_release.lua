@@ -9,6 +9,7 @@
 -- ARGV[5]  the owner's read field, "<owner>"
 -- ARGV[6]  the lock's channel (redisson_rwlock:{name})
 -- ARGV[7]  prefix of this owner's per-hold read timeout keys (hold k is ARGV[7] .. ':' .. k)
+-- ARGV[8]  "1" when this request was sent before (its latch may hold the outcome), else "0"
 --
 -- Returns  nil (not held), 0 (one write hold released, others remain), 1 (the last write
 --          hold released: the lock is deleted, or, when this owner still has read holds
@@ -17,9 +18,11 @@
 -- Only a release that leaves write holds stores its outcome in the latch; after the last
 -- one a retry finds no write field of this owner and acts on nothing. The message goes
 -- before the first write: a user refused the channel leaves the lock as it was.
-local replay = redis.call('get', KEYS[2])
-if replay then
-    return tonumber(replay)
+if ARGV[8] == '1' then
+    local replay = redis.call('get', KEYS[2])
+    if replay then
+        return tonumber(replay)
+    end
 end
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
     return nil

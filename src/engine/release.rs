@@ -107,24 +107,27 @@ impl PendingRelease {
     pub(crate) fn send(self, retry_timeout: bool, limit: Option<Duration>) -> Result<()> {
         let engine = &self.engine;
         let name = &*self.lease.name;
-        let release = Release {
-            name,
-            owner: &self.lease.owner,
-            keep_millis: self.keep_millis,
-            request_id: &self.request_id,
-            latch_millis: latch_lifetime(engine.config().command_timeout),
-            wait_millis: engine.fair_wait_millis(),
+        let send = |retry: bool| {
+            let release = Release {
+                name,
+                owner: &self.lease.owner,
+                keep_millis: self.keep_millis,
+                request_id: &self.request_id,
+                latch_millis: latch_lifetime(engine.config().command_timeout),
+                wait_millis: engine.fair_wait_millis(),
+                retry,
+            };
+            engine.pool_for(name).run_within("releasing", limit, |conn| self.kind.release(conn, &release))
         };
-        let send = || engine.pool_for(name).run_within("releasing", limit, |conn| self.kind.release(conn, &release));
         // Whether an earlier try may have gone through. A later one that finds nothing of
         // this owner then means the hold is gone either way (only a release that leaves
         // holds behind writes the latch that would replay its outcome).
         let mut uncertain = false;
         let mut try_once = || {
-            let outcome = match send() {
+            let outcome = match send(uncertain) {
                 Err(err) if retry_timeout && err.is_timeout() => {
                     uncertain = true;
-                    send()
+                    send(true)
                 }
                 other => other,
             };
@@ -207,6 +210,7 @@ fn release_now(
         request_id: &request_id,
         latch_millis: latch_lifetime(command_timeout),
         wait_millis: engine.fair_wait_millis(),
+        retry: false,
     };
     match conn {
         Some(conn) => {

@@ -67,6 +67,7 @@ pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::R
         .arg(r.latch_millis)
         .arg(r.wait_millis)
         .arg(keys::lock_channel(r.name))
+        .arg(r.retry_arg())
         .invoke(conn)
 }
 

@@ -42,4 +42,14 @@ pub(crate) struct Release<'a> {
     pub(crate) latch_millis: u64,
     /// The client's fair wait timeout (fair locks hand the head a new deadline).
     pub(crate) wait_millis: u64,
+    /// This request was sent before: the script looks for the outcome its latch stored.
+    /// A first send skips that look, since no latch can exist yet.
+    pub(crate) retry: bool,
+}
+
+impl Release<'_> {
+    /// The script argument of [`retry`](Release::retry).
+    pub(crate) fn retry_arg(&self) -> &'static str {
+        if self.retry { "1" } else { "0" }
+    }
 }

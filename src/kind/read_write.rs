@@ -56,6 +56,7 @@ pub(crate) fn read_release(conn: &mut redis::Connection, r: &Release<'_>) -> red
         .arg(channel(r.name))
         .arg(hold_keys(r.name, r.owner))
         .arg(keys::suffixed(r.name, ""))
+        .arg(r.retry_arg())
         .invoke(conn)
 }
 
@@ -70,6 +71,7 @@ pub(crate) fn write_release(conn: &mut redis::Connection, r: &Release<'_>) -> re
         .arg(r.owner)
         .arg(channel(r.name))
         .arg(hold_keys(r.name, r.owner))
+        .arg(r.retry_arg())
         .invoke(conn)
 }
 

@@ -77,6 +77,7 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
                 .arg(&owner)
                 .arg(12_000)
                 .arg(format!("redisson_lock__channel:{{{raw_name}}}"))
+                .arg("0")
                 .invoke(&mut raw_conn)
                 .expect("raw release");
             assert_eq!(reply, Some(1), "raw release of a held lock");
