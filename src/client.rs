@@ -12,8 +12,11 @@ use crate::fair_lock::FairLock;
 use crate::fenced_lock::FencedLock;
 use crate::handle::Handle;
 use crate::kind::Kind;
+use crate::latch::CountDownLatch;
 use crate::lock::Lock;
+use crate::permit_semaphore::PermitExpirableSemaphore;
 use crate::read_write_lock::ReadWriteLock;
+use crate::semaphore::Semaphore;
 use crate::transport::redact_url;
 
 /// A connection to one Redis server, and the factory of its locks.
@@ -108,6 +111,25 @@ impl Client {
     #[must_use]
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
         FairLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::Fair))
+    }
+
+    /// A semaphore named `name` (its Redis key), Redisson's `RSemaphore`. No I/O.
+    #[must_use]
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A permit-expirable semaphore named `name`, Redisson's `RPermitExpirableSemaphore`,
+    /// whose permits the watchdog renews. No I/O.
+    #[must_use]
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A count-down latch named `name`, Redisson's `RCountDownLatch`. No I/O.
+    #[must_use]
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(Arc::clone(&self.engine), name.into())
     }
 
     /// Stops the client: threads waiting for a lock return [`ErrorKind::Shutdown`](crate::ErrorKind::Shutdown),

@@ -28,7 +28,6 @@ pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
 }
 
 /// `name:s`, or `{name}:s` when the name has no hash tag of its own.
-#[allow(dead_code)] // used by the read-write lock's per-hold keys
 pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
     if name.contains('{') { format!("{name}:{suffix}") } else { format!("{{{name}}}:{suffix}") }
 }
@@ -36,6 +35,21 @@ pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
 /// Channel on which a plain (and fenced) lock announces its release.
 pub(crate) fn lock_channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)
+}
+
+/// Channel on which a semaphore (either kind) tells how many permits are available.
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefixed("redisson_sc", name)
+}
+
+/// The sorted set of a permit-expirable semaphore's permits and their deadlines.
+pub(crate) fn permit_timeouts(name: &str) -> String {
+    suffixed(name, "timeout")
+}
+
+/// Channel of a count-down latch: Redisson writes the braces whatever the name holds.
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
 /// Latch key that makes one release request idempotent.

@@ -63,10 +63,13 @@ mod fair_lock;
 mod fenced_lock;
 mod guard;
 mod handle;
+mod latch;
 mod lock;
 mod multi_lock;
+mod permit_semaphore;
 mod read_write_lock;
 mod red_lock;
+mod semaphore;
 // Engine: the lease registry and the acquire, release and renewal flows.
 mod engine;
 // Kinds: each lock kind's scripts, keys and replies.
@@ -98,10 +101,13 @@ pub use events::LockEvents;
 pub use fair_lock::FairLock;
 pub use fenced_lock::FencedLock;
 pub use guard::LockGuard;
+pub use latch::CountDownLatch;
 pub use lock::Lock;
 pub use multi_lock::{AnyLock, MultiLock};
+pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use red_lock::RedLock;
+pub use semaphore::{Semaphore, SemaphoreGuard};
 
 /// The README's example, compiled as a doctest so that it cannot rot.
 #[doc = include_str!("../README.md")]

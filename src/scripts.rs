@@ -50,12 +50,29 @@ pub(crate) static RW_FORCE_UNLOCK: LazyLock<redis::Script> = script!("rw_force_u
 /// Acquire a fenced lock and take a token: see `lua/fenced_acquire.lua`.
 pub(crate) static FENCED_ACQUIRE: LazyLock<redis::Script> = script!("fenced_acquire.lua", with_prelude);
 
+/// Take permits of a semaphore: see `lua/semaphore_acquire.lua`.
+pub(crate) static SEMAPHORE_ACQUIRE: LazyLock<redis::Script> = script!("semaphore_acquire.lua");
+/// Give permits back to a semaphore (or add some): see `lua/semaphore_release.lua`.
+pub(crate) static SEMAPHORE_RELEASE: LazyLock<redis::Script> = script!("semaphore_release.lua", with_prelude);
+/// Set a semaphore's permits once: see `lua/semaphore_set.lua`.
+pub(crate) static SEMAPHORE_SET: LazyLock<redis::Script> = script!("semaphore_set.lua", with_prelude);
+/// Take permits of a permit-expirable semaphore: see `lua/permit_acquire.lua`.
+pub(crate) static PERMIT_ACQUIRE: LazyLock<redis::Script> = script!("permit_acquire.lua", with_prelude);
+/// Give permits back by their ids: see `lua/permit_release.lua`.
+pub(crate) static PERMIT_RELEASE: LazyLock<redis::Script> = script!("permit_release.lua", with_prelude);
+/// Renew a batch of permit leases: see `lua/permit_renew.lua`.
+pub(crate) static PERMIT_RENEW: LazyLock<redis::Script> = script!("permit_renew.lua");
+/// Count a latch down: see `lua/latch_count_down.lua`.
+pub(crate) static LATCH_COUNT_DOWN: LazyLock<redis::Script> = script!("latch_count_down.lua", with_prelude);
+/// Set a latch's count once: see `lua/latch_set.lua`.
+pub(crate) static LATCH_SET: LazyLock<redis::Script> = script!("latch_set.lua", with_prelude);
+
 /// Which commands the client's user may not run: see `lua/check_permissions.lua`. Run once,
 /// when a client is built.
 pub(crate) static CHECK_PERMISSIONS: LazyLock<redis::Script> = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static redis::Script; 14] {
+pub(crate) fn all() -> [&'static redis::Script; 22] {
     [
         &FENCED_ACQUIRE,
         &ACQUIRE,
@@ -71,5 +88,13 @@ pub(crate) fn all() -> [&'static redis::Script; 14] {
         &RW_WRITE_ACQUIRE,
         &RW_WRITE_RELEASE,
         &RW_FORCE_UNLOCK,
+        &SEMAPHORE_ACQUIRE,
+        &SEMAPHORE_RELEASE,
+        &SEMAPHORE_SET,
+        &PERMIT_ACQUIRE,
+        &PERMIT_RELEASE,
+        &PERMIT_RENEW,
+        &LATCH_COUNT_DOWN,
+        &LATCH_SET,
     ]
 }

@@ -114,6 +114,35 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
         let _holder = lock.lock().unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(lock.force_unlock().unwrap_or_else(|e| panic!("{what}: {e}")), "{what}: forced open");
     }
+    // The semaphores and the latch, contended.
+    let slots = client.semaphore("app:slots");
+    assert!(slots.try_set_permits(1).expect("set permits"));
+    let taken = slots.acquire(1).expect("a permit");
+    let waiter = {
+        let slots = slots.clone();
+        thread::spawn(move || slots.try_acquire_for(1, Duration::from_secs(5)).map(|p| p.map(|p| p.release().is_ok())))
+    };
+    thread::sleep(Duration::from_millis(200));
+    taken.release().expect("given back");
+    assert_eq!(waiter.join().expect("waiter").map_err(|e| e.to_string()), Ok(Some(true)), "the waiter was woken");
+    let workers = client.permit_expirable_semaphore("app:workers");
+    assert!(workers.try_set_permits(1).expect("set permits"));
+    let permit = workers.acquire(1).expect("an expirable permit");
+    thread::sleep(Duration::from_millis(700));
+    assert!(permit.is_held(), "renewed");
+    permit.release().expect("given back");
+    let latch = client.count_down_latch("app:latch");
+    assert!(latch.try_set_count(1).expect("set count"));
+    let opener = {
+        let latch = latch.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            latch.count_down()
+        })
+    };
+    assert!(latch.await_for(Duration::from_secs(5)).expect("await"), "opened");
+    assert_eq!(opener.join().expect("opener").expect("count down"), 0);
+
     // A downgrade, a multi-lock, a fixed lease.
     let rw = client.read_write_lock("app:down");
     let write = rw.write().lock().expect("write");
@@ -123,7 +152,13 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
     let both = MultiLock::new([AnyLock::from(client.lock("app:m1")), client.fair_lock("app:m2").into()]);
     both.lock().expect("multi-lock").unlock().expect("multi-lock release");
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
-    assert_eq!(left, ["redisson_lock_token:{app:fenced}"], "only the fenced lock's counter, which never expires");
+    let mut left = left;
+    left.sort();
+    assert_eq!(
+        left,
+        ["app:slots", "app:workers", "redisson_lock_token:{app:fenced}"],
+        "only the semaphores' counts and the fenced lock's counter, which never expire"
+    );
 }
 
 /// Redlock over three servers, each with the documented rule.

@@ -17,6 +17,7 @@ mod nemesis;
 mod redlock;
 mod replication;
 mod rwlock;
+mod semaphores;
 mod sentinel;
 mod support;
 mod support_selftest;
@@ -34,6 +35,7 @@ const ROLES: &[&[support::child::Role]] = &[
     fenced::ROLES,
     nemesis::ROLES,
     hazards::ROLES,
+    semaphores::ROLES,
 ];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with

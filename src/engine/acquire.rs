@@ -23,6 +23,7 @@ use crate::engine::retry::with_retries;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{AcquireArgs, Kind, Reply, Role};
+use crate::transport::Wake;
 
 /// How long a caller is prepared to wait.
 #[derive(Clone, Copy, Debug)]
@@ -123,7 +124,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             }
         }
     };
-    let result = wait_for(engine, || kind.wait_channel(name, &owner), wait, attempt);
+    let result = wait_for(engine, || (kind.wait_channel(name, &owner), Wake::Lock, 1), wait, attempt);
     if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
         // Leave whatever the wait left in Redis (a fair lock's place in the queue).
         let wait_millis = engine.fair_wait_millis();
@@ -182,20 +183,20 @@ fn hand_off_undo(
 }
 
 /// What one attempt found.
-enum Attempt<T> {
+pub(crate) enum Attempt<T> {
     Acquired(T),
-    /// Someone else holds it; `ttl` is its remaining lease, when it has one.
+    /// Someone else holds it; `ttl` is how long it may stay so, when that is known.
     Held {
         ttl: Option<Duration>,
     },
 }
 
-/// The wait loop. `channel` names the channel to wait on; it is asked for only when the
-/// first attempt finds the lock held and the caller waits (an uncontended acquire never
-/// needs it).
-fn wait_for<T>(
+/// The wait loop. `waiting` names the channel to wait on, how its messages wake, and how
+/// many permits this waiter wants (1 for a lock); it is asked for only when the first
+/// attempt fails and the caller waits (an uncontended acquire never needs it).
+pub(crate) fn wait_for<T>(
     engine: &Engine,
-    channel: impl FnOnce() -> String,
+    waiting: impl FnOnce() -> (String, Wake, u64),
     wait: Wait,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
@@ -215,7 +216,8 @@ fn wait_for<T>(
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(None);
     }
-    let ticket = engine.topology().join(&channel(), deadline)?;
+    let (channel, wake, weight) = waiting();
+    let ticket = engine.topology().join(&channel, deadline, wake, weight)?;
     loop {
         engine.check_running()?;
         let ttl = match attempt()? {

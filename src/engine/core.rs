@@ -191,6 +191,17 @@ impl Engine {
         (lease, term)
     }
 
+    /// Records a permit lease just granted (by a request sent at `sent`), and schedules its
+    /// renewal when the watchdog keeps it. Permit leases belong to no thread: they are not
+    /// in the registry.
+    pub(crate) fn add_permit_lease(&self, lease: &Arc<Lease>, term: Term, sent: Instant) {
+        let mut inner = lease.lock();
+        inner.add(term, sent, self.config.watchdog_timeout);
+        if term == Term::Watchdog {
+            self.renewer.schedule(lease, &mut inner, sent + self.config.watchdog_timeout / 3);
+        }
+    }
+
     /// Whether the current thread holds a live lease of `role` on the lock `name`.
     pub(crate) fn holds(&self, name: &Arc<str>, role: Role) -> bool {
         self.registry.holds(name, role)

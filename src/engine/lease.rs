@@ -28,6 +28,7 @@ use crate::clock;
 use crate::events::Events;
 use crate::keys;
 use crate::kind::Role;
+use crate::kind::semaphore::PermitId;
 use crate::wheel::WheelKey;
 
 /// What a guard can tell about its lease without asking Redis.
@@ -63,6 +64,9 @@ pub(crate) struct Lease {
     /// For read holds: the prefix of their per-hold timeout keys, which the watchdog
     /// renews along with the hash.
     pub(crate) hold_keys: Option<String>,
+    /// For the permits of a permit-expirable semaphore (`name` is the semaphore): their ids,
+    /// which the watchdog renews in the semaphore's timeouts set.
+    pub(crate) permits: Option<Vec<PermitId>>,
     inner: Mutex<LeaseInner>,
     renewal_done: Condvar,
 }
@@ -86,6 +90,13 @@ pub(crate) struct LeaseInner {
 }
 
 impl Lease {
+    /// The permits `ids` of the semaphore `name`, held by one guard.
+    pub(crate) fn for_permits(name: Arc<str>, ids: Vec<PermitId>) -> Lease {
+        let mut lease = Lease::new(name, String::new(), Role::Exclusive, String::new(), None);
+        lease.permits = Some(ids);
+        lease
+    }
+
     pub(crate) fn new(name: Arc<str>, owner: String, role: Role, field: String, hold_keys: Option<String>) -> Lease {
         Lease {
             name,
@@ -93,6 +104,7 @@ impl Lease {
             role,
             field,
             hold_keys,
+            permits: None,
             inner: Mutex::new(LeaseInner {
                 status: LeaseState::Held,
                 renewed_until: None,

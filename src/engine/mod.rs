@@ -6,6 +6,7 @@
 mod acquire;
 mod core;
 mod lease;
+mod permits;
 mod registry;
 mod release;
 mod renewal;
@@ -15,5 +16,8 @@ mod retry;
 pub(crate) use acquire::{Request, Wait, acquire, attempt_within, prepare, ready};
 pub(crate) use core::Engine;
 pub use lease::LeaseState;
+pub(crate) use permits::{
+    PermitHold, acquire as acquire_semaphore, acquire_expirable, add as add_permits, await_latch, check_permits,
+};
 pub(crate) use release::{Hold, PendingRelease, send_undo};
 pub(crate) use retry::with_retries;

@@ -31,6 +31,7 @@ use crate::config::Config;
 use crate::engine::lease::{Lease, LeaseInner, LeaseState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
+use crate::kind::semaphore::{self, PermitEntry};
 use crate::kind::{self, RenewEntry, RenewOutcome, Renewal};
 use crate::transport::Topology;
 use crate::wheel::Wheel;
@@ -229,36 +230,62 @@ impl Worker {
             if chunk.is_empty() {
                 continue;
             }
-            let entries: Vec<RenewEntry<'_>> = chunk
-                .iter()
-                .map(|(lease, fixed_too)| RenewEntry {
-                    name: &lease.name,
-                    field: &lease.field,
-                    how: match (&lease.hold_keys, fixed_too) {
-                        (Some(prefix), _) => Renewal::ReadHolds(prefix),
-                        (None, true) => Renewal::LengthenOnly,
-                        (None, false) => Renewal::Reset,
-                    },
-                })
-                .collect();
             let sent = Instant::now();
-            // One server serves every key today; a cluster will batch per node here.
-            let pool = self.topology.pool_for(&chunk[0].0.name);
-            let result = pool.run("renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries));
-            let outcomes: Vec<Option<bool>> = match result {
-                Ok(outcomes) => {
-                    chunk.iter().zip(outcomes).map(|((lease, _), outcome)| self.outcome(lease, outcome)).collect()
-                }
-                Err(err) => {
-                    self.config.events.renewal_failed(&err);
-                    vec![None; chunk.len()]
-                }
-            };
+            let outcomes = self.renew_chunk(&chunk);
             self.count(sent.elapsed(), outcomes.iter().filter(|o| **o == Some(true)).count());
             for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
                 self.settle(lease, sent, renewed);
             }
         }
+    }
+
+    /// One round trip for the locks of `chunk` and one for its permits (when it has both):
+    /// per lease, renewed, gone, or `None` when the round trip failed.
+    fn renew_chunk(&self, chunk: &[(Arc<Lease>, bool)]) -> Vec<Option<bool>> {
+        let mut outcomes = vec![None; chunk.len()];
+        let (permits, locks): (Vec<usize>, Vec<usize>) = (0..chunk.len()).partition(|&i| chunk[i].0.permits.is_some());
+        // One server serves every key today; a cluster will batch per node here.
+        let pool = self.topology.pool_for(&chunk[0].0.name);
+        if !locks.is_empty() {
+            let entries: Vec<RenewEntry<'_>> = locks
+                .iter()
+                .map(|&i| {
+                    let (lease, fixed_too) = &chunk[i];
+                    RenewEntry {
+                        name: &lease.name,
+                        field: &lease.field,
+                        how: match (&lease.hold_keys, fixed_too) {
+                            (Some(prefix), _) => Renewal::ReadHolds(prefix),
+                            (None, true) => Renewal::LengthenOnly,
+                            (None, false) => Renewal::Reset,
+                        },
+                    }
+                })
+                .collect();
+            match pool.run("renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries)) {
+                Ok(replies) => {
+                    for (&i, reply) in locks.iter().zip(replies) {
+                        outcomes[i] = self.outcome(&chunk[i].0, reply);
+                    }
+                }
+                Err(err) => self.config.events.renewal_failed(&err),
+            }
+        }
+        if !permits.is_empty() {
+            let entries: Vec<PermitEntry<'_>> = permits
+                .iter()
+                .filter_map(|&i| chunk[i].0.permits.as_deref().map(|ids| PermitEntry { name: &chunk[i].0.name, ids }))
+                .collect();
+            match pool.run("renewing permits", |conn| semaphore::renew_permits(conn, self.lease_millis, &entries)) {
+                Ok(replies) => {
+                    for (&i, renewed) in permits.iter().zip(replies) {
+                        outcomes[i] = Some(renewed);
+                    }
+                }
+                Err(err) => self.config.events.renewal_failed(&err),
+            }
+        }
+        outcomes
     }
 
     /// One lease's outcome: renewed, gone, or refused by Redis (reported, and retried like

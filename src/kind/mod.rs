@@ -8,6 +8,7 @@ mod protocol;
 mod read_write;
 mod reentrant;
 mod renew;
+pub(crate) mod semaphore;
 mod startup;
 
 pub(crate) use dispatch::{AcquireArgs, Kind};

@@ -10,6 +10,6 @@ mod topology;
 mod url;
 
 pub(crate) use pool::Pool;
-pub(crate) use subscriber::SubscriberStats;
+pub(crate) use subscriber::{SubscriberStats, Wake};
 pub(crate) use topology::Topology;
 pub(crate) use url::redact as redact_url;

@@ -56,8 +56,18 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
 use crate::transport::net::{Connection, Stream, Target};
 
-/// Payload of a release message that wakes every waiter (a write release of a read-write lock).
-const WAKE_ALL: &[u8] = b"1";
+/// How a channel's messages wake its waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A lock's release: one waiter, or every waiter for `1` (a read-write lock's write
+    /// release, after which every reader may enter).
+    Lock,
+    /// A semaphore's count of available permits: waiters in order, until their permits add
+    /// up to the count.
+    Permits,
+    /// A count-down latch: `0` (open) wakes every waiter; `1` (a new count) wakes none.
+    Latch,
+}
 
 /// The timeouts the subscriber works with.
 #[derive(Clone, Copy)]
@@ -109,8 +119,10 @@ enum Expected {
     Ping,
 }
 
-#[derive(Default)]
 struct Channel {
+    /// How messages wake the waiters (the same for every waiter of a channel: a channel's
+    /// name says what it is).
+    wake: Wake,
     waiters: VecDeque<Arc<Waiter>>,
     /// The last command decided for this channel is `SUBSCRIBE`.
     wanted: bool,
@@ -127,6 +139,43 @@ struct Channel {
 }
 
 impl Channel {
+    fn new(wake: Wake) -> Channel {
+        Channel {
+            wake,
+            waiters: VecDeque::new(),
+            wanted: false,
+            pending_subs: 0,
+            pending_unsubs: 0,
+            confirmed: false,
+            wake_all_on_confirm: false,
+            refused: None,
+        }
+    }
+
+    /// Wakes the waiters a message `payload` is for.
+    fn deliver(&self, payload: &[u8]) {
+        match self.wake {
+            Wake::Lock if payload == b"1" => self.wake_all(),
+            Wake::Lock => {
+                self.wake_one();
+            }
+            Wake::Latch if payload == b"0" => self.wake_all(),
+            Wake::Latch => {}
+            Wake::Permits => {
+                let available: i64 = std::str::from_utf8(payload).ok().and_then(|p| p.parse().ok()).unwrap_or(1);
+                let mut covered: i64 = 0;
+                for waiter in &self.waiters {
+                    if covered >= available {
+                        break;
+                    }
+                    if waiter.wake() {
+                        covered = covered.saturating_add(i64::try_from(waiter.weight).unwrap_or(i64::MAX));
+                    }
+                }
+            }
+        }
+    }
+
     fn is_ready(&self) -> bool {
         self.wanted && self.pending_subs == 0 && self.confirmed
     }
@@ -153,10 +202,11 @@ impl Channel {
 }
 
 /// One waiting thread's parking spot.
-#[derive(Default)]
 struct Waiter {
     woken: Mutex<bool>,
     cv: Condvar,
+    /// The permits it waits for (1 for a lock).
+    weight: u64,
 }
 
 impl Waiter {
@@ -208,16 +258,16 @@ impl Subscriber {
     /// subscription still unanswered then means a silent connection: it is closed, to be
     /// opened again. The caller's park is bounded by the lock's TTL, so a waiter whose
     /// subscription is late still gets its turn. A refusal by Redis is returned at once.
-    pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>) -> Result<Ticket> {
+    pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>, wake: Wake, weight: u64) -> Result<Ticket> {
         let shared = &self.shared;
         let timing = shared.timing;
-        let waiter = Arc::new(Waiter::default());
+        let waiter = Arc::new(Waiter { woken: Mutex::new(false), cv: Condvar::new(), weight });
         let mut state = shared.state.lock();
         if state.shutdown {
             return Err(Error::shutdown());
         }
         let (connected, generation) = (state.connected, state.generation);
-        let ch = state.channels.entry(channel.to_owned()).or_default();
+        let ch = state.channels.entry(channel.to_owned()).or_insert_with(|| Channel::new(wake));
         ch.waiters.push_back(Arc::clone(&waiter));
         let ticket = Ticket { shared: Arc::clone(shared), channel: channel.to_owned(), waiter, acquired: false };
         if !ch.wanted {
@@ -597,11 +647,7 @@ impl Shared {
         match kind.as_slice() {
             b"message" => {
                 if let Some(redis::Value::BulkString(payload)) = items.next() {
-                    if payload == WAKE_ALL {
-                        ch.wake_all();
-                    } else {
-                        ch.wake_one();
-                    }
+                    ch.deliver(&payload);
                 }
             }
             b"subscribe" => {

@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::transport::net::Target;
 use crate::transport::pool::{Connector, Pool};
 use crate::transport::sentinel::{self, Sentinels, SwitchWatch};
-use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing};
+use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing, Wake};
 use crate::transport::tls::Tls;
 use crate::transport::url;
 
@@ -128,8 +128,8 @@ impl Topology {
 
     /// Joins the waiters of `channel` on the connection that receives it (see
     /// [`Subscriber::join`]).
-    pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>) -> Result<Ticket> {
-        self.subscriber.join(channel, deadline)
+    pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>, wake: Wake, weight: u64) -> Result<Ticket> {
+        self.subscriber.join(channel, deadline, wake, weight)
     }
 
     pub(crate) fn subscriber_stats(&self) -> SubscriberStats {

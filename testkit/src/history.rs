@@ -101,3 +101,17 @@ pub fn check_tokens(history: &[Section]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The most sections of one lock (or semaphore) that were ever inside at the same moment.
+pub fn max_overlap(history: &[Section], lock: &str) -> usize {
+    // Exits sort before enters at the same instant: touching sections do not overlap.
+    let mut events: Vec<(u64, i32)> =
+        history.iter().filter(|s| s.lock == lock).flat_map(|s| [(s.enter, 1), (s.exit, -1)]).collect();
+    events.sort_by_key(|&(at, delta)| (at, delta));
+    let (mut inside, mut most) = (0i64, 0i64);
+    for (_, delta) in events {
+        inside += i64::from(delta);
+        most = most.max(inside);
+    }
+    usize::try_from(most).unwrap_or(0)
+}

@@ -1,0 +1,49 @@
+-- Take permits of a permit-expirable semaphore (Redisson's RPermitExpirableSemaphore
+-- layout): the key holds the number of permits available, the sorted set
+-- "{name}:timeout" each taken permit's id (16 bytes) with its deadline (epoch ms). Permits
+-- past their deadline are first returned (their holders died or lost them).
+--
+-- KEYS[1]  the semaphore
+-- KEYS[2]  its timeouts sorted set
+-- ARGV[1]  permits wanted (at least 1)
+-- ARGV[2]  their lease in milliseconds, or -1 for permits that never expire
+-- ARGV[3]  the semaphore's channel
+-- ARGV[4..] the new permits' ids, one per permit
+--
+-- Returns  nil when taken; otherwise how long the caller may sleep before trying again:
+--          until the earliest permit expires (at least 1 ms), or -1 when none will.
+-- "Now" is the server's clock (Redisson uses each client's own).
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local never = 922337203685477
+local expired = redis.call('zrangebyscore', KEYS[2], 0, now)
+if #expired > 0 then
+    may('publish', ARGV[3], '0')
+    for _, id in ipairs(expired) do
+        redis.call('zrem', KEYS[2], id)
+    end
+    local available = redis.call('incrby', KEYS[1], #expired)
+    publish(ARGV[3], available)
+end
+local available = tonumber(redis.call('get', KEYS[1]))
+local wanted = tonumber(ARGV[1])
+if available and available >= wanted then
+    redis.call('decrby', KEYS[1], wanted)
+    local deadline = never
+    if tonumber(ARGV[2]) >= 0 then
+        deadline = now + tonumber(ARGV[2])
+    end
+    for i = 4, #ARGV do
+        redis.call('zadd', KEYS[2], deadline, ARGV[i])
+    end
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then
+        redis.call('pexpire', KEYS[2], ttl)
+    end
+    return nil
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+if first[2] and tonumber(first[2]) < never then
+    return math.max(tonumber(first[2]) - now, 1)
+end
+return -1

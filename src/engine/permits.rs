@@ -1,0 +1,203 @@
+//! Semaphores and the count-down latch: taking permits (through the wait loop the locks
+//! use), giving them back, the leases of a permit-expirable semaphore's permits (renewed by
+//! the same watchdog), and waiting for a latch to open.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+
+use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
+use crate::engine::core::Engine;
+use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::retry::with_retries;
+use crate::error::{Error, ErrorKind, Result};
+use crate::events::Events;
+use crate::keys;
+use crate::kind::semaphore::{self, PermitId, Taken};
+use crate::transport::Wake;
+
+/// Most permits one call may take or add: what Redis's integers and Lua's numbers hold.
+const MAX_PERMITS: u64 = 1 << 48;
+
+/// Checks a number of permits a caller asks for: at least 1, at most [`MAX_PERMITS`].
+pub(crate) fn check_permits(name: &str, permits: u64) -> Result<()> {
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(Error::invalid(format!("{permits} permits: ask for 1 ..= {MAX_PERMITS}")).on_lock(name));
+    }
+    Ok(())
+}
+
+/// Takes `permits` of the semaphore `name`, waiting as `wait` says; `Ok(false)` when they
+/// were not had in time. An acquire whose reply is lost is not undone: giving back permits
+/// that were never taken would let more holders in than there are permits, so such permits
+/// stay taken (the permit-expirable semaphore has no such leak).
+pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait) -> Result<bool> {
+    ready(engine, name)?;
+    check_permits(name, permits)?;
+    let attempt = || {
+        let taken = engine.pool_for(name).run("taking permits", |conn| semaphore::acquire(conn, name, permits));
+        match taken.map_err(|e| e.on_lock(name))? {
+            Taken::Yes => Ok(Attempt::Acquired(())),
+            Taken::No { retry_in } => Ok(Attempt::Held { ttl: retry_in }),
+        }
+    };
+    let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
+    Ok(taken.map_err(|e| e.on_lock(name))?.is_some())
+}
+
+/// Adds `permits` to the semaphore `name` (negative: takes them away) and wakes waiters;
+/// the permits available after. Not sent again after a timeout (it is not idempotent).
+pub(crate) fn add(engine: &Engine, name: &str, permits: i64) -> Result<i64> {
+    ready(engine, name)?;
+    let amount = permits.unsigned_abs();
+    if amount > MAX_PERMITS {
+        return Err(Error::invalid(format!("{permits} permits: at most {MAX_PERMITS} at once")).on_lock(name));
+    }
+    with_retries(engine, None, |_| {
+        engine.pool_for(name).run("adding permits", |conn| semaphore::add(conn, name, permits))
+    })
+    .map_err(|e| e.on_lock(name))
+}
+
+/// One guard's permits of a permit-expirable semaphore.
+pub(crate) struct PermitHold {
+    engine: Arc<Engine>,
+    lease: Arc<Lease>,
+    term: Term,
+}
+
+/// Takes `permits` of the permit-expirable semaphore `name`, each with `lease` (`None`: the
+/// watchdog's, renewed while the guard lives), waiting as `wait` says.
+pub(crate) fn acquire_expirable(
+    engine: &Arc<Engine>,
+    name: &Arc<str>,
+    permits: u64,
+    lease: Option<Duration>,
+    wait: Wait,
+) -> Result<Option<PermitHold>> {
+    ready(engine, name)?;
+    check_permits(name, permits)?;
+    if permits > 1 << 16 {
+        return Err(Error::invalid(format!("{permits} permits: a guard holds at most 65536")).on_lock(name));
+    }
+    let (lease_millis, watchdog) = match lease {
+        Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
+        None => (engine.watchdog_millis(), true),
+    };
+    let mut ids: Vec<PermitId> = vec![[0; 16]; usize::try_from(permits).unwrap_or(usize::MAX)];
+    for id in &mut ids {
+        rand::rng().fill_bytes(id);
+    }
+    let command_timeout = engine.config().command_timeout;
+    let attempt = || {
+        let sent = Instant::now();
+        // A reply that does not come in time: give the ids back, behind the acquire on its
+        // connection (idempotent: ids that were not taken are simply not there).
+        let undo: Box<dyn FnOnce(redis::Connection) + Send> = {
+            let (name, ids) = (name.to_string(), ids.clone());
+            Box::new(move |mut conn| {
+                if conn.set_read_timeout(Some(command_timeout)).is_ok() {
+                    let _ = semaphore::release_permits(&mut conn, &name, &ids);
+                }
+            })
+        };
+        let taken = engine.pool_for(name).run_handing_off(
+            "taking permits",
+            None,
+            |conn| semaphore::acquire_permits(conn, name, &ids, Some(lease_millis)),
+            Some(undo),
+        );
+        match taken.map_err(|e| e.on_lock(name))? {
+            Taken::Yes => Ok(Attempt::Acquired(sent)),
+            Taken::No { retry_in } => Ok(Attempt::Held { ttl: retry_in }),
+        }
+    };
+    let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
+    let Some(sent) = taken.map_err(|e| e.on_lock(name))? else { return Ok(None) };
+    let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
+    let term =
+        if watchdog { Term::Watchdog } else { Term::Until(sent.checked_add(Duration::from_millis(lease_millis))) };
+    engine.add_permit_lease(&lease, term, sent);
+    Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term }))
+}
+
+impl PermitHold {
+    /// The lease's state as this client knows it (no I/O).
+    pub(crate) fn state(&self) -> LeaseState {
+        self.lease.state()
+    }
+
+    /// The semaphore's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.lease.name
+    }
+
+    /// The event hook of the client that holds them.
+    pub(crate) fn events(&self) -> Events {
+        self.engine.config().events.clone()
+    }
+
+    /// The number of permits held.
+    pub(crate) fn permits(&self) -> usize {
+        self.lease.permits.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Gives the permits back. `Err(NotHeld)` when they were lost (their deadline passed):
+    /// reported once as `lease_lost`, nothing sent when it was known before.
+    pub(crate) fn release(self) -> Result<()> {
+        let engine = &self.engine;
+        let name = &*self.lease.name;
+        engine.check_running().map_err(|e| e.on_lock(name))?;
+        let mut inner = self.lease.lock();
+        let was_live = inner.is_live();
+        inner.remove(self.term);
+        engine.stop_renewing(&self.lease, &mut inner);
+        if !was_live {
+            self.lease.lose(inner, &engine.config().events);
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                "the permits' lease was lost before the release; nothing was sent",
+            )
+            .on_lock(name));
+        }
+        inner.status = LeaseState::Released;
+        drop(inner);
+        let ids = self.lease.permits.as_deref().unwrap_or(&[]);
+        let returned = with_retries(engine, None, |_| {
+            engine.pool_for(name).run("giving permits back", |conn| semaphore::release_permits(conn, name, ids))
+        })
+        .map_err(|e| e.on_lock(name))?;
+        if returned.late + returned.gone > 0 {
+            self.lease.lose(self.lease.lock(), &engine.config().events);
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                format!(
+                    "{} of {} permits had passed their deadline (taken back by others: {})",
+                    returned.late + returned.gone,
+                    ids.len(),
+                    returned.gone
+                ),
+            )
+            .on_lock(name));
+        }
+        Ok(())
+    }
+}
+
+/// Waits until the latch `name` is open (its count is zero), as `wait` says; `Ok(false)`
+/// when it was not open in time.
+pub(crate) fn await_latch(engine: &Engine, name: &Arc<str>, wait: Wait) -> Result<bool> {
+    ready(engine, name)?;
+    let attempt = || {
+        let count = with_retries(engine, None, |_| {
+            engine.pool_for(name).run("reading the latch", |conn| semaphore::latch_count(conn, name))
+        });
+        match count.map_err(|e| e.on_lock(name))? {
+            0 => Ok(Attempt::Acquired(())),
+            _ => Ok(Attempt::Held { ttl: None }),
+        }
+    };
+    let opened = wait_for(engine, || (keys::latch_channel(name), Wake::Latch, 1), wait, attempt);
+    Ok(opened.map_err(|e| e.on_lock(name))?.is_some())
+}

@@ -1,0 +1,143 @@
+//! The scripts of the semaphores and the count-down latch, in Redisson's layouts: a
+//! semaphore's key holds its available permits and `redisson_sc:{name}` carries the count
+//! after every release; a permit-expirable semaphore adds `{name}:timeout`, its permits' ids
+//! with their deadlines; a latch's key holds its count and
+//! `redisson_countdownlatch__channel__{name}` carries `0` when it opens, `1` on a new count.
+
+use std::time::Duration;
+
+use crate::keys;
+use crate::scripts;
+
+/// A permit's id: 16 random bytes, as Redisson makes them.
+pub(crate) type PermitId = [u8; 16];
+
+/// What an attempt to take permits found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    Yes,
+    /// Not enough permits; how long until one may come back by itself (`None`: unknown).
+    No {
+        retry_in: Option<Duration>,
+    },
+}
+
+/// Takes `permits` of a semaphore.
+pub(crate) fn acquire(conn: &mut redis::Connection, name: &str, permits: u64) -> redis::RedisResult<Taken> {
+    let reply: Option<i64> = scripts::SEMAPHORE_ACQUIRE.key(name).arg(permits).invoke(conn)?;
+    Ok(match reply {
+        None => Taken::Yes,
+        Some(_) => Taken::No { retry_in: None },
+    })
+}
+
+/// Adds `permits` (negative: takes them away) and tells the waiters; the count after.
+pub(crate) fn add(conn: &mut redis::Connection, name: &str, permits: i64) -> redis::RedisResult<i64> {
+    scripts::SEMAPHORE_RELEASE.key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
+}
+
+/// Sets the permits of a semaphore that has none set; whether it did.
+pub(crate) fn try_set(conn: &mut redis::Connection, name: &str, permits: u64) -> redis::RedisResult<bool> {
+    scripts::SEMAPHORE_SET.key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
+}
+
+/// The permits available now (0 for a semaphore with none set).
+pub(crate) fn available(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
+    let value: Option<i64> = redis::cmd("GET").arg(name).query(conn)?;
+    Ok(value.unwrap_or(0))
+}
+
+/// Takes one permit per id of a permit-expirable semaphore, each with `lease` (`None`:
+/// never expiring).
+pub(crate) fn acquire_permits(
+    conn: &mut redis::Connection,
+    name: &str,
+    ids: &[PermitId],
+    lease: Option<u64>,
+) -> redis::RedisResult<Taken> {
+    let mut call = scripts::PERMIT_ACQUIRE.prepare_invoke();
+    call.key(name).key(keys::permit_timeouts(name));
+    call.arg(ids.len())
+        .arg(lease.map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX)))
+        .arg(keys::semaphore_channel(name));
+    for id in ids {
+        call.arg(&id[..]);
+    }
+    let reply: Option<i64> = call.invoke(conn)?;
+    Ok(match reply {
+        None => Taken::Yes,
+        Some(ms) => Taken::No { retry_in: u64::try_from(ms).ok().map(Duration::from_millis) },
+    })
+}
+
+/// What giving permits back found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Returned {
+    pub(crate) in_time: u64,
+    /// Past their deadline, not yet taken back by anyone: returned now, but they were lost.
+    pub(crate) late: u64,
+    /// Already taken back by someone (their deadline had passed).
+    pub(crate) gone: u64,
+}
+
+/// Gives the permits `ids` back.
+pub(crate) fn release_permits(
+    conn: &mut redis::Connection,
+    name: &str,
+    ids: &[PermitId],
+) -> redis::RedisResult<Returned> {
+    let mut call = scripts::PERMIT_RELEASE.prepare_invoke();
+    call.key(name).key(keys::permit_timeouts(name)).arg(keys::semaphore_channel(name));
+    for id in ids {
+        call.arg(&id[..]);
+    }
+    let (in_time, late, gone): (u64, u64, u64) = call.invoke(conn)?;
+    Ok(Returned { in_time, late, gone })
+}
+
+/// One lease of permits in a renew batch: its semaphore and the permits' ids.
+pub(crate) struct PermitEntry<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) ids: &'a [PermitId],
+}
+
+/// Renews every lease of `entries` for `lease_millis`: per entry, whether all its permits
+/// were still there in time.
+pub(crate) fn renew_permits(
+    conn: &mut redis::Connection,
+    lease_millis: u64,
+    entries: &[PermitEntry<'_>],
+) -> redis::RedisResult<Vec<bool>> {
+    let mut call = scripts::PERMIT_RENEW.prepare_invoke();
+    for entry in entries {
+        call.key(keys::permit_timeouts(entry.name));
+    }
+    call.arg(lease_millis);
+    for entry in entries {
+        call.arg(entry.ids.concat());
+    }
+    let renewed: Vec<i64> = call.invoke(conn)?;
+    if renewed.len() != entries.len() {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "the permit renew script answered for the wrong number of leases",
+        )));
+    }
+    Ok(renewed.into_iter().map(|r| r == 1).collect())
+}
+
+/// Counts a latch down; the count left.
+pub(crate) fn count_down(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<u64> {
+    scripts::LATCH_COUNT_DOWN.key(name).arg(keys::latch_channel(name)).invoke(conn)
+}
+
+/// Sets a latch's count when it has none; whether it did.
+pub(crate) fn try_set_count(conn: &mut redis::Connection, name: &str, count: u64) -> redis::RedisResult<bool> {
+    scripts::LATCH_SET.key(name).arg(count).arg(keys::latch_channel(name)).invoke(conn)
+}
+
+/// A latch's count (0 when it is open).
+pub(crate) fn latch_count(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<u64> {
+    let value: Option<i64> = redis::cmd("GET").arg(name).query(conn)?;
+    Ok(value.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+}

@@ -1,0 +1,163 @@
+//! The semaphore: Redisson's `RSemaphore`. At most N permits out at once, fleet-wide.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::engine::{self, Engine, Wait};
+use crate::error::{Error, Result};
+use crate::kind::semaphore;
+
+/// A counting semaphore (Redisson's `RSemaphore`): a number of permits, taken and given
+/// back by anyone, fleet-wide. "At most 5 workers on this API at once."
+///
+/// Redis layout: the key `name` holds the permits available; every release and every
+/// added permit publishes the new count on `redisson_sc:{name}`, which wakes as many
+/// waiters as the permits can serve (not one, not all). Redisson clients on the same name
+/// share the same permits.
+///
+/// Permits are not owned: a process that dies holding some never gives them back. Where
+/// that matters, use a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), whose
+/// permits have leases that a watchdog renews.
+///
+/// ```no_run
+/// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
+/// let slots = client.semaphore("api-slots");
+/// slots.try_set_permits(5)?; // once; false when already set
+/// let permit = slots.acquire(1)?; // waits for a free permit
+/// // ... at most 5 of these sections run at once ...
+/// drop(permit); // gives it back
+/// # Ok::<(), redlease::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    engine: Arc<Engine>,
+    name: Arc<str>,
+}
+
+/// Permits taken from a [`Semaphore`]; given back on drop or by
+/// [`release`](SemaphoreGuard::release). It may move to another thread: permits are not
+/// tied to one.
+#[must_use = "if unused the permits are given back at once"]
+#[clippy::has_significant_drop]
+pub struct SemaphoreGuard {
+    engine: Arc<Engine>,
+    name: Arc<str>,
+    permits: u64,
+    released: bool,
+}
+
+impl Semaphore {
+    pub(crate) fn new(engine: Arc<Engine>, name: String) -> Semaphore {
+        Semaphore { engine, name: name.into() }
+    }
+
+    /// The semaphore's name, which is also its Redis key.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the number of permits when none is set yet; whether it did. Waiters are told.
+    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
+        engine::ready(&self.engine, &self.name)?;
+        engine::check_permits(&self.name, permits)?;
+        let name = &*self.name;
+        self.engine
+            .pool_for(name)
+            .run("setting permits", |conn| semaphore::try_set(conn, name, permits))
+            .map_err(|e| e.on_lock(name))
+    }
+
+    /// Adds permits (negative: takes them away, down to below zero if need be); the permits
+    /// available after. Waiters are told.
+    pub fn add_permits(&self, permits: i64) -> Result<i64> {
+        engine::add_permits(&self.engine, &self.name, permits)
+    }
+
+    /// The permits available now (0 when none was ever set).
+    pub fn available_permits(&self) -> Result<i64> {
+        engine::ready(&self.engine, &self.name)?;
+        let name = &*self.name;
+        self.engine
+            .pool_for(name)
+            .run("reading the permits", |conn| semaphore::available(conn, name))
+            .map_err(|e| e.on_lock(name))
+    }
+
+    /// Waits until `permits` are available and takes them.
+    pub fn acquire(&self, permits: u64) -> Result<SemaphoreGuard> {
+        self.take(permits, Wait::Forever)?.ok_or_else(|| Error::shutdown().on_lock(&self.name))
+    }
+
+    /// Takes `permits` if they are available now: `Ok(None)` when they are not.
+    pub fn try_acquire(&self, permits: u64) -> Result<Option<SemaphoreGuard>> {
+        self.take(permits, Wait::No)
+    }
+
+    /// Waits at most `timeout` for `permits`: `Ok(None)` when they were not available in
+    /// time.
+    pub fn try_acquire_for(&self, permits: u64, timeout: Duration) -> Result<Option<SemaphoreGuard>> {
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")).on_lock(&self.name))?;
+        self.take(permits, Wait::Until(deadline))
+    }
+
+    /// Waits until `deadline` for `permits`.
+    pub fn try_acquire_until(&self, permits: u64, deadline: Instant) -> Result<Option<SemaphoreGuard>> {
+        self.take(permits, Wait::Until(deadline))
+    }
+
+    fn take(&self, permits: u64, wait: Wait) -> Result<Option<SemaphoreGuard>> {
+        let taken = engine::acquire_semaphore(&self.engine, &self.name, permits, wait)?;
+        Ok(taken.then(|| SemaphoreGuard {
+            engine: Arc::clone(&self.engine),
+            name: Arc::clone(&self.name),
+            permits,
+            released: false,
+        }))
+    }
+}
+
+impl SemaphoreGuard {
+    /// The number of permits this guard holds.
+    pub fn permits(&self) -> u64 {
+        self.permits
+    }
+
+    /// Gives the permits back and reports the outcome.
+    pub fn release(mut self) -> Result<()> {
+        self.give_back()
+    }
+
+    fn give_back(&mut self) -> Result<()> {
+        self.released = true;
+        let permits = i64::try_from(self.permits).unwrap_or(i64::MAX);
+        engine::add_permits(&self.engine, &self.name, permits).map(drop)
+    }
+}
+
+impl Drop for SemaphoreGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Err(err) = self.give_back()
+            && !err.is_shutdown()
+        {
+            self.engine.config().events.release_failed(&self.name, &err);
+        }
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore").field("name", &self.name).finish()
+    }
+}
+
+impl fmt::Debug for SemaphoreGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemaphoreGuard").field("semaphore", &self.name).field("permits", &self.permits).finish()
+    }
+}

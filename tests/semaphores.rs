@@ -1,0 +1,350 @@
+//! Semaphores and the count-down latch against real `redis-server`s: never more than N
+//! holders across processes, no lost wake-ups, permits of a killed holder coming back while
+//! live holders keep theirs, the latch letting every waiter through once, Redisson's
+//! protocol on the same keys and channels, and bad input.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{Client, ErrorKind};
+
+use crate::helpers::*;
+use crate::support::child::{self, Child};
+use crate::support::history::{self, Section};
+use crate::support::server::RedisServer;
+
+pub const ROLES: &[crate::support::child::Role] =
+    &[("semaphore_worker", semaphore_worker), ("permit_holder", permit_holder)];
+
+const THREADS: u32 = 4;
+
+/// THREADS threads take one permit of SEMAPHORE (plain, or EXPIRABLE=1) ROUNDS times each
+/// and record each section in the history on RECORD_URL; with N=1 they also bump a
+/// non-atomic counter there.
+fn semaphore_worker() {
+    let client = Client::builder(child::env("URL")).watchdog_timeout(Duration::from_secs(2)).build().unwrap();
+    let record_url = child::env("RECORD_URL");
+    let name = child::env("SEMAPHORE");
+    let expirable = child::env("EXPIRABLE") == "1";
+    let rounds: u32 = child::env("ROUNDS").parse().unwrap();
+    let single = child::env("N") == "1";
+    let process: u32 = child::env("PROCESS").parse().unwrap();
+    thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let (client, record_url, name) = (&client, &record_url, &name);
+            scope.spawn(move || {
+                let mut record = redis::Client::open(record_url.as_str()).unwrap().get_connection().unwrap();
+                for _ in 0..rounds {
+                    let section = |record: &mut redis::Connection| {
+                        let enter = history::now();
+                        if single {
+                            increment_non_atomically(record, "semaphore:count");
+                        } else {
+                            thread::sleep(Duration::from_micros(300));
+                        }
+                        let exit = history::now();
+                        Section { process, thread, lock: name.clone(), exclusive: single, enter, exit, token: None }
+                    };
+                    let done = if expirable {
+                        let permit = client.permit_expirable_semaphore(name.as_str()).acquire(1).unwrap();
+                        let done = section(&mut record);
+                        permit.release().unwrap();
+                        done
+                    } else {
+                        let permit = client.semaphore(name.as_str()).acquire(1).unwrap();
+                        let done = section(&mut record);
+                        permit.release().unwrap();
+                        done
+                    };
+                    history::record(&mut record, "semaphore:history", &done);
+                }
+            });
+        }
+    });
+    child::say("done");
+}
+
+/// Takes one permit of SEMAPHORE (watchdog 1 s) and holds it until killed.
+fn permit_holder() {
+    let client = Client::builder(child::env("URL")).watchdog_timeout(Duration::from_secs(1)).build().unwrap();
+    let permit = client.permit_expirable_semaphore(child::env("SEMAPHORE")).acquire(1).unwrap();
+    child::say("holding");
+    thread::sleep(Duration::from_secs(600));
+    drop(permit);
+}
+
+/// Two processes of four threads on a semaphore of N permits, plain and permit-expirable:
+/// never more than N sections at once (from the interval history), and with N = 1 the
+/// non-atomic counter equals the number of sections.
+///
+/// Breaks if the acquire script grants more permits than are available (checked by
+/// granting on `>=` 0 instead: the history showed more than N inside at once).
+#[test]
+fn never_more_than_n_holders_across_two_processes() {
+    let server = RedisServer::start();
+    let record = RedisServer::start();
+    let client = client(&server);
+    for (name, expirable, n) in [("sem:one", false, 1u64), ("sem:three", false, 3), ("pes:three", true, 3)] {
+        if expirable {
+            assert!(client.permit_expirable_semaphore(name).try_set_permits(n).unwrap());
+        } else {
+            assert!(client.semaphore(name).try_set_permits(n).unwrap());
+        }
+        let env = |process: u32| {
+            [
+                ("URL", server.url()),
+                ("RECORD_URL", record.url()),
+                ("SEMAPHORE", name.to_string()),
+                ("EXPIRABLE", if expirable { "1" } else { "0" }.to_string()),
+                ("ROUNDS", "40".to_string()),
+                ("N", n.to_string()),
+                ("PROCESS", process.to_string()),
+            ]
+        };
+        let mut workers: Vec<Child> = (0..2).map(|p| Child::spawn("semaphore_worker", &env(p))).collect();
+        for w in &mut workers {
+            w.wait_line("done", Duration::from_secs(60));
+            assert!(w.wait(Duration::from_secs(10)).success(), "{name}: a worker failed");
+        }
+        let log = history::load(&mut record.conn(), "semaphore:history");
+        let sections = log.iter().filter(|s| s.lock == name).count();
+        assert_eq!(sections, 2 * THREADS as usize * 40, "{name}: every section recorded");
+        let most = history::max_overlap(&log, name);
+        assert!(most as u64 <= n, "{name}: {most} holders at once, with {n} permits");
+        assert!(most >= 1);
+        if n == 1 {
+            let count: u64 = redis::cmd("GET").arg("semaphore:count").query(&mut record.conn()).unwrap();
+            assert_eq!(count, sections as u64, "{name}: the non-atomic counter lost increments");
+        }
+        let available = if expirable {
+            client.permit_expirable_semaphore(name).available_permits().unwrap()
+        } else {
+            client.semaphore(name).available_permits().unwrap()
+        };
+        assert_eq!(available, n as i64, "{name}: every permit came back");
+    }
+}
+
+/// 50 waiters in two clients, wanting 1 or 2 permits each, on a semaphore that starts with
+/// none; permits are added a few at a time. Every waiter gets its permits, holds them
+/// briefly and gives them back, well before a lost wake-up could be made up for by the
+/// re-check (30 s).
+///
+/// Breaks if a release wakes only one waiter (the others would wait out the re-check), or
+/// if a woken waiter that fails does not pass its wake-up on.
+#[test]
+fn fifty_waiters_with_mixed_permit_counts_are_all_served_without_lost_wake_ups() {
+    let server = RedisServer::start();
+    let clients = [client(&server), client(&server)];
+    let (done_tx, done_rx) = mpsc::channel();
+    let started = Instant::now();
+    for i in 0..50u64 {
+        let client = clients[(i % 2) as usize].clone();
+        let done_tx = done_tx.clone();
+        thread::spawn(move || {
+            let wanted = 1 + i % 2;
+            let permits = client.semaphore("mixed").try_acquire_for(wanted, Duration::from_secs(25));
+            let got = permits.map(|p| {
+                p.map(|p| {
+                    thread::sleep(Duration::from_millis(5));
+                    p.release().is_ok()
+                })
+            });
+            let _ = done_tx.send((wanted, got.map_err(|e| e.to_string())));
+        });
+    }
+    drop(done_tx);
+    thread::sleep(Duration::from_millis(500));
+    let semaphore = clients[0].semaphore("mixed");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    thread::sleep(Duration::from_millis(200));
+    semaphore.add_permits(2).unwrap();
+    let mut served = 0;
+    while let Ok((wanted, got)) = done_rx.recv_timeout(Duration::from_secs(20)) {
+        assert_eq!(got, Ok(Some(true)), "a waiter for {wanted} permits");
+        served += 1;
+    }
+    assert_eq!(served, 50, "every waiter was served");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "no waiter waited for the re-check: {took:?}");
+    assert_eq!(semaphore.available_permits().unwrap(), 3);
+}
+
+/// A permit-expirable semaphore of 2: a child process takes one and is SIGKILLed; its
+/// permit comes back after about one watchdog timeout (1 s), while this process's permit,
+/// renewed by the watchdog, is kept through three watchdog timeouts.
+///
+/// Breaks if the watchdog does not renew permits (this process's would be taken back and
+/// its release would be `NotHeld`), or if a dead holder's permit never comes back.
+#[test]
+fn a_killed_holders_permit_returns_after_the_watchdog_timeout_and_live_ones_stay() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |b| b.watchdog_timeout(Duration::from_secs(1)));
+    let semaphore = client.permit_expirable_semaphore("workers");
+    assert!(semaphore.try_set_permits(2).unwrap());
+    let mine = semaphore.acquire(1).expect("this process's permit");
+    let mut holder = Child::spawn("permit_holder", &[("URL", server.url()), ("SEMAPHORE", "workers".to_string())]);
+    holder.wait_line("holding", Duration::from_secs(10));
+    assert!(semaphore.try_acquire(1).unwrap().is_none(), "both permits are taken");
+    holder.kill();
+    let killed = Instant::now();
+    let third = semaphore.try_acquire_for(1, Duration::from_secs(10)).unwrap().expect("the dead holder's permit");
+    let back_after = killed.elapsed();
+    assert!(back_after < Duration::from_secs(1) + Duration::from_millis(1500), "back after {back_after:?}");
+    thread::sleep(Duration::from_secs(3));
+    assert!(mine.is_held(), "renewed through three watchdog timeouts");
+    assert!(third.is_held());
+    mine.release().expect("kept to the end");
+    third.release().expect("kept to the end");
+    assert_eq!(semaphore.available_permits().unwrap(), 2);
+}
+
+/// A latch of 3 with ten waiters in two clients: none goes through before the third
+/// count-down, every one right after it, once.
+///
+/// Breaks if a waiter is let through early (a `1` message taken for an opening) or is not
+/// woken (it would wait out its 10 s).
+#[test]
+fn the_latch_lets_every_waiter_through_once_when_it_opens() {
+    let server = RedisServer::start();
+    let clients = [client(&server), client(&server)];
+    let latch = clients[0].count_down_latch("loaded");
+    assert!(latch.try_set_count(3).unwrap());
+    assert!(!latch.try_set_count(5).unwrap(), "a count is already set");
+    let (tx, rx) = mpsc::channel();
+    for i in 0..10 {
+        let latch = clients[i % 2].count_down_latch("loaded");
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let opened = latch.await_for(Duration::from_secs(10));
+            let _ = tx.send((opened.map_err(|e| e.to_string()), Instant::now()));
+        });
+    }
+    drop(tx);
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(latch.count_down().unwrap(), 2);
+    assert_eq!(latch.count_down().unwrap(), 1);
+    thread::sleep(Duration::from_millis(300));
+    assert!(rx.try_recv().is_err(), "nobody through before zero");
+    let opened_at = Instant::now();
+    assert_eq!(latch.count_down().unwrap(), 0);
+    let mut through = 0;
+    while let Ok((opened, at)) = rx.recv_timeout(Duration::from_secs(12)) {
+        assert_eq!(opened, Ok(true));
+        assert!(at >= opened_at, "through before the latch opened");
+        assert!(at - opened_at < Duration::from_secs(2), "woken by the opening: {:?}", at - opened_at);
+        through += 1;
+    }
+    assert_eq!(through, 10);
+    assert_eq!(latch.count().unwrap(), 0);
+    assert_eq!(latch.count_down().unwrap(), 0, "an open latch stays open");
+    assert!(latch.await_for(Duration::ZERO).unwrap(), "open");
+}
+
+/// Another client speaking Redisson's protocol (GET/DECRBY to take, INCRBY and the count on
+/// `redisson_sc:{name}` to give back; `redisson_countdownlatch__channel__{name}` with `0`
+/// to open a latch) on the same semaphore and latch: each side excludes and wakes the
+/// other.
+///
+/// Breaks if the layout, channel or message of either primitive differs from Redisson's
+/// (the foreign release would not wake the redlease waiter, or its take would not see the
+/// permits).
+#[test]
+fn redissons_protocol_and_redlease_share_semaphores_and_latches() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |b| b.watchdog_timeout(Duration::from_secs(30)));
+    let mut foreign = server.conn();
+    let semaphore = client.semaphore("shared-sem");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    // Redisson takes the only permit.
+    let take: i64 = redis::cmd("EVAL")
+        .arg("local v = redis.call('get', KEYS[1]); if v ~= false and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]); return 1 end return 0")
+        .arg(1)
+        .arg("shared-sem")
+        .arg(1)
+        .query(&mut foreign)
+        .unwrap();
+    assert_eq!(take, 1);
+    assert!(semaphore.try_acquire(1).unwrap().is_none(), "Redisson's permit excludes redlease");
+    let waiter = {
+        let semaphore = semaphore.clone();
+        thread::spawn(move || {
+            let started = Instant::now();
+            let got = semaphore.try_acquire_for(1, Duration::from_secs(20)).unwrap();
+            (got.map(|g| g.release().is_ok()), started.elapsed())
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), "redisson_sc:{shared-sem}") == 1));
+    thread::sleep(Duration::from_millis(100));
+    // Redisson gives it back: INCRBY, then the count on the channel.
+    let count: i64 = redis::cmd("INCRBY").arg("shared-sem").arg(1).query(&mut foreign).unwrap();
+    let _: i64 = redis::cmd("PUBLISH").arg("redisson_sc:{shared-sem}").arg(count).query(&mut foreign).unwrap();
+    let (got, waited) = waiter.join().unwrap();
+    assert_eq!(got, Some(true), "woken by Redisson's release message");
+    assert!(waited < Duration::from_secs(5), "by the message, not the re-check: {waited:?}");
+    // redlease's release wakes a Redisson waiter: it sees the count on the channel.
+    let guard = semaphore.acquire(1).unwrap();
+    let mut pubsub_conn = server.conn();
+    let mut pubsub = pubsub_conn.as_pubsub();
+    pubsub.subscribe("redisson_sc:{shared-sem}").unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    guard.release().unwrap();
+    let message = pubsub.get_message().expect("redlease's release message");
+    assert_eq!(message.get_payload::<i64>().unwrap(), 1, "the count available, as Redisson sends it");
+    drop(pubsub);
+
+    // A latch opened by Redisson's count-down wakes a redlease waiter.
+    let latch = client.count_down_latch("shared-latch");
+    assert!(latch.try_set_count(1).unwrap());
+    let waiter = {
+        let latch = latch.clone();
+        thread::spawn(move || latch.await_for(Duration::from_secs(20)).unwrap())
+    };
+    let channel = "redisson_countdownlatch__channel__{shared-latch}";
+    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), channel) == 1));
+    let left: i64 = redis::cmd("DECR").arg("shared-latch").query(&mut foreign).unwrap();
+    assert_eq!(left, 0);
+    let _: i64 = redis::cmd("DEL").arg("shared-latch").query(&mut foreign).unwrap();
+    let _: i64 = redis::cmd("PUBLISH").arg(channel).arg(0).query(&mut foreign).unwrap();
+    assert!(waiter.join().unwrap(), "woken by Redisson's opening");
+}
+
+/// Bad input is `InvalidInput` before anything is sent; a name that is a lock of another
+/// kind is refused by Redis with an error naming it, and nothing is changed.
+///
+/// Breaks if zero or huge permits reach Redis, or if a semaphore on a lock's key changes
+/// the lock.
+#[test]
+fn bad_permit_counts_are_refused_before_anything_is_sent() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let before = commands_served(&mut conn);
+    let semaphore = client.semaphore("bad");
+    let expirable = client.permit_expirable_semaphore("bad");
+    let latch = client.count_down_latch("bad");
+    let checks: Vec<(&str, redlease::Result<()>)> = vec![
+        ("set 0", semaphore.try_set_permits(0).map(drop)),
+        ("acquire 0", semaphore.try_acquire(0).map(drop)),
+        ("acquire huge", semaphore.try_acquire(u64::MAX).map(drop)),
+        ("add huge", semaphore.add_permits(i64::MIN).map(drop)),
+        ("expirable 0", expirable.try_acquire(0).map(drop)),
+        ("expirable too many for a guard", expirable.try_acquire(1 << 20).map(drop)),
+        ("expirable zero lease", expirable.clone().with_lease(Duration::ZERO).try_acquire(1).map(drop)),
+        ("latch 0", latch.try_set_count(0).map(drop)),
+        ("empty name", client.semaphore("").try_acquire(1).map(drop)),
+        ("wait overflow", semaphore.try_acquire_for(1, Duration::MAX).map(drop)),
+    ];
+    for (what, result) in checks {
+        let err = result.expect_err(what);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{what}: {err}");
+    }
+    assert_eq!(commands_served(&mut conn), before, "nothing was sent");
+
+    let lock = client.lock("taken").lock().unwrap();
+    let err = client.semaphore("taken").try_acquire(1).expect_err("a lock's key is not a semaphore");
+    assert!(err.to_string().contains("WRONGTYPE") && err.lock_name() == Some("taken"), "{err}");
+    assert!(lock.is_held());
+    assert_eq!(client.lock("taken").hold_count().unwrap(), 1, "the lock is untouched");
+}
