@@ -36,9 +36,7 @@ impl Handle {
     }
 
     pub(crate) fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")).on_lock(&self.name))?;
+        let deadline = engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.name))?;
         self.acquire(Wait::Until(deadline))
     }
 

@@ -86,9 +86,7 @@ impl CountDownLatch {
 
     /// Waits at most `timeout` for the latch to open; whether it did.
     pub fn await_for(&self, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")).on_lock(&self.name))?;
+        let deadline = engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.name))?;
         self.await_until(deadline)
     }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::engine::Wait;
+use crate::engine::{self, Wait};
 use crate::error::{Error, Result};
 use crate::fair_lock::FairLock;
 use crate::fenced_lock::FencedLock;
@@ -100,9 +100,7 @@ impl MultiLock {
 
     /// Waits at most `timeout` for every member at once.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")))?;
+        let deadline = engine::deadline_after(timeout)?;
         self.acquire(Wait::Until(deadline))
     }
 

@@ -3,11 +3,11 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::engine::{self, Engine, LeaseState, PermitHold, Wait};
-use crate::error::{Error, Result};
-use crate::kind::semaphore;
+use crate::error::Result;
+use crate::semaphore::semaphore_handle;
 
 /// A semaphore whose every permit has a lease (Redisson's `RPermitExpirableSemaphore`): a
 /// holder that dies does not keep its permits forever.
@@ -53,11 +53,6 @@ impl PermitExpirableSemaphore {
         PermitExpirableSemaphore { engine, name: name.into(), lease: None }
     }
 
-    /// The semaphore's name, which is also its Redis key.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// A handle whose permits take a fixed lease: not renewed, they are taken back after it
     /// even while their guard lives.
     #[must_use = "with_lease returns a new handle and leaves this one unchanged"]
@@ -66,61 +61,13 @@ impl PermitExpirableSemaphore {
         self
     }
 
-    /// Sets the number of permits when none is set yet; whether it did.
-    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        engine::ready(&self.engine, &self.name)?;
-        engine::check_permits(&self.name, permits)?;
-        let name = &*self.name;
-        self.engine
-            .pool_for(name)
-            .run("setting permits", |conn| semaphore::try_set(conn, name, permits))
-            .map_err(|e| e.on_lock(name))
-    }
-
-    /// Adds permits (negative: takes them away); the permits available after.
-    pub fn add_permits(&self, permits: i64) -> Result<i64> {
-        engine::add_permits(&self.engine, &self.name, permits)
-    }
-
-    /// The permits available now, not counting those past their deadline that nobody has
-    /// taken back yet.
-    pub fn available_permits(&self) -> Result<i64> {
-        engine::ready(&self.engine, &self.name)?;
-        let name = &*self.name;
-        self.engine
-            .pool_for(name)
-            .run("reading the permits", |conn| semaphore::available(conn, name))
-            .map_err(|e| e.on_lock(name))
-    }
-
-    /// Waits until `permits` are available and takes them.
-    pub fn acquire(&self, permits: u64) -> Result<PermitGuard> {
-        self.take(permits, Wait::Forever)?.ok_or_else(|| Error::shutdown().on_lock(&self.name))
-    }
-
-    /// Takes `permits` if they are available now: `Ok(None)` when they are not.
-    pub fn try_acquire(&self, permits: u64) -> Result<Option<PermitGuard>> {
-        self.take(permits, Wait::No)
-    }
-
-    /// Waits at most `timeout` for `permits`.
-    pub fn try_acquire_for(&self, permits: u64, timeout: Duration) -> Result<Option<PermitGuard>> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")).on_lock(&self.name))?;
-        self.take(permits, Wait::Until(deadline))
-    }
-
-    /// Waits until `deadline` for `permits`.
-    pub fn try_acquire_until(&self, permits: u64, deadline: Instant) -> Result<Option<PermitGuard>> {
-        self.take(permits, Wait::Until(deadline))
-    }
-
     fn take(&self, permits: u64, wait: Wait) -> Result<Option<PermitGuard>> {
         let hold = engine::acquire_expirable(&self.engine, &self.name, permits, self.lease, wait)?;
         Ok(hold.map(|hold| PermitGuard { hold: Some(hold) }))
     }
 }
+
+semaphore_handle!(PermitExpirableSemaphore, PermitGuard);
 
 impl PermitGuard {
     /// Whether the permits are held as far as this client knows (no I/O).

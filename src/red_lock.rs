@@ -115,9 +115,7 @@ impl RedLock {
 
     /// Attempts until one succeeds or `timeout` has passed.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")))?;
+        let deadline = engine::deadline_after(timeout)?;
         self.acquire(Some(deadline), false)
     }
 

@@ -2,11 +2,9 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use crate::engine::{self, Engine, Wait};
-use crate::error::{Error, Result};
-use crate::kind::semaphore;
+use crate::error::Result;
 
 /// A counting semaphore (Redisson's `RSemaphore`): a number of permits, taken and given
 /// back by anyone, fleet-wide. "At most 5 workers on this API at once."
@@ -52,62 +50,6 @@ impl Semaphore {
         Semaphore { engine, name: name.into() }
     }
 
-    /// The semaphore's name, which is also its Redis key.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Sets the number of permits when none is set yet; whether it did. Waiters are told.
-    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        engine::ready(&self.engine, &self.name)?;
-        engine::check_permits(&self.name, permits)?;
-        let name = &*self.name;
-        self.engine
-            .pool_for(name)
-            .run("setting permits", |conn| semaphore::try_set(conn, name, permits))
-            .map_err(|e| e.on_lock(name))
-    }
-
-    /// Adds permits (negative: takes them away, down to below zero if need be); the permits
-    /// available after. Waiters are told.
-    pub fn add_permits(&self, permits: i64) -> Result<i64> {
-        engine::add_permits(&self.engine, &self.name, permits)
-    }
-
-    /// The permits available now (0 when none was ever set).
-    pub fn available_permits(&self) -> Result<i64> {
-        engine::ready(&self.engine, &self.name)?;
-        let name = &*self.name;
-        self.engine
-            .pool_for(name)
-            .run("reading the permits", |conn| semaphore::available(conn, name))
-            .map_err(|e| e.on_lock(name))
-    }
-
-    /// Waits until `permits` are available and takes them.
-    pub fn acquire(&self, permits: u64) -> Result<SemaphoreGuard> {
-        self.take(permits, Wait::Forever)?.ok_or_else(|| Error::shutdown().on_lock(&self.name))
-    }
-
-    /// Takes `permits` if they are available now: `Ok(None)` when they are not.
-    pub fn try_acquire(&self, permits: u64) -> Result<Option<SemaphoreGuard>> {
-        self.take(permits, Wait::No)
-    }
-
-    /// Waits at most `timeout` for `permits`: `Ok(None)` when they were not available in
-    /// time.
-    pub fn try_acquire_for(&self, permits: u64, timeout: Duration) -> Result<Option<SemaphoreGuard>> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")).on_lock(&self.name))?;
-        self.take(permits, Wait::Until(deadline))
-    }
-
-    /// Waits until `deadline` for `permits`.
-    pub fn try_acquire_until(&self, permits: u64, deadline: Instant) -> Result<Option<SemaphoreGuard>> {
-        self.take(permits, Wait::Until(deadline))
-    }
-
     fn take(&self, permits: u64, wait: Wait) -> Result<Option<SemaphoreGuard>> {
         let taken = engine::acquire_semaphore(&self.engine, &self.name, permits, wait)?;
         Ok(taken.then(|| SemaphoreGuard {
@@ -118,6 +60,8 @@ impl Semaphore {
         }))
     }
 }
+
+semaphore_handle!(Semaphore, SemaphoreGuard);
 
 impl SemaphoreGuard {
     /// The number of permits this guard holds.
@@ -161,3 +105,67 @@ impl fmt::Debug for SemaphoreGuard {
         f.debug_struct("SemaphoreGuard").field("semaphore", &self.name).field("permits", &self.permits).finish()
     }
 }
+
+/// The permit ladder and the permit queries of a public semaphore type with fields `engine`
+/// and `name` and a method `take(&self, permits, wait)`. Written once so that both
+/// semaphores document and behave the same.
+macro_rules! semaphore_handle {
+    ($semaphore:ident, $guard:ident) => {
+        impl $semaphore {
+            /// The semaphore's name, which is also its Redis key.
+            pub fn name(&self) -> &str {
+                &self.name
+            }
+
+            /// Sets the number of permits when none is set yet; whether it did. Waiters
+            /// are told.
+            pub fn try_set_permits(&self, permits: u64) -> $crate::Result<bool> {
+                $crate::engine::try_set_permits(&self.engine, &self.name, permits)
+            }
+
+            /// Adds permits (negative: takes them away, down to below zero if need be);
+            /// the permits available after. Waiters are told.
+            pub fn add_permits(&self, permits: i64) -> $crate::Result<i64> {
+                $crate::engine::add_permits(&self.engine, &self.name, permits)
+            }
+
+            /// The permits available now (0 when none was ever set).
+            pub fn available_permits(&self) -> $crate::Result<i64> {
+                $crate::engine::available_permits(&self.engine, &self.name)
+            }
+
+            /// Waits until `permits` are available and takes them.
+            pub fn acquire(&self, permits: u64) -> $crate::Result<$guard> {
+                self.take(permits, $crate::engine::Wait::Forever)?
+                    .ok_or_else(|| $crate::Error::shutdown().on_lock(&self.name))
+            }
+
+            /// Takes `permits` if they are available now: `Ok(None)` when they are not.
+            pub fn try_acquire(&self, permits: u64) -> $crate::Result<Option<$guard>> {
+                self.take(permits, $crate::engine::Wait::No)
+            }
+
+            /// Waits at most `timeout` for `permits`: `Ok(None)` when they were not
+            /// available in time. A timeout that overflows the clock is `InvalidInput`.
+            pub fn try_acquire_for(
+                &self,
+                permits: u64,
+                timeout: std::time::Duration,
+            ) -> $crate::Result<Option<$guard>> {
+                let deadline = $crate::engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.name))?;
+                self.take(permits, $crate::engine::Wait::Until(deadline))
+            }
+
+            /// Waits until `deadline` for `permits`.
+            pub fn try_acquire_until(
+                &self,
+                permits: u64,
+                deadline: std::time::Instant,
+            ) -> $crate::Result<Option<$guard>> {
+                self.take(permits, $crate::engine::Wait::Until(deadline))
+            }
+        }
+    };
+}
+
+pub(crate) use semaphore_handle;

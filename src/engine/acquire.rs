@@ -34,6 +34,14 @@ pub(crate) enum Wait {
     Forever,
 }
 
+/// The deadline `timeout` from now: `InvalidInput` when it overflows the clock (`lock()`
+/// and its kin are the way to wait without limit).
+pub(crate) fn deadline_after(timeout: Duration) -> Result<Instant> {
+    Instant::now()
+        .checked_add(timeout)
+        .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")))
+}
+
 /// The lock an acquire is for: its name, kind, and fixed lease (`None`: the watchdog's).
 #[derive(Clone, Copy)]
 pub(crate) struct Request<'a> {

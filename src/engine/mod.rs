@@ -13,11 +13,12 @@ mod renewal;
 mod replicas;
 mod retry;
 
-pub(crate) use acquire::{Request, Wait, acquire, attempt_within, prepare, ready};
+pub(crate) use acquire::{Request, Wait, acquire, attempt_within, deadline_after, prepare, ready};
 pub(crate) use core::Engine;
 pub use lease::LeaseState;
 pub(crate) use permits::{
-    PermitHold, acquire as acquire_semaphore, acquire_expirable, add as add_permits, await_latch, check_permits,
+    PermitHold, acquire as acquire_semaphore, acquire_expirable, add as add_permits, available as available_permits,
+    await_latch, check_permits, try_set as try_set_permits,
 };
 pub(crate) use release::{Hold, PendingRelease, send_undo};
 pub(crate) use retry::with_retries;

@@ -46,6 +46,25 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
     Ok(taken.map_err(|e| e.on_lock(name))?.is_some())
 }
 
+/// Sets the permits of the semaphore `name` when none is set yet; whether it did.
+pub(crate) fn try_set(engine: &Engine, name: &str, permits: u64) -> Result<bool> {
+    ready(engine, name)?;
+    check_permits(name, permits)?;
+    engine
+        .pool_for(name)
+        .run("setting permits", |conn| semaphore::try_set(conn, name, permits))
+        .map_err(|e| e.on_lock(name))
+}
+
+/// The permits available in the semaphore `name` now.
+pub(crate) fn available(engine: &Engine, name: &str) -> Result<i64> {
+    ready(engine, name)?;
+    with_retries(engine, None, |_| {
+        engine.pool_for(name).run("reading the permits", |conn| semaphore::available(conn, name))
+    })
+    .map_err(|e| e.on_lock(name))
+}
+
 /// Adds `permits` to the semaphore `name` (negative: takes them away) and wakes waiters;
 /// the permits available after. Not sent again after a timeout (it is not idempotent).
 pub(crate) fn add(engine: &Engine, name: &str, permits: i64) -> Result<i64> {
