@@ -10,22 +10,29 @@
 -- ARGV[3]  the semaphore's channel
 -- ARGV[4..] the new permits' ids, one per permit
 --
--- Returns  nil when taken; otherwise how long the caller may sleep before trying again:
+-- Returns  nil when taken (or taken before by the same request); otherwise how long the
+--          caller may sleep before trying again:
 --          until the earliest permit expires (at least 1 ms), or -1 when none will.
 -- "Now" is the server's clock (Redisson uses each client's own).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local never = 922337203685477
+-- Sent again after a lost reply, a request whose permits were granted is granted already:
+-- the ids are there (taking more would leak permits nobody holds).
+if redis.call('zscore', KEYS[2], ARGV[4]) then
+    return nil
+end
+local available = tonumber(redis.call('get', KEYS[1]))
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now)
 if #expired > 0 then
-    may('publish', ARGV[3], '0')
+    -- The message goes before the writes: a user refused the channel changes nothing.
+    available = (available or 0) + #expired
+    publish(ARGV[3], available)
     for _, id in ipairs(expired) do
         redis.call('zrem', KEYS[2], id)
     end
-    local available = redis.call('incrby', KEYS[1], #expired)
-    publish(ARGV[3], available)
+    redis.call('incrby', KEYS[1], #expired)
 end
-local available = tonumber(redis.call('get', KEYS[1]))
 local wanted = tonumber(ARGV[1])
 if available and available >= wanted then
     redis.call('decrby', KEYS[1], wanted)

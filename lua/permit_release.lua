@@ -8,15 +8,17 @@
 --
 -- Returns  {returned in time, returned past their deadline, not there}: a permit that was
 --          not there had already been taken back (its deadline passed and someone reclaimed
---          it); one past its deadline was lost even though it is returned now.
+--          it) or given back before; one past its deadline was lost even though it is
+--          returned now. Everything is read first and the message goes before the writes:
+--          a user refused the channel changes nothing.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-may('publish', ARGV[1], '0')
 local live, late, gone = 0, 0, 0
+local present = {}
 for i = 2, #ARGV do
     local deadline = redis.call('zscore', KEYS[2], ARGV[i])
     if deadline then
-        redis.call('zrem', KEYS[2], ARGV[i])
+        table.insert(present, ARGV[i])
         if tonumber(deadline) > now then
             live = live + 1
         else
@@ -26,8 +28,11 @@ for i = 2, #ARGV do
         gone = gone + 1
     end
 end
-if live + late > 0 then
-    local available = redis.call('incrby', KEYS[1], live + late)
-    publish(ARGV[1], available)
+if #present > 0 then
+    publish(ARGV[1], (tonumber(redis.call('get', KEYS[1])) or 0) + #present)
+    for _, id in ipairs(present) do
+        redis.call('zrem', KEYS[2], id)
+    end
+    redis.call('incrby', KEYS[1], #present)
 end
 return {live, late, gone}

@@ -4,6 +4,7 @@
 -- KEYS[2]  this request's unlock latch
 -- ARGV[1]  release message ("1": every waiting reader may enter)
 -- ARGV[2]  lease in milliseconds the owner's remaining write holds need, when some remain
+--          (the hash keeps the longer of it and the owner's downgraded read holds' leases)
 -- ARGV[3]  the owner's write field, "<owner>:write"
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  the owner's read field, "<owner>"
@@ -31,17 +32,18 @@ local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not holds then
     return nil
 end
-if holds > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[3], -1)
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[2], 0, 'px', ARGV[4])
-    return 0
-end
--- In write mode only this owner can have read holds (its downgrade).
+-- In write mode only this owner can have read holds (its downgrade): they share the hash,
+-- and its lease must cover them too.
 local reads = tonumber(redis.call('hget', KEYS[1], ARGV[5])) or 0
 local longest = -3
 for k = 1, reads do
     longest = math.max(longest, redis.call('pttl', ARGV[7] .. ':' .. k))
+end
+if holds > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), longest))
+    redis.call('set', KEYS[2], 0, 'px', ARGV[4])
+    return 0
 end
 publish(ARGV[6], ARGV[1])
 if longest > 0 then

@@ -5,9 +5,10 @@
 -- ARGV[1]  permits given back or added (may be negative when taking permits away)
 -- ARGV[2]  the semaphore's channel
 --
--- Returns  the number of permits available now. A user refused the channel is refused
---          before anything is written.
-may('publish', ARGV[2], ARGV[1])
-local available = redis.call('incrby', KEYS[1], ARGV[1])
+-- Returns  the number of permits available now. The message goes before the write (nobody
+--          can observe the order inside a script): a user refused the channel changes
+--          nothing.
+local available = (tonumber(redis.call('get', KEYS[1])) or 0) + tonumber(ARGV[1])
 publish(ARGV[2], available)
+redis.call('incrby', KEYS[1], ARGV[1])
 return available
