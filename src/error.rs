@@ -72,12 +72,15 @@ pub struct Error {
     connection: bool,
     /// The command never left: the connection could not be made.
     unsent: bool,
+    /// The command may have been carried out and must not be sent again (it is not
+    /// idempotent).
+    once: bool,
     source: Option<redis::RedisError>,
 }
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), lock: None, connection: false, unsent: false, source: None }
+        Error { kind, message: message.into(), lock: None, connection: false, unsent: false, once: false, source: None }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Error {
@@ -99,7 +102,7 @@ impl Error {
         } else {
             (ErrorKind::Redis, format!("redis error while {what}"))
         };
-        Error { kind, message, lock: None, connection, unsent: false, source: Some(err) }
+        Error { kind, message, lock: None, connection, unsent: false, once: false, source: Some(err) }
     }
 
     /// Marks the error as a failure to reach or keep a connection.
@@ -114,6 +117,13 @@ impl Error {
         self
     }
 
+    /// Marks the error of a command that must not be sent twice: only one that never left
+    /// is tried again.
+    pub(crate) fn once(mut self) -> Error {
+        self.once = true;
+        self
+    }
+
     /// Whether the command never left (the connection could not be made).
     pub(crate) fn was_unsent(&self) -> bool {
         self.unsent
@@ -121,9 +131,10 @@ impl Error {
 
     /// Whether trying again may reach Redis: the connection broke or could not be made.
     /// A command that got no reply within its timeout is not one (its outcome is unknown,
-    /// and waiting on would stretch the caller's bound).
+    /// and waiting on would stretch the caller's bound), nor one that may have been carried
+    /// out and must not be sent twice.
     pub(crate) fn is_retryable(&self) -> bool {
-        self.connection && (self.kind != ErrorKind::Timeout || self.unsent)
+        self.connection && (self.unsent || (self.kind != ErrorKind::Timeout && !self.once))
     }
 
     /// Names the lock the error concerns (shown by `Display`).

@@ -90,7 +90,15 @@ impl Handle {
 
     pub(crate) fn force_unlock(&self) -> Result<bool> {
         let wait_millis = self.engine.fair_wait_millis();
-        let deleted = self.query("force-unlocking", |conn| self.kind.force_unlock(conn, &self.name, wait_millis))?;
+        self.ready()?;
+        // Sent again only when it never left: a second send would find nothing and answer
+        // `false` for a lock the first one deleted.
+        let deleted = engine::with_retries(&self.engine, None, |_| {
+            self.engine
+                .pool_for(&self.name)
+                .run_once("force-unlocking", |conn| self.kind.force_unlock(conn, &self.name, wait_millis))
+        })
+        .map_err(|e| e.on_lock(&self.name))?;
         Ok(deleted == 1)
     }
 

@@ -48,10 +48,10 @@ impl CountDownLatch {
         engine::ready(&self.engine, &self.name)?;
         engine::check_permits(&self.name, count)?;
         let name = &*self.name;
-        self.engine
-            .pool_for(name)
-            .run("setting the count", |conn| semaphore::try_set_count(conn, name, count))
-            .map_err(|e| e.on_lock(name))
+        engine::with_retries(&self.engine, None, |_| {
+            self.engine.pool_for(name).run_once("setting the count", |conn| semaphore::try_set_count(conn, name, count))
+        })
+        .map_err(|e| e.on_lock(name))
     }
 
     /// Counts down by one; the count left. At zero the latch opens and every waiter goes
@@ -59,20 +59,20 @@ impl CountDownLatch {
     pub fn count_down(&self) -> Result<u64> {
         engine::ready(&self.engine, &self.name)?;
         let name = &*self.name;
-        self.engine
-            .pool_for(name)
-            .run("counting down", |conn| semaphore::count_down(conn, name))
-            .map_err(|e| e.on_lock(name))
+        engine::with_retries(&self.engine, None, |_| {
+            self.engine.pool_for(name).run_once("counting down", |conn| semaphore::count_down(conn, name))
+        })
+        .map_err(|e| e.on_lock(name))
     }
 
     /// The count now (0 when the latch is open).
     pub fn count(&self) -> Result<u64> {
         engine::ready(&self.engine, &self.name)?;
         let name = &*self.name;
-        self.engine
-            .pool_for(name)
-            .run("reading the count", |conn| semaphore::latch_count(conn, name))
-            .map_err(|e| e.on_lock(name))
+        engine::with_retries(&self.engine, None, |_| {
+            self.engine.pool_for(name).run("reading the count", |conn| semaphore::latch_count(conn, name))
+        })
+        .map_err(|e| e.on_lock(name))
     }
 
     /// Waits until the latch is open.

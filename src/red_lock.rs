@@ -235,7 +235,7 @@ impl RedLock {
             .map(|((node_owner, &limit), _)| (node_owner, limit))
             .collect();
         fan_out::concurrently(undos, |((node, owner), limit)| {
-            engine::send_undo(&node.engine, None, limit, node.kind, &node.name, owner);
+            engine::send_undo(&node.engine, limit, node.kind, &node.name, owner);
         });
     }
 }

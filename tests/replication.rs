@@ -173,3 +173,33 @@ fn failover_rounds_lose_grants_only_without_replica_sync() {
         "without it the lagging replica loses most grants ({unsynced_doubles} of {ROUNDS}, {unsynced_sections} sections): the test's failover works"
     );
 }
+
+/// A failover as the old master sees it: its replica is promoted and leaves, and for a
+/// while it is still a master, with no replica. A grant there is lost with it, so a master
+/// seen losing its last replica grants nothing for the hold-down (10 s): every try in that
+/// window is refused with `NotReplicated` and leaves nothing, while the promoted replica
+/// grants the lock to another client.
+///
+/// Breaks if "no replica any more" is taken as "nothing to wait for" (the grant is given,
+/// and two clients hold the lock), on the first try or the next ones.
+#[test]
+fn a_master_that_just_lost_its_replica_to_a_promotion_grants_nothing() {
+    let pair = Pair::start();
+    let old = client(&pair.master.url(), true);
+    old.lock("before").try_lock().expect("synced").expect("granted").unlock().expect("released");
+    pair.promote_replica();
+    let mut master = pair.master.conn();
+    let gone = wait_until(Duration::from_secs(10), || {
+        info_field(&mut master, "replication", "connected_slaves").as_deref() == Some("0")
+    });
+    assert!(gone, "the promoted replica left the old master");
+    for attempt in 0..3 {
+        let err = old.lock("split").try_lock().expect_err("the old master must not grant");
+        assert_eq!(err.kind(), ErrorKind::NotReplicated, "attempt {attempt}: {err}");
+        assert!(!exists(&mut pair.master.conn(), "split"), "attempt {attempt}: the grant was undone");
+        thread::sleep(Duration::from_millis(600));
+    }
+    let new = client(&pair.replica.url(), true);
+    let guard = new.lock("split").try_lock().expect("the new master").expect("granted on the new master");
+    guard.unlock().expect("released");
+}

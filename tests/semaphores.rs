@@ -348,3 +348,56 @@ fn bad_permit_counts_are_refused_before_anything_is_sent() {
     assert!(lock.is_held());
     assert_eq!(client.lock("taken").hold_count().unwrap(), 1, "the lock is untouched");
 }
+
+/// A release wakes, in order, the waiters whose permits fit in what it made available; a
+/// waiter that wants more than that is passed over, not a wall for the ones behind it.
+///
+/// A semaphore of no permits, a waiter for 5 parked first, one for 1 parked behind it; 2
+/// permits are added. The waiter for 1 must be woken by that message and get its permit at
+/// once (the watchdog timeout, after which a parked waiter looks again anyway, is 30 s);
+/// the waiter for 5 keeps waiting.
+///
+/// Breaks if the wake-up counts the first waiter's 5 against the 2 available and stops
+/// there: the waiter for 1 then sleeps until its 30 s re-check.
+#[test]
+fn a_waiter_for_more_than_is_released_does_not_hold_up_smaller_ones_behind_it() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |b| b.watchdog_timeout(Duration::from_secs(30)));
+    let semaphore = client.semaphore("mixed");
+    assert!(semaphore.try_set_permits(1).expect("set"));
+    let taken = semaphore.try_acquire(1).expect("take").expect("the only permit");
+    let (tx, rx) = mpsc::channel();
+    thread::scope(|scope| {
+        for (order, wants) in [(0, 5u64), (1, 1u64)] {
+            let (semaphore, tx) = (&semaphore, tx.clone());
+            // Park in order: the waiter for 5 first.
+            assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == order), "{:?}", client.stats());
+            thread::sleep(Duration::from_millis(100));
+            scope.spawn(move || {
+                let got = semaphore.try_acquire_for(wants, Duration::from_secs(10)).expect("waits");
+                tx.send((wants, got.is_some(), Instant::now())).unwrap();
+                if let Some(guard) = got {
+                    guard.release().expect("released");
+                }
+            });
+        }
+        assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 2), "{:?}", client.stats());
+        thread::sleep(Duration::from_millis(200));
+        let released = Instant::now();
+        // The permit taken goes back, and one more is added: 2 available, one message each.
+        semaphore.add_permits(1).expect("add");
+        taken.release().expect("release");
+        let (wants, got, at) = rx.recv_timeout(Duration::from_secs(8)).expect("a waiter is served");
+        assert_eq!((wants, got), (1, true), "the waiter for 1 is served first");
+        assert!(
+            at - released < Duration::from_secs(3),
+            "woken by the message, not by its re-check: {:?}",
+            at - released
+        );
+        // The waiter for 5 is still waiting, and gets its permits when there are enough.
+        assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "the waiter for 5 cannot have them yet");
+        semaphore.add_permits(3).expect("add");
+        let (wants, got, _) = rx.recv_timeout(Duration::from_secs(8)).expect("the waiter for 5 is served");
+        assert_eq!((wants, got), (5, true));
+    });
+}

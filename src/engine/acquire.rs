@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::engine::core::Engine;
-use crate::engine::release::{Hold, send_undo, undo_grant, undo_uncertain_acquire};
-use crate::engine::replicas::Sync;
+use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
+use crate::engine::replicas::{self, Sync};
 use crate::engine::retry::with_retries;
+use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{AcquireArgs, Kind, Reply, Role};
@@ -87,21 +88,38 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let owner = engine.current_owner();
     let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: !matches!(wait, Wait::No) };
     let command_timeout = engine.config().command_timeout;
+    // A late undo of an earlier acquire by this thread must not take this one's hold away.
+    if let Some(bound) = clock::deadline_in(command_timeout.saturating_mul(2)) {
+        engine.undos().wait_for(name, &owner, bound);
+    }
     let attempt = || {
         let sent = Instant::now();
+        let held_before = engine.holds(request.name, kind.role());
         // A reply that does not come in time leaves the outcome unknown: the undo goes out on
         // the same connection, behind the acquire, from a thread of its own (the caller does
-        // not wait for it).
-        let undo = undo_on_timeout(engine, request, &owner, command_timeout);
+        // not wait for it). Not when this thread held the lock already: a decrement could
+        // undo a hold it really has.
+        let undo = (!held_before).then(|| hand_off_undo(engine, request, &owner, command_timeout));
         let reply = engine.pool_for(name).run_handing_off(
             "acquiring",
             None,
             |conn| {
                 let reply = kind.attempt(conn, name, &owner, args);
                 if let Ok(Reply::Granted { .. }) = &reply {
-                    let synced = engine.replica_sync().confirm(conn, command_timeout);
-                    if !matches!(synced, Ok(Sync::Confirmed)) {
-                        // Granted for certain, but not known to be on a replica: take it back.
+                    let master = engine.pool_for(name).generation();
+                    let synced = engine.replica_sync().confirm(conn, command_timeout, master);
+                    // Granted for certain, but not known to be on a replica: take it back,
+                    // here, unless the confirmation failed on the connection and the hand-off
+                    // or the uncertain-acquire undo below takes it back instead (once).
+                    let undone_elsewhere = |err: &redis::RedisError| {
+                        !held_before
+                            && (err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal())
+                    };
+                    if match &synced {
+                        Ok(Sync::Unconfirmed { .. }) => true,
+                        Ok(Sync::Confirmed) => false,
+                        Err(err) => !undone_elsewhere(err),
+                    } {
                         undo_grant(engine, conn, kind, request.name, &owner);
                     }
                     return synced.map(|sync| (reply.ok(), Some(sync)));
@@ -112,6 +130,14 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         );
         match reply {
             Ok((Some(Reply::Granted { token }), Some(Sync::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
+            Ok((_, Some(Sync::Unconfirmed { replicas: 0 }))) => Err(Error::new(
+                ErrorKind::NotReplicated,
+                format!(
+                    "granted, but the master lost its last replica less than {:?} ago (a failover may be under way); the grant was undone",
+                    replicas::HOLD_DOWN
+                ),
+            )
+            .on_lock(name)),
             Ok((_, Some(Sync::Unconfirmed { replicas }))) => Err(Error::new(
                 ErrorKind::NotReplicated,
                 format!(
@@ -161,33 +187,33 @@ pub(crate) fn attempt_within(
     let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: false };
     // The undo of a late node's grant does not hold up the attempt: it goes from a thread
     // of its own, on the node's connection, behind the acquire.
-    let undo = undo_on_timeout.then(|| hand_off_undo(engine, request, owner, engine.config().command_timeout));
+    let command_timeout = engine.config().command_timeout;
+    // A late undo of this owner's earlier attempt must not take this one's grant away; the
+    // node was slow a moment ago, and this attempt counts it as failed rather than wait.
+    if engine.undos().in_flight_for(name, owner) {
+        return None;
+    }
+    let undo = undo_on_timeout.then(|| hand_off_undo(engine, request, owner, command_timeout));
     engine
         .pool_for(name)
         .run_handing_off("acquiring", Some(limit), |conn| kind.attempt(conn, name, owner, args), undo)
         .ok()
 }
 
-/// The undo of an acquire whose reply did not come in time, for the pool to run on that
-/// connection when it happens; `None` when the current thread already held the lock (a
-/// decrement could undo a hold it really has).
-fn undo_on_timeout(
-    engine: &Arc<Engine>,
-    request: Request<'_>,
-    owner: &str,
-    command_timeout: Duration,
-) -> Option<Box<dyn FnOnce(redis::Connection) + Send>> {
-    (!engine.holds(request.name, request.kind.role())).then(|| hand_off_undo(engine, request, owner, command_timeout))
-}
-
+/// The undo of an acquire whose reply did not come in time, for the pool to hand the
+/// connection to: prepared here, sent from a thread of its own behind the late acquire.
 fn hand_off_undo(
     engine: &Arc<Engine>,
     request: Request<'_>,
     owner: &str,
     command_timeout: Duration,
 ) -> Box<dyn FnOnce(redis::Connection) + Send> {
-    let (engine, kind, name, owner) = (Arc::clone(engine), request.kind, request.name.to_string(), owner.to_owned());
-    Box::new(move |mut conn| send_undo(&engine, Some(&mut conn), command_timeout, kind, &name, &owner))
+    let undo = Undo::prepare(engine, request.kind, request.name, owner, engine.watchdog_millis(), command_timeout);
+    let undos = Arc::clone(engine.undos());
+    Box::new(move |conn| {
+        let (name, owner) = (undo.name().to_owned(), undo.owner().to_owned());
+        undos::hand_off(&undos, &name, &owner, conn, move |mut conn| undo.send_on(&mut conn));
+    })
 }
 
 /// What one attempt found.

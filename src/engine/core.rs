@@ -6,11 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::clock;
 use crate::config::Config;
 use crate::engine::lease::{Lease, Term};
 use crate::engine::registry::Registry;
 use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::ReplicaSync;
+use crate::engine::undos::Undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{self, Kind, Role};
@@ -27,6 +29,8 @@ pub(crate) struct Engine {
     registry: Registry,
     renewer: Renewer,
     replica_sync: ReplicaSync,
+    /// Undos of late acquires, in flight on threads of their own.
+    undos: Arc<Undos>,
     shutdown: AtomicBool,
     request_ids: AtomicU64,
 }
@@ -81,6 +85,7 @@ impl Engine {
             registry: Registry::default(),
             renewer,
             replica_sync,
+            undos: Arc::default(),
             shutdown: AtomicBool::new(false),
             request_ids: AtomicU64::new(0),
         })
@@ -155,7 +160,16 @@ impl Engine {
             return;
         }
         self.renewer.shutdown();
+        // An undo in flight has its own connection; it ends within its command's bound.
+        if let Some(deadline) = clock::deadline_in(self.config.round_trip_bound()) {
+            self.undos.wait_for_all(deadline);
+        }
         self.topology.stop();
+    }
+
+    /// Undos of late acquires in flight.
+    pub(crate) fn undos(&self) -> &Arc<Undos> {
+        &self.undos
     }
 
     pub(crate) fn stats(&self) -> EngineStats {

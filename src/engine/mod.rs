@@ -12,6 +12,7 @@ mod release;
 mod renewal;
 mod replicas;
 mod retry;
+mod undos;
 
 pub(crate) use acquire::{Request, Wait, acquire, attempt_within, deadline_after, prepare, ready};
 pub(crate) use core::Engine;

@@ -11,6 +11,7 @@ use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
 use crate::engine::retry::with_retries;
+use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
 use crate::keys;
@@ -29,14 +30,15 @@ pub(crate) fn check_permits(name: &str, permits: u64) -> Result<()> {
 }
 
 /// Takes `permits` of the semaphore `name`, waiting as `wait` says; `Ok(false)` when they
-/// were not had in time. An acquire whose reply is lost is not undone: giving back permits
-/// that were never taken would let more holders in than there are permits, so such permits
-/// stay taken (the permit-expirable semaphore has no such leak).
+/// were not had in time. An acquire whose reply is lost is neither undone nor sent again:
+/// giving back permits that were never taken would let more holders in than there are
+/// permits, and a second send could take them twice; such permits stay taken (the
+/// permit-expirable semaphore has no such leak).
 pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait) -> Result<bool> {
     ready(engine, name)?;
     check_permits(name, permits)?;
     let attempt = || {
-        let taken = engine.pool_for(name).run("taking permits", |conn| semaphore::acquire(conn, name, permits));
+        let taken = engine.pool_for(name).run_once("taking permits", |conn| semaphore::acquire(conn, name, permits));
         match taken.map_err(|e| e.on_lock(name))? {
             Taken::Yes => Ok(Attempt::Acquired(())),
             Taken::No { retry_in } => Ok(Attempt::Held { ttl: retry_in }),
@@ -50,10 +52,10 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
 pub(crate) fn try_set(engine: &Engine, name: &str, permits: u64) -> Result<bool> {
     ready(engine, name)?;
     check_permits(name, permits)?;
-    engine
-        .pool_for(name)
-        .run("setting permits", |conn| semaphore::try_set(conn, name, permits))
-        .map_err(|e| e.on_lock(name))
+    with_retries(engine, None, |_| {
+        engine.pool_for(name).run_once("setting permits", |conn| semaphore::try_set(conn, name, permits))
+    })
+    .map_err(|e| e.on_lock(name))
 }
 
 /// The permits available in the semaphore `name` now.
@@ -66,7 +68,7 @@ pub(crate) fn available(engine: &Engine, name: &str) -> Result<i64> {
 }
 
 /// Adds `permits` to the semaphore `name` (negative: takes them away) and wakes waiters;
-/// the permits available after. Not sent again after a timeout (it is not idempotent).
+/// the permits available after. Sent again only when it never left (it is not idempotent).
 pub(crate) fn add(engine: &Engine, name: &str, permits: i64) -> Result<i64> {
     ready(engine, name)?;
     let amount = permits.unsigned_abs();
@@ -74,7 +76,7 @@ pub(crate) fn add(engine: &Engine, name: &str, permits: i64) -> Result<i64> {
         return Err(Error::invalid(format!("{permits} permits: at most {MAX_PERMITS} at once")).on_lock(name));
     }
     with_retries(engine, None, |_| {
-        engine.pool_for(name).run("adding permits", |conn| semaphore::add(conn, name, permits))
+        engine.pool_for(name).run_once("adding permits", |conn| semaphore::add(conn, name, permits))
     })
     .map_err(|e| e.on_lock(name))
 }
@@ -114,11 +116,14 @@ pub(crate) fn acquire_expirable(
         // A reply that does not come in time: give the ids back, behind the acquire on its
         // connection (idempotent: ids that were not taken are simply not there).
         let undo: Box<dyn FnOnce(redis::Connection) + Send> = {
-            let (name, ids) = (name.to_string(), ids.clone());
-            Box::new(move |mut conn| {
-                if conn.set_read_timeout(Some(command_timeout)).is_ok() {
-                    let _ = semaphore::release_permits(&mut conn, &name, &ids);
-                }
+            let (name, ids, undos) = (name.to_string(), ids.clone(), Arc::clone(engine.undos()));
+            Box::new(move |conn| {
+                let key = name.clone();
+                undos::hand_off(&undos, &key, "", conn, move |mut conn| {
+                    if conn.set_read_timeout(Some(command_timeout)).is_ok() {
+                        let _ = semaphore::release_permits(&mut conn, &name, &ids);
+                    }
+                });
             })
         };
         let taken = engine.pool_for(name).run_handing_off(
@@ -184,7 +189,7 @@ impl PermitHold {
         drop(inner);
         let ids = self.lease.permits.as_deref().unwrap_or(&[]);
         let returned = with_retries(engine, None, |_| {
-            engine.pool_for(name).run("giving permits back", |conn| semaphore::release_permits(conn, name, ids))
+            engine.pool_for(name).run_once("giving permits back", |conn| semaphore::release_permits(conn, name, ids))
         })
         .map_err(|e| e.on_lock(name))?;
         if returned.late + returned.gone > 0 {

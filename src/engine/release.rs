@@ -165,7 +165,7 @@ fn latch_lifetime(command_timeout: Duration) -> u64 {
 /// connection instead (see `engine::acquire`).
 pub(crate) fn undo_uncertain_acquire(engine: &Engine, kind: Kind, name: &Arc<str>, owner: &str) {
     if !engine.holds(name, kind.role()) {
-        send_undo(engine, None, engine.config().command_timeout, kind, name, owner);
+        send_undo(engine, engine.config().command_timeout, kind, name, owner);
     }
 }
 
@@ -173,54 +173,83 @@ pub(crate) fn undo_uncertain_acquire(engine: &Engine, kind: Kind, name: &Arc<str
 /// it came on: one hold of `owner` fewer, the rest of its holds kept as long as they need.
 pub(crate) fn undo_grant(engine: &Engine, conn: &mut redis::Connection, kind: Kind, name: &Arc<str>, owner: &str) {
     let keep_millis = engine.keep_millis_for(name, kind.role());
-    release_now(engine, Some(conn), engine.config().command_timeout, kind, name, owner, keep_millis);
+    Undo::prepare(engine, kind, name, owner, keep_millis, engine.config().command_timeout).send_on(conn);
 }
 
 /// The release of [`undo_uncertain_acquire`], without its check (for callers that made it
-/// on the owner's thread). It goes out on `conn` when given, else on a pooled connection;
-/// either way it takes at most `wait` (and the command timeout) for its reply.
-pub(crate) fn send_undo(
-    engine: &Engine,
-    conn: Option<&mut redis::Connection>,
-    wait: Duration,
-    kind: Kind,
-    name: &str,
-    owner: &str,
-) {
-    release_now(engine, conn, wait, kind, name, owner, engine.watchdog_millis());
+/// on the owner's thread), on a pooled connection, waiting at most `wait` (and the command
+/// timeout) for its reply.
+pub(crate) fn send_undo(engine: &Engine, wait: Duration, kind: Kind, name: &str, owner: &str) {
+    let undo = Undo::prepare(engine, kind, name, owner, engine.watchdog_millis(), wait);
+    let _ = engine.pool_for(name).run_within("undoing an acquire", Some(wait), |conn| undo.send(conn));
 }
 
-/// One release of `owner` on `name`, best-effort, on `conn` or a pooled connection, waiting
-/// at most `wait` for its reply; `keep_millis` for the holds that remain.
-fn release_now(
-    engine: &Engine,
-    conn: Option<&mut redis::Connection>,
-    wait: Duration,
+/// One best-effort release of `owner` on `name`, prepared on the owner's thread with
+/// everything it needs owned, so that another thread can send it without the engine.
+pub(crate) struct Undo {
     kind: Kind,
-    name: &str,
-    owner: &str,
+    name: String,
+    owner: String,
+    request_id: String,
     keep_millis: u64,
-) {
-    let request_id = engine.next_request_id();
-    let command_timeout = engine.config().command_timeout;
-    let release = Release {
-        name,
-        owner,
-        keep_millis,
-        request_id: &request_id,
-        latch_millis: latch_lifetime(command_timeout),
-        wait_millis: engine.fair_wait_millis(),
-        retry: false,
-    };
-    match conn {
-        Some(conn) => {
-            if conn.set_read_timeout(Some(wait.min(command_timeout))).is_ok() {
-                let _ = kind.release(conn, &release);
-            }
+    latch_millis: u64,
+    wait_millis: u64,
+    /// How long its reply is waited for.
+    wait: Duration,
+}
+
+impl Undo {
+    /// An undo that keeps `keep_millis` for the holds that remain and waits at most `wait`
+    /// (and the command timeout) for its reply.
+    pub(crate) fn prepare(
+        engine: &Engine,
+        kind: Kind,
+        name: &str,
+        owner: &str,
+        keep_millis: u64,
+        wait: Duration,
+    ) -> Undo {
+        let command_timeout = engine.config().command_timeout;
+        Undo {
+            kind,
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+            request_id: engine.next_request_id(),
+            keep_millis,
+            latch_millis: latch_lifetime(command_timeout),
+            wait_millis: engine.fair_wait_millis(),
+            wait: wait.min(command_timeout),
         }
-        None => {
-            let _ =
-                engine.pool_for(name).run_within("undoing an acquire", Some(wait), |conn| kind.release(conn, &release));
+    }
+
+    /// The lock it releases.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The owner whose hold it releases.
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Sends it on `conn` (where a late command may still be ahead of it), waiting for a
+    /// reply at most its bound.
+    pub(crate) fn send_on(&self, conn: &mut redis::Connection) {
+        if conn.set_read_timeout(Some(self.wait)).is_ok() {
+            let _ = self.send(conn);
         }
+    }
+
+    fn send(&self, conn: &mut redis::Connection) -> redis::RedisResult<Option<i64>> {
+        let release = Release {
+            name: &self.name,
+            owner: &self.owner,
+            keep_millis: self.keep_millis,
+            request_id: &self.request_id,
+            latch_millis: self.latch_millis,
+            wait_millis: self.wait_millis,
+            retry: false,
+        };
+        self.kind.release(conn, &release)
     }
 }

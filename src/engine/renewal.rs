@@ -214,6 +214,10 @@ impl Worker {
             lease.lock().renewal = None;
         }
         for candidates in leases.chunks(self.config.renew_batch_size) {
+            // At shutdown the rest is left alone: each batch could cost a command timeout.
+            if self.shared.state.lock().shutdown {
+                return;
+            }
             // Marked in flight just before its batch goes out: a release waits for the one
             // round trip that carries its lease, and a lease released meanwhile is left out.
             // Each lease goes with how the script may set its expiry: a lease that also has

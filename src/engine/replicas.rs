@@ -6,6 +6,19 @@
 //! after a grant when that was more than a second ago (on the grant's connection): a
 //! master without replicas costs one `ROLE` a second at most, and an uncontended acquire
 //! nothing.
+//!
+//! A master seen losing its last replica is not taken at its word for [`HOLD_DOWN`]: that
+//! is what a master looks like between its replica's promotion and its own demotion (a
+//! failover under way), and what it grants then is lost with it.
+//!
+//! | replicas (last `ROLE`) | last replica lost (this master) | a grant |
+//! |---|---|---|
+//! | ≥ 1 | — | `WAIT 1`: confirmed, or undone (`Unconfirmed`) |
+//! | 0 | within `HOLD_DOWN` | undone (`Unconfirmed`, `replicas: 0`) |
+//! | 0 | never, or longer ago | confirmed (nothing to wait for) |
+//!
+//! A server that is no master any more lists no replicas. The pool's connection generation
+//! names the master: when it moves, the new one starts with its own `ROLE`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -15,12 +28,19 @@ use parking_lot::Mutex;
 /// How often the number of replicas is read again.
 const RECHECK: Duration = Duration::from_secs(1);
 
+/// How long a master that lost its last replica is not trusted with grants: longer than
+/// Sentinel takes from promoting a replica to demoting the old master it can reach. (An
+/// old master cut off from the sentinels for longer is what the server's
+/// `min-replicas-to-write` is for: see `docs/deployment.md`.)
+pub(crate) const HOLD_DOWN: Duration = Duration::from_secs(10);
+
 /// What a grant's `WAIT` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sync {
     /// A replica has it, or there is no replica to wait for.
     Confirmed,
-    /// The master has replicas and none confirmed the grant in time.
+    /// The master has replicas and none confirmed the grant in time, or it lost them
+    /// lately (`replicas: 0`), or it is no master any more.
     Unconfirmed { replicas: usize },
 }
 
@@ -29,11 +49,25 @@ pub(crate) struct ReplicaSync {
     timeout: Option<Duration>,
     replicas: AtomicUsize,
     checked_at: Mutex<Option<Instant>>,
+    seen: Mutex<Seen>,
+}
+
+/// When the master, as the pool's connection generation names it, was last seen losing its
+/// last replica.
+#[derive(Default)]
+struct Seen {
+    generation: u64,
+    lost_replicas_at: Option<Instant>,
 }
 
 impl ReplicaSync {
     pub(crate) fn new(timeout: Option<Duration>) -> ReplicaSync {
-        ReplicaSync { timeout, replicas: AtomicUsize::new(0), checked_at: Mutex::new(None) }
+        ReplicaSync {
+            timeout,
+            replicas: AtomicUsize::new(0),
+            checked_at: Mutex::new(None),
+            seen: Mutex::new(Seen::default()),
+        }
     }
 
     /// Reads how many replicas the master has, when that was last read more than a second
@@ -52,12 +86,27 @@ impl ReplicaSync {
         self.read_replicas(conn).map(drop)
     }
 
-    /// After a grant on `conn`: waits for a replica to have it.
-    pub(crate) fn confirm(&self, conn: &mut redis::Connection, command_timeout: Duration) -> redis::RedisResult<Sync> {
+    /// After a grant on `conn`, a connection of the pool's `generation` (it changes when
+    /// the master moves): waits for a replica to have it.
+    pub(crate) fn confirm(
+        &self,
+        conn: &mut redis::Connection,
+        command_timeout: Duration,
+        generation: u64,
+    ) -> redis::RedisResult<Sync> {
         let Some(timeout) = self.timeout else { return Ok(Sync::Confirmed) };
+        {
+            let mut seen = self.seen.lock();
+            if seen.generation != generation {
+                // A new master: what the old one had says nothing about it; read its own.
+                *seen = Seen { generation, lost_replicas_at: None };
+                self.replicas.store(0, Ordering::Relaxed);
+                *self.checked_at.lock() = None;
+            }
+        }
         self.refresh(conn)?;
         if self.replicas.load(Ordering::Relaxed) == 0 {
-            return Ok(Sync::Confirmed);
+            return Ok(if self.lost_lately() { Sync::Unconfirmed { replicas: 0 } } else { Sync::Confirmed });
         }
         // WAIT blocks up to its own timeout: the reply may take that long on top of the
         // command timeout.
@@ -68,14 +117,20 @@ impl ReplicaSync {
         if acked? >= 1 {
             return Ok(Sync::Confirmed);
         }
-        // None confirmed: do replicas still exist? (One may just have gone away.)
-        match self.read_replicas(conn)? {
-            0 => Ok(Sync::Confirmed),
-            replicas => Ok(Sync::Unconfirmed { replicas }),
-        }
+        // None confirmed. Replicas that just went away are no reason to trust the grant:
+        // the one that went may be the master now.
+        let known = self.replicas.load(Ordering::Relaxed);
+        self.read_replicas(conn)?;
+        Ok(Sync::Unconfirmed { replicas: known })
     }
 
-    /// The number of replicas connected to the master, from `ROLE`.
+    /// Whether this master was seen losing its last replica within [`HOLD_DOWN`].
+    fn lost_lately(&self) -> bool {
+        self.seen.lock().lost_replicas_at.is_some_and(|at| at.elapsed() < HOLD_DOWN)
+    }
+
+    /// The number of replicas connected to the master, from `ROLE` (0 when the server is
+    /// not a master).
     fn read_replicas(&self, conn: &mut redis::Connection) -> redis::RedisResult<usize> {
         let role: Vec<redis::Value> = redis::cmd("ROLE").query(conn)?;
         let replicas = match (role.first(), role.get(2)) {
@@ -84,7 +139,9 @@ impl ReplicaSync {
             }
             _ => 0,
         };
-        self.replicas.store(replicas, Ordering::Relaxed);
+        if self.replicas.swap(replicas, Ordering::Relaxed) > 0 && replicas == 0 {
+            self.seen.lock().lost_replicas_at = Some(Instant::now());
+        }
         Ok(replicas)
     }
 }

@@ -58,6 +58,15 @@ impl Connector {
     }
 }
 
+/// Whether a command that failed on a connection found dead may be sent again.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    /// When the connection had been idle in the pool: it was almost surely dead before.
+    IfStale,
+    /// Never: the command must not be carried out twice.
+    Never,
+}
+
 pub(crate) struct Pool {
     connector: Connector,
     size: usize,
@@ -112,15 +121,39 @@ impl Pool {
     }
 
     /// [`run_within`](Pool::run_within), and when the command's reply does not come in
-    /// time, the connection goes to `on_timeout` on a thread of its own instead of being
-    /// closed at once: whatever it sends there (the undo of an acquire that may yet be
-    /// granted) runs after the late command, and the caller does not wait for it.
+    /// time, the connection goes to `on_timeout` instead of being closed at once: whatever
+    /// is sent on it there (the undo of an acquire that may yet be granted) runs after the
+    /// late command. `on_timeout` runs on the caller's thread and must not block: it hands
+    /// the connection to a thread of its own.
     pub(crate) fn run_handing_off<T>(
+        &self,
+        what: &str,
+        limit: Option<Duration>,
+        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        on_timeout: Option<Box<dyn FnOnce(redis::Connection) + Send>>,
+    ) -> Result<T> {
+        self.run_inner(what, limit, op, on_timeout, Resend::IfStale)
+    }
+
+    /// Runs `op`, which must not be carried out twice (it is not idempotent), on a pooled
+    /// connection. Only a replica's refusal, which did nothing, is sent again at once; any
+    /// other error is marked [`once`](Error::once), so that no caller sends it again unless
+    /// it never left.
+    pub(crate) fn run_once<T>(
+        &self,
+        what: &str,
+        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.run_inner(what, None, op, None, Resend::Never).map_err(Error::once)
+    }
+
+    fn run_inner<T>(
         &self,
         what: &str,
         limit: Option<Duration>,
         mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
         mut on_timeout: Option<Box<dyn FnOnce(redis::Connection) + Send>>,
+        resend: Resend,
     ) -> Result<T> {
         let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
         let (generation, mut conn, reused) = self.checkout(limit)?;
@@ -131,12 +164,17 @@ impl Pool {
                 // Out of the pool's count now: the hand-off closes it when it is done.
                 self.forget_one();
                 if let Some(hand_off) = on_timeout.take() {
-                    hand_off_connection(conn, hand_off);
+                    hand_off(conn);
                 }
                 Err(Error::from_redis(err, what, timeout))
             }
-            Err(err) if (reused && err.is_connection_dropped() && !err.is_timeout()) || is_replica_refusal(&err) => {
-                // A stale connection failed before Redis read the command, and a replica
+            Err(err)
+                if (resend == Resend::IfStale && reused && err.is_connection_dropped() && !err.is_timeout())
+                    || is_replica_refusal(&err) =>
+            {
+                // A stale connection failed before Redis read the command (almost surely:
+                // the server could also have died right after running it, which is why a
+                // command that must not run twice is not sent again), and a replica
                 // refuses a script at its first write, before any effect: either way the
                 // command did nothing, and it runs once more on a new connection.
                 if is_replica_refusal(&err) {
@@ -148,7 +186,13 @@ impl Pool {
                 let result = self.limit(&fresh, timeout).and_then(|()| op(&mut fresh));
                 self.finish(generation, fresh, result, what, timeout)
             }
-            Err(err) => self.finish(generation, conn, Err(err), what, timeout),
+            Err(err) => {
+                if reused && err.is_connection_dropped() {
+                    // The idle ones are likely dead too: the next command gets a new one.
+                    self.discard_idle();
+                }
+                self.finish(generation, conn, Err(err), what, timeout)
+            }
         }
     }
 
@@ -287,28 +331,17 @@ impl Pool {
         self.discard_idle();
     }
 
+    /// Bumped each time the master moved: a name for the current master.
+    pub(crate) fn generation(&self) -> u64 {
+        self.state.lock().generation
+    }
+
     /// The master moved: forgets where it was, closes every idle connection, and keeps the
     /// ones lent out from coming back.
     pub(crate) fn master_moved(&self) {
         self.connector.master_moved();
         self.state.lock().generation += 1;
         self.discard_idle();
-    }
-}
-
-/// Runs `hand_off` with `conn` on a thread of its own, or here when no thread can start.
-fn hand_off_connection(conn: redis::Connection, hand_off: Box<dyn FnOnce(redis::Connection) + Send>) {
-    let slot = std::sync::Arc::new(Mutex::new(Some((conn, hand_off))));
-    let theirs = std::sync::Arc::clone(&slot);
-    let started = std::thread::Builder::new().name("redlease-undo".into()).spawn(move || {
-        if let Some((conn, hand_off)) = theirs.lock().take() {
-            hand_off(conn);
-        }
-    });
-    if started.is_err()
-        && let Some((conn, hand_off)) = slot.lock().take()
-    {
-        hand_off(conn);
     }
 }
 

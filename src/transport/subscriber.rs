@@ -62,8 +62,8 @@ pub(crate) enum Wake {
     /// A lock's release: one waiter, or every waiter for `1` (a read-write lock's write
     /// release, after which every reader may enter).
     Lock,
-    /// A semaphore's count of available permits: waiters in order, until their permits add
-    /// up to the count.
+    /// A semaphore's count of available permits: waiters in order whose permits fit in the
+    /// count, until it is used up.
     Permits,
     /// A count-down latch: `0` (open) wakes every waiter; `1` (a new count) wakes none.
     Latch,
@@ -162,14 +162,18 @@ impl Channel {
             Wake::Latch if payload == b"0" => self.wake_all(),
             Wake::Latch => {}
             Wake::Permits => {
+                // In order, every waiter whose permits fit in what is left; one that wants
+                // more is passed over, not a wall for smaller ones behind it. A waiter
+                // woken before counts too: it tries again after this message.
                 let available: i64 = std::str::from_utf8(payload).ok().and_then(|p| p.parse().ok()).unwrap_or(1);
-                let mut covered: i64 = 0;
+                let mut left = u64::try_from(available).unwrap_or(0);
                 for waiter in &self.waiters {
-                    if covered >= available {
+                    if left == 0 {
                         break;
                     }
-                    if waiter.wake() {
-                        covered = covered.saturating_add(i64::try_from(waiter.weight).unwrap_or(i64::MAX));
+                    if waiter.weight <= left {
+                        waiter.wake();
+                        left -= waiter.weight;
                     }
                 }
             }
@@ -623,6 +627,11 @@ impl Shared {
                     self.changed.notify_all();
                 }
                 return false;
+            }
+            // Outside subscribed mode (every channel was just left) a `PING` gets a plain
+            // `+PONG`.
+            redis::Value::SimpleString(reply) if reply.eq_ignore_ascii_case("pong") => {
+                return matches!(self.answered(&state), Some(Expected::Ping));
             }
             redis::Value::Array(items) => items,
             _ => return false,
