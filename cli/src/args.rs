@@ -1,0 +1,268 @@
+//! The command line: commands, options, their help and examples (clap, derive).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const TOP_EXAMPLES: &str = "\
+Examples:
+  redlease run nightly-report -- ./make-report.sh
+  redlease run --no-wait --url redis://cache:6379/ deploy -- ./deploy.sh prod
+  redlease status nightly-report
+  redlease unlock --force nightly-report
+
+Exit codes: the command's own under `run` (128+n when a signal n killed it);
+64 bad input, 69 Redis unreachable, 75 lock not had (--no-wait, --wait),
+76 Redis answered with an error, 77 refused by an ACL rule, 79 lease lost.
+See docs/cli.md.";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # one backup at a time across the fleet; wait as long as it takes
+  redlease run backup -- pg_dump -f /backups/db.sql mydb
+
+  # give up at once when someone else has it (exit code 75)
+  redlease run --no-wait cron:cleanup -- ./cleanup.sh
+
+  # wait at most 30 seconds, use a fair (first come, first served) lock
+  redlease run --kind fair --wait 30s queue-worker -- ./work.sh
+
+  # readers share, a writer is alone
+  redlease run --kind read  doc:7 -- ./render.sh
+  redlease run --kind write doc:7 -- ./edit.sh
+
+  # hand the fencing token to the command (REDLEASE_TOKEN)
+  redlease run --kind fenced ledger -- sh -c 'store --token \"$REDLEASE_TOKEN\"'
+
+  # short leases: a lost lock is noticed within a second; SIGKILL 2s after SIGTERM
+  redlease run --watchdog 3s --grace 2s job -- ./job.sh
+
+The command runs with REDLEASE_LOCK (the name), REDLEASE_OWNER (the owner field in
+Redis, <client id>:<thread number>), REDLEASE_CLIENT_ID and, for --kind fenced,
+REDLEASE_TOKEN in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
+sent to redlease are passed on to it; the lock is released after it has exited.
+
+Exit codes: the command's (128+n when signal n killed it); 64 bad input, 69 Redis
+unreachable, 75 lock not had, 76 Redis error, 77 ACL refusal, 79 lease lost (the
+command was told as --on-lost says), 126/127 command not executable / not found,
+128+n interrupted by signal n while waiting.";
+
+const STATUS_EXAMPLES: &str = "\
+Examples:
+  redlease status nightly-report
+  redlease status --json doc:7 queue-worker | jq '.[0].holders'
+
+Shows, for each name, whether it is held, by whom (owner field and hold count; readers
+and the writer of a read-write lock), the remaining lease, a fair lock's queue with each
+waiter's deadline, and a fenced lock's last token. The kind is what the data in Redis
+shows: a fair lock with an empty queue reads as a plain lock.
+
+Exit codes: 0, 64 bad input, 69 Redis unreachable, 76 Redis error, 77 ACL refusal.";
+
+const UNLOCK_EXAMPLES: &str = "\
+Examples:
+  redlease unlock --force nightly-report
+  redlease unlock --force --kind fair queue-worker
+
+Deletes the lock whoever holds it and wakes its waiters (the library's force_unlock).
+The holder learns of the loss at its next renewal; a holder under `redlease run` then
+tells its command as its --on-lost says. Give the lock's --kind: waiters of a fair or
+read-write lock are woken on channels of their own.
+
+Exit codes: 0 deleted, 1 there was no lock, 64 bad input, 69 Redis unreachable,
+76 Redis error, 77 ACL refusal.";
+
+/// Distributed locks on Redis from the shell (Redisson's layout, watchdog leases).
+#[derive(Debug, Parser)]
+#[command(name = "redlease", version, after_help = TOP_EXAMPLES, disable_help_subcommand = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command while holding a lock: acquire, run, keep the lease alive, release.
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunArgs),
+    /// Show who holds locks, their leases, queues and tokens.
+    #[command(after_help = STATUS_EXAMPLES)]
+    Status(StatusArgs),
+    /// Delete a lock whoever holds it (administrative), waking its waiters.
+    #[command(after_help = UNLOCK_EXAMPLES)]
+    Unlock(UnlockArgs),
+}
+
+/// The kinds of lock, as the library offers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// Reentrant, not fair (Redisson's RLock).
+    Lock,
+    /// First come, first served (Redisson's RFairLock).
+    Fair,
+    /// The shared side of a read-write lock.
+    Read,
+    /// The exclusive side of a read-write lock.
+    Write,
+    /// Every grant carries a fencing token (REDLEASE_TOKEN).
+    Fenced,
+}
+
+/// What to do with the command when the lease is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnLost {
+    /// SIGTERM, then SIGKILL after --grace.
+    Term,
+    /// SIGKILL at once.
+    Kill,
+    /// Let it run; the exit code still says the lease was lost (79).
+    Ignore,
+}
+
+/// Where Redis is and how long to wait for it (every command).
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// The Redis URL (see the help text).
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/",
+        hide_env_values = true,
+        help = "Redis URL: redis://[[user]:password@]host[:port][/db], rediss://... (TLS), unix:///path, \
+                or redis-sentinel://host[:port][,host[:port]...][/db]#master-name"
+    )]
+    pub url: String,
+
+    /// Connect timeout and command timeout (defaults: the library's, 5s and 3s): an
+    /// unreachable or silent server fails within about this.
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub timeout: Option<Duration>,
+
+    /// PEM file of the CA(s) to trust for rediss:// instead of the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// PEM file of a client certificate chain for rediss:// (mutual TLS); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM file of the client certificate's private key; needs --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Do not check the server's certificate (rediss://): tests only.
+    #[arg(long)]
+    pub tls_insecure: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Kind of lock.
+    #[arg(long, value_enum, default_value_t = Kind::Lock)]
+    pub kind: Kind,
+
+    /// Wait at most this long for the lock (exit code 75 when it is not free by then).
+    /// Without --wait or --no-wait: wait as long as it takes.
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true, conflicts_with = "no_wait")]
+    pub wait: Option<Duration>,
+
+    /// Do not wait: exit with code 75 at once when the lock is held.
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// A fixed lease that is not renewed: the lock expires after it even if the command
+    /// still runs, which then counts as a lost lease. Default: the watchdog's, renewed.
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub lease: Option<Duration>,
+
+    /// The watchdog's lease, renewed every third of it while the command runs; a crashed
+    /// redlease's lock frees itself after it (default 30s, at least 30ms).
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub watchdog: Option<Duration>,
+
+    /// What to do with the command when the lease is lost.
+    #[arg(long, value_enum, default_value_t = OnLost::Term)]
+    pub on_lost: OnLost,
+
+    /// Time between SIGTERM and SIGKILL when the lease is lost (--on-lost term).
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true, default_value = "10s")]
+    pub grace: Duration,
+
+    /// No status line while waiting.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The lock's name (its Redis key).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The command to run, after `--`, and its arguments.
+    #[arg(value_name = "COMMAND", last = true, required = true, num_args = 1..)]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// One JSON array on stdout, one object per name (fields in docs/cli.md).
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The locks' names.
+    #[arg(value_name = "NAME", required = true, num_args = 1..)]
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// Required: this deletes the lock whoever holds it.
+    #[arg(long, required = true)]
+    pub force: bool,
+
+    /// Kind of lock (decides which waiters are woken).
+    #[arg(long, value_enum, default_value_t = Kind::Lock)]
+    pub kind: Kind,
+
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The lock's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+/// A duration as humantime reads it: `500ms`, `10s`, `2m 30s`, `1h`.
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e} (write a duration such as 500ms, 10s or 2m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_its_command_after_the_double_dash() {
+        let cli = Cli::try_parse_from(["redlease", "run", "--wait", "2s", "n", "--", "ls", "-l"]).unwrap();
+        let Some(Command::Run(run)) = cli.command else { panic!("not run") };
+        assert_eq!(run.wait, Some(Duration::from_secs(2)));
+        assert_eq!(run.name, "n");
+        assert_eq!(run.command, vec![OsString::from("ls"), OsString::from("-l")]);
+        assert!(Cli::try_parse_from(["redlease", "run", "n"]).is_err());
+        assert!(Cli::try_parse_from(["redlease", "run", "--wait", "1s", "--no-wait", "n", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["redlease", "run", "--wait", "soon", "n", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["redlease", "unlock", "n"]).is_err());
+    }
+}

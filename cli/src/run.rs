@@ -1,0 +1,466 @@
+//! `redlease run NAME -- COMMAND…`: acquire, run the command, keep the lease alive while it
+//! runs, release after it has exited, and exit with its code.
+//!
+//! Threads: the main thread acquires and keeps the `LockGuard` (it is `!Send`) and
+//! supervises; a signal thread takes SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2;
+//! a child thread learns of the command's exit; the library's renewal thread reports a
+//! lost lease through `LockEvents::lease_lost`. All report to the main thread over one
+//! channel. The main thread also reads `LockGuard::is_held()` (no I/O) every tick, which
+//! catches a lease that ran out without a renewal saying so (a fixed `--lease`).
+//!
+//! | phase | a signal |
+//! |---|---|
+//! | starting (connecting) | exit at once with 128 + n: nothing was acquired |
+//! | waiting for the lock | the client is shut down, which ends the wait; anything the wait left (a fair lock's place in the queue, a grant that came in the same instant) is cleaned up; exit 128 + n |
+//! | running | passed on to the command, unless the terminal sent it to the whole process group (the command has it already) |
+
+use std::io::IsTerminal;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use redlease::{Client, LockEvents, LockGuard};
+
+use crate::args::{Kind, OnLost, RunArgs};
+use crate::child::{self, Child};
+use crate::connect::Settings;
+use crate::exit::{self, Failure, say, shown};
+use crate::layout::{self, owner_of};
+use crate::progress::Progress;
+use crate::signals::{self, Received};
+use crate::{locks, names};
+
+/// The library's fair wait timeout (the client is built with the default).
+const FAIR_WAIT: Duration = redlease::DEFAULT_FAIR_WAIT_TIMEOUT;
+
+/// A fair waiter leaving the queue: the library's own script (see `lua/fair_give_up.lua`).
+const FAIR_GIVE_UP: &str = include_str!("../../lua/fair_give_up.lua");
+
+/// What the main thread hears about.
+#[derive(Debug)]
+enum Event {
+    Signal(Received),
+    LeaseLost,
+    ChildExited,
+}
+
+/// Where the run is, as the signal thread needs to know it.
+enum Phase {
+    Starting,
+    Waiting(Client),
+    Running,
+}
+
+struct State {
+    phase: Phase,
+    /// The signal that ended the wait.
+    interrupted: Option<Signal>,
+}
+
+/// What the signal thread shares with the main thread.
+struct Shared {
+    state: Mutex<State>,
+    events: Sender<Event>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn on_signal(&self, received: Received) {
+        let mut state = self.state();
+        match &state.phase {
+            Phase::Starting => {
+                say(&format!("interrupted by {} while connecting", received.signal.as_str()));
+                std::process::exit(i32::from(exit::signal_code(received.signal as i32)));
+            }
+            Phase::Waiting(client) => {
+                if state.interrupted.is_none() {
+                    let client = client.clone();
+                    state.interrupted = Some(received.signal);
+                    // Ends the wait: `lock()` returns `Shutdown`.
+                    client.shutdown();
+                }
+            }
+            Phase::Running => {
+                let _ = self.events.send(Event::Signal(received));
+            }
+        }
+    }
+
+    fn wait_with(&self, client: Client) {
+        self.state().phase = Phase::Waiting(client);
+    }
+
+    /// Ends the waiting phase: the signal that interrupted it, if one did.
+    fn stop_waiting(&self) -> Option<Signal> {
+        let mut state = self.state();
+        state.phase = Phase::Running;
+        state.interrupted
+    }
+}
+
+/// The library's events this run cares about.
+struct LeaseEvents {
+    events: Sender<Event>,
+    renewal_error: Mutex<Option<String>>,
+}
+
+impl LockEvents for LeaseEvents {
+    fn lease_lost(&self, _lock: &str) {
+        let _ = self.events.send(Event::LeaseLost);
+    }
+
+    fn renewal_failed(&self, error: &redlease::Error) {
+        if let Ok(mut last) = self.renewal_error.lock() {
+            *last = Some(error.to_string());
+        }
+    }
+}
+
+impl LeaseEvents {
+    fn renewal_error(&self) -> Option<String> {
+        self.renewal_error.lock().ok().and_then(|last| last.clone())
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<u8, Failure> {
+    names::check(&args.name)?;
+    let settings = Settings::from_args(&args.connection)?;
+    let mask = signals::block().map_err(|e| Failure::software(format!("cannot block signals: {e}")))?;
+    let (events, inbox) = mpsc::channel();
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State { phase: Phase::Starting, interrupted: None }),
+        events: events.clone(),
+    });
+    let listener = Arc::clone(&shared);
+    signals::listen(mask, move |received| listener.on_signal(received))
+        .map_err(|e| Failure::software(format!("cannot start the signal thread: {e}")))?;
+    // The raw connection that reads the owner field is opened while the client connects.
+    let raw = {
+        let settings = settings.clone();
+        thread::Builder::new()
+            .name("redlease-raw".into())
+            .spawn(move || settings.raw())
+            .map_err(|e| Failure::software(format!("cannot start a thread: {e}")))?
+    };
+    let hook = Arc::new(LeaseEvents { events: events.clone(), renewal_error: Mutex::new(None) });
+    let client = settings.client(args.watchdog, Some(Arc::clone(&hook) as Arc<dyn LockEvents>))?;
+    let lock = locks::handle(&client, args.kind, &args.name, args.lease);
+    let run = Run { args: &args, settings: &settings, client: &client, hook: &hook };
+
+    shared.wait_with(client.clone());
+    let progress = (!args.quiet && std::io::stderr().is_terminal())
+        .then(|| Progress::start(settings.clone(), args.name.clone()))
+        .flatten();
+    let acquired = match (args.no_wait, args.wait) {
+        (true, _) => lock.try_lock(),
+        (false, Some(wait)) => lock.try_lock_for(wait),
+        (false, None) => lock.lock().map(Some),
+    };
+    let interrupted = shared.stop_waiting();
+    if let Some(progress) = progress {
+        progress.stop();
+    }
+    if let Some(signal) = interrupted {
+        return Ok(run.give_up(signal, acquired, raw));
+    }
+    let guard = match acquired {
+        Ok(Some(guard)) => guard,
+        Ok(None) if args.no_wait => {
+            return Err(Failure::new(
+                exit::NOT_ACQUIRED,
+                format!("lock {} is held by someone else", shown(&args.name)),
+            ));
+        }
+        Ok(None) => {
+            let wait = humantime::format_duration(args.wait.unwrap_or_default());
+            return Err(Failure::new(
+                exit::NOT_ACQUIRED,
+                format!("lock {} was not free within {wait}", shown(&args.name)),
+            ));
+        }
+        Err(err) => return Err(Failure::from_lock_error("cannot acquire", &err)),
+    };
+    run.hold(guard, raw, &inbox)
+}
+
+/// One run's settings and handles.
+struct Run<'a> {
+    args: &'a RunArgs,
+    settings: &'a Settings,
+    client: &'a Client,
+    hook: &'a LeaseEvents,
+}
+
+/// Why the lease was lost, and when that was learned.
+struct Loss {
+    why: String,
+}
+
+impl Run<'_> {
+    fn name(&self) -> String {
+        shown(&self.args.name)
+    }
+
+    /// The lock is held: run the command under it and release.
+    fn hold(
+        &self,
+        guard: LockGuard,
+        raw: JoinHandle<Result<redis::Connection, Failure>>,
+        inbox: &Receiver<Event>,
+    ) -> Result<u8, Failure> {
+        let acquired_at = Instant::now();
+        let owner = self.owner(raw);
+        // A signal that came before the command started: do not start it.
+        for event in inbox.try_iter() {
+            if let Event::Signal(received) = event {
+                self.release(guard);
+                say(&format!("interrupted by {} before the command started", received.signal.as_str()));
+                return Ok(exit::signal_code(received.signal as i32));
+            }
+        }
+        if !guard.is_held() {
+            let _ = guard.unlock();
+            return Err(Failure::new(
+                exit::LEASE_LOST,
+                format!("lost lock {} before the command started", self.name()),
+            ));
+        }
+        let mut env =
+            vec![("REDLEASE_LOCK", self.args.name.clone()), ("REDLEASE_CLIENT_ID", self.client.id().to_owned())];
+        if let Some(owner) = owner {
+            env.push(("REDLEASE_OWNER", owner));
+        }
+        if let Some(token) = guard.token() {
+            env.push(("REDLEASE_TOKEN", token.to_string()));
+        }
+        let parent_death = match self.args.on_lost {
+            OnLost::Term => Some(Signal::SIGTERM),
+            OnLost::Kill => Some(Signal::SIGKILL),
+            OnLost::Ignore => None,
+        };
+        let mut child = match Child::spawn(&self.args.command, &env, parent_death) {
+            Ok(child) => child,
+            Err(failure) => {
+                self.release(guard);
+                return Err(failure);
+            }
+        };
+        let events = self.hook.events.clone();
+        if let Err(e) = child.watch(move || {
+            let _ = events.send(Event::ChildExited);
+        }) {
+            // Without a watcher the exit cannot be heard: stop the command rather than leave
+            // it running unwatched.
+            child.signal(Signal::SIGKILL);
+            let _ = child.reap();
+            self.release(guard);
+            return Err(Failure::software(format!("cannot start a thread: {e}")));
+        }
+        let loss = self.supervise(&guard, &child, inbox, acquired_at);
+        let status = child.reap().map_err(|e| Failure::software(format!("cannot reap the command: {e}")))?;
+        let loss = match (loss, guard.unlock()) {
+            (Some(loss), _) => Some(loss),
+            (None, Ok(())) => None,
+            (None, Err(err)) if err.is_not_held() => Some(Loss { why: "found lost at release".to_owned() }),
+            (None, Err(err)) => {
+                say(&format!(
+                    "could not release lock {} ({}); it expires after its lease",
+                    self.name(),
+                    exit::describe(&err)
+                ));
+                None
+            }
+        };
+        match loss {
+            Some(loss) => Err(Failure::new(
+                exit::LEASE_LOST,
+                format!("lost lock {} ({}); the command {}", self.name(), loss.why, child::describe(status)),
+            )),
+            None => Ok(child::exit_code(status)),
+        }
+    }
+
+    /// This client's owner field on the lock, read on the raw connection; a warning and
+    /// `None` when it cannot be read.
+    fn owner(&self, raw: JoinHandle<Result<redis::Connection, Failure>>) -> Option<String> {
+        let found = match raw.join() {
+            Ok(Ok(mut conn)) => layout::find_owner(&mut conn, &self.args.name, self.client.id()),
+            Ok(Err(failure)) => Err(failure),
+            Err(_) => Err(Failure::software("the connecting thread failed")),
+        };
+        match found {
+            Ok(Some(owner)) => Some(owner),
+            Ok(None) => {
+                say("cannot find this client's owner field in the lock hash: REDLEASE_OWNER is not set");
+                None
+            }
+            Err(failure) => {
+                say(&format!("{failure}: REDLEASE_OWNER is not set"));
+                None
+            }
+        }
+    }
+
+    /// Waits for the command to exit, passing signals on and telling it of a lost lease.
+    fn supervise(
+        &self,
+        guard: &LockGuard,
+        child: &Child,
+        inbox: &Receiver<Event>,
+        acquired_at: Instant,
+    ) -> Option<Loss> {
+        let tick = self.tick();
+        let mut loss: Option<Loss> = None;
+        let mut kill_at: Option<Instant> = None;
+        loop {
+            let wait = kill_at.map_or(tick, |at| at.saturating_duration_since(Instant::now()).min(tick));
+            match inbox.recv_timeout(wait) {
+                Ok(Event::ChildExited) | Err(RecvTimeoutError::Disconnected) => return loss,
+                Ok(Event::Signal(received)) => {
+                    if !received.from_terminal {
+                        child.signal(received.signal);
+                    }
+                }
+                Ok(Event::LeaseLost) | Err(RecvTimeoutError::Timeout) => {}
+            }
+            if loss.is_none() && !guard.is_held() {
+                let why = self.why_lost(acquired_at);
+                kill_at = self.tell(child, &why);
+                loss = Some(Loss { why });
+            }
+            if kill_at.is_some_and(|at| Instant::now() >= at) {
+                say(&format!("the command (pid {}) outlived the grace period: sending SIGKILL", child.pid()));
+                child.signal(Signal::SIGKILL);
+                kill_at = None;
+            }
+        }
+    }
+
+    /// Tells the command that the lease is lost, as `--on-lost` says; returns when to
+    /// send SIGKILL.
+    fn tell(&self, child: &Child, why: &str) -> Option<Instant> {
+        let pid = child.pid();
+        match self.args.on_lost {
+            OnLost::Term => {
+                say(&format!(
+                    "lost lock {} ({why}): sending SIGTERM to the command (pid {pid}), SIGKILL in {}",
+                    self.name(),
+                    humantime::format_duration(self.args.grace)
+                ));
+                child.signal(Signal::SIGTERM);
+                // A grace too long for the clock means no SIGKILL at all.
+                Instant::now().checked_add(self.args.grace)
+            }
+            OnLost::Kill => {
+                say(&format!("lost lock {} ({why}): sending SIGKILL to the command (pid {pid})", self.name()));
+                child.signal(Signal::SIGKILL);
+                None
+            }
+            OnLost::Ignore => {
+                say(&format!("lost lock {} ({why}): the command (pid {pid}) runs on (--on-lost ignore)", self.name()));
+                None
+            }
+        }
+    }
+
+    fn why_lost(&self, acquired_at: Instant) -> String {
+        if let Some(lease) = self.args.lease
+            && acquired_at.elapsed() >= lease
+        {
+            return format!("its fixed lease of {} ran out", humantime::format_duration(lease));
+        }
+        match self.hook.renewal_error() {
+            Some(error) => format!("renewals failed until the lease ran out: {error}"),
+            None => "Redis says it is no longer ours".to_owned(),
+        }
+    }
+
+    /// How often `is_held()` is read: a tenth of the lease, between 10 ms and 250 ms.
+    fn tick(&self) -> Duration {
+        let lease = self.args.lease.or(self.args.watchdog).unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
+        (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
+    }
+
+    /// Releases, reporting a failure (the lock then expires after its lease).
+    fn release(&self, guard: LockGuard) {
+        match guard.unlock() {
+            Ok(()) => {}
+            Err(err) if err.is_not_held() => {}
+            Err(err) => say(&format!("could not release lock {}: {}", self.name(), exit::describe(&err))),
+        }
+    }
+
+    /// A signal ended the wait (the client is shut down): undo whatever the wait left, and
+    /// exit with 128 + the signal.
+    fn give_up(
+        &self,
+        signal: Signal,
+        acquired: redlease::Result<Option<LockGuard>>,
+        raw: JoinHandle<Result<redis::Connection, Failure>>,
+    ) -> u8 {
+        let code = exit::signal_code(signal as i32);
+        say(&format!("interrupted by {} while waiting for lock {}", signal.as_str(), self.name()));
+        let mut conn = match raw.join() {
+            Ok(Ok(conn)) => conn,
+            _ => return code,
+        };
+        match acquired {
+            // Granted in the same instant as the signal came.
+            Ok(Some(guard)) => match guard.unlock() {
+                Err(err) if err.is_shutdown() => self.undo_grant(&mut conn),
+                _ => {}
+            },
+            _ if self.args.kind == Kind::Fair => self.leave_queue(&mut conn),
+            _ => {}
+        }
+        code
+    }
+
+    /// The grant came as the client was shut down, so its guard could not release it:
+    /// delete the lock through a new client (its force unlock wakes the waiters as a
+    /// release would) when it holds our hold alone.
+    fn undo_grant(&self, conn: &mut redis::Connection) {
+        let name = &self.args.name;
+        let fields: Vec<String> = redis::cmd("HKEYS").arg(name).query(conn).unwrap_or_default();
+        if owner_of(self.client.id(), &fields).is_none() {
+            return;
+        }
+        let others =
+            fields.iter().filter(|f| *f != "mode" && owner_of(self.client.id(), std::slice::from_ref(f)).is_none());
+        if others.count() > 0 {
+            say(&format!("our read hold on lock {} expires after its lease", self.name()));
+            return;
+        }
+        let undone = match self.settings.client(self.args.watchdog, None) {
+            Ok(client) => locks::handle(&client, self.args.kind, name, None).force_unlock().is_ok(),
+            Err(_) => false,
+        };
+        if !undone {
+            say(&format!("could not release lock {}; it expires after its lease", self.name()));
+        }
+    }
+
+    /// Leaves the fair lock's queue, which the interrupted wait could not do.
+    fn leave_queue(&self, conn: &mut redis::Connection) {
+        let name = &self.args.name;
+        let queue: Vec<String> =
+            redis::cmd("LRANGE").arg(layout::queue_key(name)).arg(0).arg(-1).query(conn).unwrap_or_default();
+        let Some(owner) = owner_of(self.client.id(), &queue) else { return };
+        let left: redis::RedisResult<i64> = redis::Script::new(FAIR_GIVE_UP)
+            .key(name)
+            .key(layout::queue_key(name))
+            .key(layout::timeouts_key(name))
+            .arg(&owner)
+            .arg(u64::try_from(FAIR_WAIT.as_millis()).unwrap_or(u64::MAX))
+            .arg(layout::prefixed("redisson_lock__channel", name))
+            .invoke(conn);
+        if left.is_err() {
+            say(&format!("could not leave the queue of lock {}; the place lapses after its deadline", self.name()));
+        }
+    }
+}

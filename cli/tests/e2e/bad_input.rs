@@ -1,0 +1,118 @@
+//! Bad input: one line on stderr, exit code 64, nothing sent, no panic, no hang.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// Runs `args` and checks the usage failure; returns the message.
+fn usage_error(args: &[&str]) -> String {
+    let out = run(args);
+    out.expect_code(USAGE).expect_one_line_error();
+    assert!(out.elapsed < Duration::from_secs(5), "{args:?}: {out:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    out.stderr
+}
+
+#[test]
+fn missing_or_unknown_commands_and_options() {
+    let message = usage_error(&[]);
+    assert!(message.contains("no command"), "{message}");
+    usage_error(&["frobnicate"]);
+    let message = usage_error(&["run", "name"]);
+    assert!(message.contains("<COMMAND>"), "{message}");
+    usage_error(&["run", "name", "true"]);
+    usage_error(&["run", "--bogus", "name", "--", "true"]);
+    usage_error(&["run", "--kind", "bogus", "name", "--", "true"]);
+    usage_error(&["run", "--on-lost", "later", "name", "--", "true"]);
+    usage_error(&["run", "--wait", "1s", "--no-wait", "name", "--", "true"]);
+    usage_error(&["status"]);
+    let message = usage_error(&["unlock", "name"]);
+    assert!(message.contains("--force"), "{message}");
+    usage_error(&["run", "--tls-cert", "/nonexistent", "name", "--", "true"]);
+}
+
+#[test]
+fn empty_and_too_long_names() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for args in [
+        vec!["run", "--url", &url, "", "--", "true"],
+        vec!["status", "--url", &url, ""],
+        vec!["unlock", "--force", "--url", &url, ""],
+    ] {
+        assert!(usage_error(&args).contains("empty"));
+    }
+    // Longer than the library's 8 KiB, and nearly the longest argument Linux passes to a
+    // program (one argument is at most 128 KiB, so a 1 MB name cannot be given at all).
+    for len in [8 * 1024 + 1, 127 * 1024] {
+        let name = "n".repeat(len);
+        for args in [
+            vec!["run", "--url", &url, &name, "--", "true"],
+            vec!["status", "--url", &url, &name],
+            vec!["unlock", "--force", "--url", &url, &name],
+        ] {
+            let message = usage_error(&args);
+            assert!(message.contains(&format!("{len} bytes")), "{message}");
+            assert!(message.len() < 200, "the message repeats the name: {} bytes", message.len());
+        }
+    }
+    let mut conn = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
+    assert!(keys.is_empty(), "nothing is written for a bad name: {keys:?}");
+}
+
+#[test]
+fn malformed_durations() {
+    for (option, value) in [
+        ("--wait", "10"),
+        ("--wait", "soon"),
+        ("--wait", "-1s"),
+        ("--lease", "1 fortnight"),
+        ("--watchdog", ""),
+        ("--grace", "10 s s"),
+        ("--timeout", "5"),
+    ] {
+        let message = usage_error(&["run", option, value, "name", "--", "true"]);
+        assert!(message.contains(option), "{option} {value}: {message}");
+    }
+    // Well formed, but out of the library's range: the watchdog's lease is at least 30 ms.
+    let server = RedisServer::start();
+    let message = usage_error(&["run", "--url", &server.url(), "--watchdog", "1ms", "name", "--", "true"]);
+    assert!(message.contains("invalid input"), "{message}");
+    let message = usage_error(&["run", "--url", &server.url(), "--timeout", "0s", "name", "--", "true"]);
+    assert!(message.contains("--timeout"), "{message}");
+}
+
+#[test]
+fn malformed_urls_say_what_is_wrong_and_hide_the_password() {
+    for url in [
+        "http://127.0.0.1:6379/",
+        "redis://:s3cret@127.0.0.1:notaport/",
+        "redis://127.0.0.1/notadb",
+        "not a url",
+        "redis-sentinel://127.0.0.1:26379",
+        "redis-sentinel://:s3cret@127.0.0.1:x/#m",
+    ] {
+        for args in [
+            vec!["run", "--url", url, "name", "--", "true"],
+            vec!["status", "--url", url, "name"],
+            vec!["unlock", "--force", "--url", url, "name"],
+        ] {
+            let message = usage_error(&args);
+            assert!(message.contains("URL"), "{url}: {message}");
+            assert!(!message.contains("s3cret"), "{url}: {message}");
+        }
+    }
+}
+
+#[test]
+fn help_for_every_command_has_examples_and_exits_0() {
+    for args in [vec!["--help"], vec!["run", "--help"], vec!["status", "--help"], vec!["unlock", "--help"]] {
+        let out = run(&args);
+        out.expect_code(0);
+        assert!(out.stdout.contains("Examples:"), "{args:?}: {}", out.stdout);
+        assert!(out.stdout.contains("Exit codes"), "{args:?}: {}", out.stdout);
+        assert!(out.stderr.is_empty());
+    }
+    run(["--version"]).expect_code(0);
+}

@@ -1,0 +1,13 @@
+//! End-to-end tests of the `redlease` binary: real processes against real `redis-server`s
+//! (redlease-testkit). Every process a test starts is killed and reaped when the test ends.
+
+mod bad_input;
+mod environment;
+mod exclusion;
+mod exit_codes;
+mod lost_lease;
+mod signals;
+mod status;
+mod support;
+mod terminal;
+mod urls;
