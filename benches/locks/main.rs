@@ -3,8 +3,8 @@
 //! over the same kind of connection.
 //!
 //! ```text
-//! cargo bench --bench locks                            # about 2 min 10 s on a 2-vCPU VM
-//! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 25 s
+//! cargo bench --bench locks                            # about 3 min 30 s on a 2-vCPU VM
+//! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 50 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
 //! ```
@@ -23,6 +23,12 @@
 //! 6. Redlock over 3 and 5 `redis-server`s: acquire + release against one node's plain
 //!    lock and against the same round trips fanned out by hand, healthy and with one node
 //!    blackholed behind a proxy.
+//! 7. TLS: the limit over TLS against the plain one, and the pair over TLS.
+//! 8. Semaphores: uncontended `try_acquire(1)` + `release()` of a `Semaphore` and of a
+//!    `PermitExpirableSemaphore`, hand-off of one permit to a waiter in another process,
+//!    and the watchdog renewing 100,000 permits.
+//! 9. Peers: `rlock` and `redis-lock` on the same server: the uncontended pair, the
+//!    hand-off to a waiter in another process, and throughput on one lock in 2 processes.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -49,10 +55,13 @@ use redlease_testkit::server::RedisServer;
 
 use child::{ROLE_ENV, child_main};
 use experiments::LockKind;
+use experiments::contenders::Subject;
 use experiments::handoff::measure_handoffs;
 use experiments::limit::measure_limit;
+use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
 use experiments::renewal::measure_renewal;
+use experiments::semaphores::measure_semaphores;
 use experiments::throughput::measure_throughput;
 use experiments::tls::measure_tls;
 use experiments::uncontended::measure_uncontended;
@@ -84,10 +93,10 @@ fn main() {
     let handoff = measure_handoffs(&server, &plan);
     meter.step("3. throughput");
     let throughput = [
-        measure_throughput(&server, &plan, LockKind::Plain, true),
-        measure_throughput(&server, &plan, LockKind::Plain, false),
-        measure_throughput(&server, &plan, LockKind::Fair, true),
-        measure_throughput(&server, &plan, LockKind::Read, true),
+        measure_throughput(&server, &plan, Subject::Lock(LockKind::Plain), true),
+        measure_throughput(&server, &plan, Subject::Lock(LockKind::Plain), false),
+        measure_throughput(&server, &plan, Subject::Lock(LockKind::Fair), true),
+        measure_throughput(&server, &plan, Subject::Lock(LockKind::Read), true),
     ];
     meter.step("4. renewal");
     let renewal = measure_renewal(&server, &plan);
@@ -106,6 +115,10 @@ fn main() {
     drop(red_servers);
     meter.step("7. TLS");
     let tls = measure_tls(&placement, &plan);
+    meter.step("8. semaphores");
+    let semaphores = measure_semaphores(&server, &plan);
+    meter.step("9. peers");
+    let peers = measure_peers(&server, &plan);
     meter.step("");
     let other_work = meter.steps;
 
@@ -121,6 +134,8 @@ fn main() {
         writer,
         redlock,
         tls,
+        semaphores,
+        peers,
     };
     let report = results.report();
     println!("\n{report}");

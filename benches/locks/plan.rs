@@ -29,6 +29,10 @@ pub(crate) struct Plan {
     pub(crate) red_pairs: usize,
     /// Pairs in the Redlock runs with one node blackholed.
     pub(crate) blackholed_pairs: usize,
+    /// Hand-offs of each peer (whose waiters poll: each takes up to a poll interval).
+    pub(crate) peer_handoffs: usize,
+    /// Pairs of redis-lock with many keys in the database.
+    pub(crate) crowded_pairs: usize,
 }
 
 impl Plan {
@@ -48,6 +52,8 @@ impl Plan {
                 readers_for: Duration::from_millis(300),
                 red_pairs: 300,
                 blackholed_pairs: 20,
+                peer_handoffs: 8,
+                crowded_pairs: 20,
             }
         } else {
             Plan {
@@ -64,6 +70,8 @@ impl Plan {
                 readers_for: Duration::from_secs(1),
                 red_pairs: 2_000,
                 blackholed_pairs: 100,
+                peer_handoffs: 40,
+                crowded_pairs: 200,
             }
         }
     }

@@ -5,10 +5,13 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::experiments::LockKind;
+use crate::experiments::contenders::{Peer, Subject};
 use crate::experiments::handoff::{HANDOFF_BLOCKS, Handoffs};
 use crate::experiments::limit::{Limit, PIPELINE};
+use crate::experiments::peers::{CROWD, LIBRARY_FIXED_LEASE, Peers};
 use crate::experiments::redlock::{RED_NODE_TIMEOUT, RedlockRun};
 use crate::experiments::renewal::{RENEW_BATCH, RENEWAL_WATCHDOG, Renewal};
+use crate::experiments::semaphores::Semaphores;
 use crate::experiments::throughput::{PROCESSES, THREADS_PER_PROCESS, Throughput};
 use crate::experiments::tls::TlsRun;
 use crate::experiments::uncontended::Uncontended;
@@ -18,7 +21,7 @@ use crate::experiments::writer::{
 };
 use crate::machine::Machine;
 use crate::meter::OtherWork;
-use crate::stats::{PAIR_BLOCKS, Summary};
+use crate::stats::{PAIR_BLOCKS, PairStats, Summary};
 
 // Targets: the project's performance targets, as docs/performance.md states them. The pair
 // target applies to every lock kind's uncontended pair (each is one acquire and one release
@@ -41,6 +44,8 @@ pub(crate) struct Results {
     pub(crate) writer: WriterUnderReaders,
     pub(crate) redlock: Vec<RedlockRun>,
     pub(crate) tls: TlsRun,
+    pub(crate) semaphores: Semaphores,
+    pub(crate) peers: Peers,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -60,6 +65,8 @@ impl Results {
         self.report_writer(&mut out);
         self.report_redlock(&mut out);
         self.report_tls(&mut out);
+        self.report_semaphores(&mut out);
+        self.report_peers(&mut out);
         self.report_other_work(&mut out);
         out
     }
@@ -108,6 +115,254 @@ impl Results {
                 s.mean / plain,
                 s.mean / tls
             );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_semaphores(&self, out: &mut String) {
+        let (m, rtt) = (&self.semaphores, self.limit.rtt.mean);
+        let limit_pair = m.trivial.pair.mean;
+        let _ = writeln!(
+            out,
+            "### 8. Semaphores: uncontended `try_acquire(1)` + `release()` of one permit ({PAIR_BLOCKS} blocks per \
+             kind, interleaved)\n"
+        );
+        let _ = writeln!(
+            out,
+            "Each is one acquire and one release script, as a lock's pair; the locks' target (≤ {TARGET_PAIR_RATIO} \
+             × the limit pair) is not set for semaphores and is shown for comparison only.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | server µs/`EVALSHA` | mean / (2 × RTT) | mean / limit pair |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (what, x) in [
+            ("two trivial `EVALSHA`s (the limit pair)", &m.trivial),
+            ("plain lock `try_lock()` + `unlock()`, watchdog lease", &m.lock),
+            ("**`Semaphore` `try_acquire(1)` + `release()`**", &m.semaphore),
+            ("**`PermitExpirableSemaphore` `try_acquire(1)` + `release()`, watchdog lease**", &m.permits),
+        ] {
+            pair_row(out, what, x, rtt, limit_pair, format!("{:.2}", x.server_usec));
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Hand-off of one permit to a waiter parked in another process (subscribed to the semaphore's channel), \
+             alternating with the plain lock's ({HANDOFF_BLOCKS} blocks each); the semaphores hold 1 permit:\n"
+        );
+        let _ = writeln!(out, "| hand-off | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        handoff_row(out, "plain lock", &m.handoff_lock, rtt, Some("lock target"));
+        handoff_row(out, "**`Semaphore`, 1 permit**", &m.handoff_semaphore, rtt, Some("lock target"));
+        handoff_row(out, "**`PermitExpirableSemaphore`, 1 permit**", &m.handoff_permits, rtt, Some("lock target"));
+        let _ = writeln!(out);
+
+        let r = &m.renewal;
+        let passes = r.passes.max(1) as f64;
+        let per_pass = r.renewed as f64 / passes;
+        let ideal_per_pass = (per_pass / RENEW_BATCH as f64).ceil();
+        let floor = r.renewed.div_ceil(RENEW_BATCH);
+        let fraction = r.per_sec() / self.limit.pipelined_per_sec;
+        let fraction_again = r.per_sec() / r.pipelined_before;
+        let _ = writeln!(
+            out,
+            "Renewal: {} permits of one `PermitExpirableSemaphore` (`try_set_permits({})`), one guard each, held by \
+             one thread (watchdog {} s, renewal every {} s); the renewal target of the locks is renewals/s ≥ \
+             {TARGET_RENEWAL_FRACTION} × pipelined limit:\n",
+            r.permits,
+            r.permits,
+            RENEWAL_WATCHDOG.as_secs(),
+            RENEWAL_WATCHDOG.as_secs() / 3
+        );
+        let _ = writeln!(out, "| figure | value |");
+        let _ = writeln!(out, "|---|---:|");
+        let mut row = |what: &str, value: String| {
+            let _ = writeln!(out, "| {what} | {value} |");
+        };
+        row("keys in the database before", r.keys_before.to_string());
+        row(
+            "acquiring them, one `try_acquire(1)` each",
+            format!(
+                "{:.2} s; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}; {} took over 10 ms",
+                r.acquire_time.as_secs_f64(),
+                r.acquire_each.mean,
+                r.acquire_each.p50,
+                r.acquire_each.p90,
+                r.acquire_each.p99,
+                r.acquire_each.max,
+                r.acquire_over_10ms
+            ),
+        );
+        row("window held", format!("{:.1} s", r.window.as_secs_f64()));
+        row("renewal passes in the window", r.passes.to_string());
+        row("renew round trips in the window", r.round_trips.to_string());
+        row("permits renewed in the window", r.renewed.to_string());
+        row(
+            "round trips per pass / ceil(renewed per pass / 1000)",
+            format!("{:.2} / {ideal_per_pass:.0}", r.round_trips as f64 / passes),
+        );
+        row(
+            "round trips vs the least possible (ceil(renewed / 1000) … that + passes)",
+            format!("{} vs {floor} … {}", r.round_trips, floor + r.passes),
+        );
+        row(
+            "time in renew round trips (of which Redis running the script)",
+            format!(
+                "{:.3} s ({:.3} s): {:.2} µs per permit ({:.2} µs)",
+                r.renew_time.as_secs_f64(),
+                r.server_time.as_secs_f64(),
+                r.renew_time.as_secs_f64() * 1e6 / r.renewed.max(1) as f64,
+                r.server_time.as_secs_f64() * 1e6 / r.renewed.max(1) as f64
+            ),
+        );
+        row(
+            "renewals/s (renewed / time in round trips)",
+            format!(
+                "{:.0} = {fraction:.3} × the pipelined limit of step 0 ({}); {fraction_again:.3} × the same limit \
+                 measured again just before the permits were taken ({:.0} calls/s, {}); {:.3} × the lock renewal of \
+                 step 4",
+                r.per_sec(),
+                verdict(fraction >= TARGET_RENEWAL_FRACTION),
+                r.pipelined_before,
+                verdict(fraction_again >= TARGET_RENEWAL_FRACTION),
+                r.per_sec() / self.renewal.per_sec()
+            ),
+        );
+        row(
+            "renewals scheduled at the end of the window (the permits of a pass under way are out of the schedule)",
+            format!("{} of {}", r.scheduled, r.permits),
+        );
+        row("guards `is_held()` after the window", format!("{} of {}", r.held, r.permits));
+        row(
+            "permits with a deadline ahead after the window (sorted set)",
+            format!("{} of {} (nearest {} ms ahead of 3000)", r.alive, r.permits, r.min_remaining_ms),
+        );
+        row("leases lost / renewals failed (event hook)", format!("{} / {}", r.lost_events, r.failed_renewals));
+        row(
+            "`release()` of every guard, one by one (the watchdog still renewing the rest)",
+            format!(
+                "{:.2} s, {} of {} `Ok`; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}; {} took \
+                 over 10 ms",
+                r.release_time.as_secs_f64(),
+                r.released_ok,
+                r.permits,
+                r.release_each.mean,
+                r.release_each.p50,
+                r.release_each.p90,
+                r.release_each.p99,
+                r.release_each.max,
+                r.release_over_10ms
+            ),
+        );
+        row(
+            "after the releases",
+            format!("`available_permits()` {}, {} permits left in the sorted set", r.available_after, r.left_in_set),
+        );
+        let _ = writeln!(out);
+    }
+
+    fn report_peers(&self, out: &mut String) {
+        let (p, rtt) = (&self.peers, self.limit.rtt.mean);
+        let (rlock, redis_lock) = (locked_version("rlock"), locked_version("redis-lock"));
+        let _ = writeln!(
+            out,
+            "### 9. Peers on the same server in the same run: `rlock` {rlock} and `redis-lock` {redis_lock}, sync \
+             APIs, default options\n"
+        );
+        let _ = writeln!(
+            out,
+            "- **redlease**: reentrant; watchdog lease (30 s, renewed every 10 s, batched by one thread per client); a \
+             waiter parks on pub/sub and the release wakes it; Redisson's layout.\n\
+             - **rlock {rlock}**: not reentrant; acquire is `SET NX PX`, release a script; 10 s TTL renewed every 5 s \
+             by a thread spawned per guard (`RenewalMode::Disabled`: no thread, the TTL runs out); a waiter polls \
+             every {} ms, nothing wakes it.\n\
+             - **redis-lock {redis_lock}**: locks sets of resources (Redis functions, Redis ≥ 7); not reentrant; no \
+             renewal: a fixed expiration (default 1 h, sent in ms to a `SET … EX` that takes seconds, so it lasts \
+             1000 × longer); a waiter polls every {} ms (for up to 60 s); the release `SCAN`s every key of the \
+             database for its own.\n",
+            Peer::Rlock.poll_interval().as_millis(),
+            Peer::RedisLock.poll_interval().as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "Uncontended acquire + release, one thread, {PAIR_BLOCKS} blocks per kind, interleaved; {} keys in the \
+             database. Redis calls and µs per pair are those of the commands each client sends (`EVALSHA`; rlock \
+             `SET` + `EVALSHA`; redis-lock `FCALL`), their scripts' commands included.\n",
+            p.keys
+        );
+        let _ = writeln!(
+            out,
+            "| pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | Redis calls, µs per pair | mean / (2 × RTT) | mean / limit pair |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let server = |x: &PairStats| format!("{:.2}, {:.1}", x.server_calls_per_pair, x.server_usec_per_pair);
+        let limit_pair = p.trivial.pair.mean;
+        let fixed = format!("redlease `try_lock()` + `unlock()`, `with_lease({} s)`", LIBRARY_FIXED_LEASE.as_secs());
+        for (what, x) in [
+            ("two trivial `EVALSHA`s (the limit pair)", &p.trivial),
+            ("**redlease `try_lock()` + `unlock()`, watchdog lease**", &p.watchdog),
+            (fixed.as_str(), &p.fixed),
+            ("**rlock `try_acquire_mutex()` + `release()`, default options**", &p.rlock),
+            ("rlock, `RenewalMode::Disabled`", &p.rlock_no_renewal),
+            ("**redis-lock `try_acquire()` + `release()`**", &p.redis_lock),
+        ] {
+            pair_row(out, what, x, rtt, limit_pair, server(x));
+        }
+        let crowded_limit = p.crowded_trivial.pair.mean;
+        let crowd = format!("the limit pair, {CROWD} more keys in the database");
+        let crowded = format!("redis-lock, {CROWD} more keys in the database (ratio to the line above)");
+        pair_row(out, &crowd, &p.crowded_trivial, rtt, crowded_limit, server(&p.crowded_trivial));
+        pair_row(out, &crowded, &p.crowded_redis_lock, rtt, crowded_limit, server(&p.crowded_redis_lock));
+        let fastest =
+            [("rlock", &p.rlock), ("rlock without renewal", &p.rlock_no_renewal), ("redis-lock", &p.redis_lock)]
+                .into_iter()
+                .min_by(|a, b| a.1.pair.mean.total_cmp(&b.1.pair.mean))
+                .expect("peers measured");
+        let _ = writeln!(
+            out,
+            "\nFastest peer pair: {} at {:.1} µs = {:.3} × the limit pair; redlease {:.1} µs = {:.3} × (watchdog \
+             lease), {:.1} µs = {:.3} × (fixed lease).\n",
+            fastest.0,
+            fastest.1.pair.mean,
+            fastest.1.pair.mean / limit_pair,
+            p.watchdog.pair.mean,
+            p.watchdog.pair.mean / limit_pair,
+            p.fixed.pair.mean,
+            p.fixed.pair.mean / limit_pair
+        );
+        let _ = writeln!(
+            out,
+            "Hand-off to a waiter in another process, alternating ({HANDOFF_BLOCKS} blocks each). A polling waiter \
+             cannot be seen waiting: the release comes at a random moment of its poll interval, as it would in use.\n"
+        );
+        let _ = writeln!(out, "| hand-off | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (subject, h) in &p.handoffs {
+            let what = match subject {
+                Subject::Lock(LockKind::Plain) => "redlease plain lock (pub/sub wake-up)".to_string(),
+                Subject::Peer(peer) => {
+                    format!("{} (polls every {} ms)", subject.as_str(), peer.poll_interval().as_millis())
+                }
+                other => unreachable!("{other:?} among the peers' hand-offs"),
+            };
+            handoff_row(out, &what, h, rtt, None);
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Throughput on one lock, {PROCESSES} processes × {THREADS_PER_PROCESS} threads, acquire + release in a \
+             loop; the redlease row is step 3's. Redis calls per acquisition: for a peer, every command its clients \
+             sent (failed polls included).\n"
+        );
+        let _ = writeln!(
+            out,
+            "| lock | acquisitions | per process | acquisitions/s | µs per acquisition | Redis calls per acquisition | Redis running them, µs per acquisition (share of the window) | to the other process | to another thread |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        throughput_row(out, "redlease plain, one shared lock (step 3)", &self.throughput[0], rtt);
+        for t in &p.throughput {
+            throughput_row(out, &format!("{}, one shared lock", t.subject.as_str()), t, rtt);
         }
         let _ = writeln!(out);
     }
@@ -182,18 +437,7 @@ impl Results {
         let _ = writeln!(out, "| lock | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for (what, h) in [("plain", &self.handoff.plain), ("fair", &self.handoff.fair)] {
-            let (p50, p99) = (h.p50 / rtt, h.p99 / rtt);
-            let _ = writeln!(
-                out,
-                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {p50:.2} (target ≤ {TARGET_HANDOFF_P50_RATIO}: {}) | {p99:.2} (target ≤ {TARGET_HANDOFF_P99_RATIO}: {}) |",
-                h.n,
-                h.p50,
-                h.p90,
-                h.p99,
-                h.max,
-                verdict(p50 <= TARGET_HANDOFF_P50_RATIO),
-                verdict(p99 <= TARGET_HANDOFF_P99_RATIO)
-            );
+            handoff_row(out, what, h, rtt, Some("target"));
         }
         let _ = writeln!(out);
     }
@@ -210,30 +454,16 @@ impl Results {
         );
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for t in &self.throughput {
-            let what = match (t.kind, t.shared) {
-                (LockKind::Plain, true) => "plain, one shared lock",
-                (LockKind::Plain, false) => "plain, one lock per thread (8)",
-                (LockKind::Fair, true) => "fair, one shared lock",
-                (LockKind::Fair, false) => "fair, one lock per thread (8)",
-                (LockKind::Read, true) => "read side of one read-write lock (8 readers)",
-                (LockKind::Read, false) => "read side, one lock per thread (8)",
+            let what = match (t.subject, t.shared) {
+                (Subject::Lock(LockKind::Plain), true) => "plain, one shared lock",
+                (Subject::Lock(LockKind::Plain), false) => "plain, one lock per thread (8)",
+                (Subject::Lock(LockKind::Fair), true) => "fair, one shared lock",
+                (Subject::Lock(LockKind::Fair), false) => "fair, one lock per thread (8)",
+                (Subject::Lock(LockKind::Read), true) => "read side of one read-write lock (8 readers)",
+                (Subject::Lock(LockKind::Read), false) => "read side, one lock per thread (8)",
+                (subject, _) => unreachable!("{subject:?} in step 3"),
             };
-            let per_process: Vec<String> = t.per_process.iter().map(u64::to_string).collect();
-            let percent = |f: f64| format!("{:.0} %", f * 100.0);
-            let (process, thread) =
-                t.alternation.map_or_else(|| ("–".to_string(), "–".to_string()), |(p, t)| (percent(p), percent(t)));
-            let _ = writeln!(
-                out,
-                "| {what} | {} | {} | {:.0} | {:.1} ({:.2} RTT) | {:.2} | {:.1} ({:.0} %) | {process} | {thread} |",
-                t.acquisitions,
-                per_process.join(" / "),
-                t.per_sec,
-                1e6 / t.per_sec,
-                1e6 / t.per_sec / rtt,
-                t.scripts,
-                t.server_usec,
-                t.server_busy * 100.0
-            );
+            throughput_row(out, what, t, rtt);
         }
         let _ = writeln!(out);
     }
@@ -486,6 +716,76 @@ impl Results {
         );
         let _ = writeln!(out);
     }
+}
+
+/// One row of a hand-off table, judged against the hand-off targets when `label` names
+/// them.
+fn handoff_row(out: &mut String, what: &str, h: &Summary, rtt: f64, label: Option<&str>) {
+    let (p50, p99) = (h.p50 / rtt, h.p99 / rtt);
+    let judged = |ratio: f64, target: f64| match label {
+        Some(label) => format!("{ratio:.2} ({label} ≤ {target}: {})", verdict(ratio <= target)),
+        None => format!("{ratio:.2}"),
+    };
+    let _ = writeln!(
+        out,
+        "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} |",
+        h.n,
+        h.p50,
+        h.p90,
+        h.p99,
+        h.max,
+        judged(p50, TARGET_HANDOFF_P50_RATIO),
+        judged(p99, TARGET_HANDOFF_P99_RATIO)
+    );
+}
+
+/// One row of a throughput table.
+fn throughput_row(out: &mut String, what: &str, t: &Throughput, rtt: f64) {
+    let per_process: Vec<String> = t.per_process.iter().map(u64::to_string).collect();
+    // Whole percents, but a share below 1 % is not rounded to nothing.
+    let percent = |f: f64| match f {
+        f if f > 0.0 && f < 0.0001 => "< 0.01 %".to_string(),
+        f if f > 0.0 && f < 0.01 => format!("{:.2} %", f * 100.0),
+        f => format!("{:.0} %", f * 100.0),
+    };
+    let (process, thread) =
+        t.alternation.map_or_else(|| ("–".to_string(), "–".to_string()), |(p, t)| (percent(p), percent(t)));
+    let _ = writeln!(
+        out,
+        "| {what} | {} | {} | {:.0} | {:.1} ({:.2} RTT) | {:.2} | {:.1} ({:.0} %) | {process} | {thread} |",
+        t.acquisitions,
+        per_process.join(" / "),
+        t.per_sec,
+        1e6 / t.per_sec,
+        1e6 / t.per_sec / rtt,
+        t.scripts,
+        t.server_usec,
+        t.server_busy * 100.0
+    );
+}
+
+/// One row of a table of pairs: the pair, its halves, Redis's share, and its ratios to
+/// 2 × RTT and to `limit_pair`.
+fn pair_row(out: &mut String, what: &str, x: &PairStats, rtt: f64, limit_pair: f64, server: String) {
+    let _ = writeln!(
+        out,
+        "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {server} | {:.3} | {:.3} |",
+        x.pair.n,
+        x.pair.mean,
+        x.pair.p50,
+        x.pair.p99,
+        x.acquire.mean,
+        x.release.mean,
+        x.pair.mean / (2.0 * rtt),
+        x.pair.mean / limit_pair
+    );
+}
+
+/// The version of `package` that Cargo.lock pins (the first, when several are).
+fn locked_version(package: &str) -> &'static str {
+    const LOCK: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock"));
+    let entry = format!("name = \"{package}\"\nversion = \"");
+    LOCK.find(&entry).and_then(|at| LOCK[at + entry.len()..].split('"').next()).unwrap_or("unknown")
 }
 
 const DOC_BEGIN: &str = "<!-- bench-results:begin -->";

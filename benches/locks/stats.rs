@@ -59,12 +59,17 @@ pub(crate) fn time_each(warmup: usize, n: usize, mut op: impl FnMut()) -> Summar
 pub(crate) const PAIR_BLOCKS: usize = 10;
 
 /// One kind of acquire + release pair: the whole pair, its first call (acquire) and the
-/// rest (release), and the server time per `EVALSHA` while it ran.
+/// rest (release), and the server time per `EVALSHA` (or per call of the commands counted
+/// for it) while it ran.
 pub(crate) struct PairStats {
     pub(crate) pair: Summary,
     pub(crate) acquire: Summary,
     pub(crate) release: Summary,
     pub(crate) server_usec: f64,
+    /// Calls of the commands counted, per pair.
+    pub(crate) server_calls_per_pair: f64,
+    /// Server time in them, per pair, µs.
+    pub(crate) server_usec_per_pair: f64,
 }
 
 /// Samples of one kind of pair, gathered block by block.
@@ -79,7 +84,10 @@ struct PairSamples {
 
 impl PairSamples {
     fn finish(self) -> PairStats {
+        let pairs = self.pair.len().max(1) as f64;
         PairStats {
+            server_calls_per_pair: self.server_calls as f64 / pairs,
+            server_usec_per_pair: self.server_usec as f64 / pairs,
             pair: Summary::of_nanos(self.pair),
             acquire: Summary::of_nanos(self.acquire),
             release: Summary::of_nanos(self.release),
@@ -98,8 +106,23 @@ pub(crate) fn measure_pairs(
     ops: &mut [PairOp],
     warmup: usize,
     pairs: usize,
+    stats: Option<&mut redis::Connection>,
+) -> Vec<PairStats> {
+    let counted = vec![&["evalsha"][..]; ops.len()];
+    measure_pairs_counting(ops, &counted, warmup, pairs, stats)
+}
+
+/// [`measure_pairs`], reading for `ops[i]` the server time of the commands `counted[i]`
+/// (those its client sends itself, whose time includes that of the commands their scripts
+/// run).
+pub(crate) fn measure_pairs_counting(
+    ops: &mut [PairOp],
+    counted: &[&[&str]],
+    warmup: usize,
+    pairs: usize,
     mut stats: Option<&mut redis::Connection>,
 ) -> Vec<PairStats> {
+    assert_eq!(ops.len(), counted.len(), "the commands counted for every op");
     for op in ops.iter_mut() {
         for _ in 0..warmup {
             op();
@@ -107,7 +130,7 @@ pub(crate) fn measure_pairs(
     }
     let mut samples: Vec<PairSamples> = ops.iter().map(|_| PairSamples::default()).collect();
     for _ in 0..PAIR_BLOCKS {
-        for (op, kind) in ops.iter_mut().zip(&mut samples) {
+        for ((op, kind), commands) in ops.iter_mut().zip(&mut samples).zip(counted) {
             if let Some(conn) = stats.as_deref_mut() {
                 reset_server_stats(conn);
             }
@@ -120,9 +143,11 @@ pub(crate) fn measure_pairs(
                 kind.release.push(pair - first);
             }
             if let Some(conn) = stats.as_deref_mut() {
-                let (calls, usec) = server_command_stats(conn, "evalsha");
-                kind.server_calls += calls;
-                kind.server_usec += usec;
+                for command in commands.iter() {
+                    let (calls, usec) = server_command_stats(conn, command);
+                    kind.server_calls += calls;
+                    kind.server_usec += usec;
+                }
             }
         }
     }

@@ -1,24 +1,29 @@
 //! Step 2, contended hand-off to a waiter parked in another process (pub/sub wake-up),
-//! plain and fair lock in alternating blocks.
+//! plain and fair lock in alternating blocks; the same rig hands over the semaphores of
+//! step 8 and the peers' locks of step 9.
 
 use std::io::BufRead;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{AnyLock, Client, LockGuard};
+use rand::Rng;
 use redlease_testkit::server::RedisServer;
 
 use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, say};
 use crate::clock::mono_ns;
 use crate::experiments::LockKind;
+use crate::experiments::contenders::{Contender, Process, Subject};
 use crate::plan::Plan;
 use crate::stats::Summary;
 
 /// Rounds before the measured ones (they open the child's pub/sub connection).
 const HANDOFF_WARMUP: usize = 20;
+/// Rounds before the measured ones for a waiter that polls (no pub/sub connection to open,
+/// and each round lasts a poll interval).
+const POLLING_WARMUP: usize = 2;
 /// How long a subscribed waiter is given to retry and park before the release.
 const HANDOFF_SETTLE: Duration = Duration::from_millis(2);
-/// The plain and the fair hand-off alternate in this many blocks each.
+/// The subjects of one measurement alternate in this many blocks each.
 pub(crate) const HANDOFF_BLOCKS: usize = 8;
 
 pub(crate) struct Handoffs {
@@ -28,56 +33,57 @@ pub(crate) struct Handoffs {
 
 /// One holder here and one waiter in a child process, handing a lock back and forth.
 struct HandoffRig {
-    kind: LockKind,
+    subject: Subject,
     name: String,
-    lock: AnyLock,
+    holder: Box<dyn Contender>,
     child: Worker,
     raw: redis::Connection,
-    guard: Option<LockGuard>,
 }
 
 impl HandoffRig {
-    fn new(server: &RedisServer, client: &Client, kind: LockKind) -> HandoffRig {
-        let name = format!("bench:handoff:{}", kind.as_str());
-        let lock = kind.handle(client, name.clone());
+    fn new(server: &RedisServer, process: &Process, subject: Subject) -> HandoffRig {
+        let name = format!("bench:handoff:{}", subject.as_str());
+        let mut holder = process.contender(&name);
         let child = Worker::spawn(
             "handoff",
-            &[(URL_ENV, server.url()), (LOCK_ENV, name.clone()), (KIND_ENV, kind.as_str().to_string())],
+            &[(URL_ENV, server.url()), (LOCK_ENV, name.clone()), (KIND_ENV, subject.as_str().to_string())],
         );
         child.expect("ready");
-        let guard = Some(lock.try_lock().expect("try_lock").expect("the hand-off lock starts free"));
-        HandoffRig { kind, name, lock, child, raw: server.conn(), guard }
+        assert!(holder.try_take(), "the hand-off lock starts free");
+        HandoffRig { subject, name, holder, child, raw: server.conn() }
     }
 
     /// One hand-off: the child waits, this side releases; the time from just before the
-    /// release to the child's return from `lock()`, in nanoseconds.
+    /// release to the child's return from its blocking acquire, in nanoseconds.
     fn round(&mut self) -> u64 {
         self.child.send("go");
         self.child.expect("waiting");
         self.wait_until_parked();
         thread::sleep(HANDOFF_SETTLE);
-        let guard = self.guard.take().expect("held between rounds");
         let t0 = mono_ns();
-        guard.unlock().expect("unlock for the hand-off");
+        self.holder.give_back();
         let t1: u64 = self.child.expect("acquired ").parse().expect("the child's acquisition time");
-        self.guard = Some(self.lock.try_lock().expect("try_lock").expect("the child has released"));
+        assert!(self.holder.try_take(), "the child has released");
         t1.checked_sub(t0).expect("the child acquired after the release")
     }
 
     /// Until the child waits where a release will wake it: subscribed to the lock's channel
-    /// (plain), or queued and subscribed to its own channel (fair).
+    /// (plain) or the semaphore's, or queued and subscribed to its own channel (fair). A
+    /// peer's waiter polls and cannot be seen waiting: the release comes at a random moment
+    /// of its poll interval instead.
     fn wait_until_parked(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         let conn = &mut self.raw;
         let name = &self.name;
-        let parked = |conn: &mut redis::Connection| match self.kind {
-            LockKind::Plain => {
-                let channel = format!("redisson_lock__channel:{{{name}}}");
-                let (_, count): (String, u64) =
-                    redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query(conn).expect("PUBSUB NUMSUB");
-                count >= 1
-            }
-            LockKind::Fair => {
+        let subscribed = |conn: &mut redis::Connection, channel: String| {
+            let (_, count): (String, u64) =
+                redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query(conn).expect("PUBSUB NUMSUB");
+            count >= 1
+        };
+        let parked = |conn: &mut redis::Connection| match self.subject {
+            Subject::Lock(LockKind::Plain) => subscribed(conn, format!("redisson_lock__channel:{{{name}}}")),
+            Subject::Semaphore | Subject::Permits => subscribed(conn, format!("redisson_sc:{{{name}}}")),
+            Subject::Lock(LockKind::Fair) => {
                 let queued: u64 =
                     redis::cmd("LLEN").arg(format!("redisson_lock_queue:{{{name}}}")).query(conn).expect("LLEN");
                 let own: Vec<String> = redis::cmd("PUBSUB")
@@ -87,8 +93,14 @@ impl HandoffRig {
                     .expect("PUBSUB CHANNELS");
                 queued >= 1 && !own.is_empty()
             }
-            LockKind::Read => unreachable!("no read hand-off"),
+            Subject::Lock(LockKind::Read) => unreachable!("no read hand-off"),
+            Subject::Peer(_) => unreachable!("a polling waiter is not seen parked"),
         };
+        if let Subject::Peer(peer) = self.subject {
+            let interval = u64::try_from(peer.poll_interval().as_micros()).expect("poll interval in µs");
+            thread::sleep(Duration::from_micros(rand::rng().random_range(0..interval)));
+            return;
+        }
         while !parked(conn) {
             assert!(Instant::now() < deadline, "the waiting child did not park on {name} within 10 s");
             thread::sleep(Duration::from_micros(100));
@@ -96,26 +108,40 @@ impl HandoffRig {
     }
 
     fn finish(mut self) {
-        self.guard.take().expect("held at the end").unlock().expect("final unlock");
+        self.holder.give_back();
         self.child.send("quit");
         self.child.finish();
     }
 }
 
-/// The plain and the fair hand-off, in alternating blocks.
-pub(crate) fn measure_handoffs(server: &RedisServer, plan: &Plan) -> Handoffs {
-    let client = Client::open(&server.url()).expect("client for the hand-off run");
-    let mut rigs =
-        [HandoffRig::new(server, &client, LockKind::Plain), HandoffRig::new(server, &client, LockKind::Fair)];
+/// Hand-offs of every subject, `rounds[i]` of `subjects[i]`, in `HANDOFF_BLOCKS` alternating
+/// blocks; the parent's side of the library's subjects uses `client`.
+pub(crate) fn measure_handoff_blocks(
+    server: &RedisServer,
+    client: &redlease::Client,
+    subjects: &[Subject],
+    rounds: &[usize],
+) -> Vec<Summary> {
+    let mut rigs: Vec<HandoffRig> = subjects
+        .iter()
+        .map(|&subject| {
+            let process = match subject {
+                Subject::Peer(_) => Process::open(subject, &server.url()),
+                _ => Process::with_client(subject, client),
+            };
+            HandoffRig::new(server, &process, subject)
+        })
+        .collect();
     for rig in &mut rigs {
-        for _ in 0..HANDOFF_WARMUP {
+        let warmup = if matches!(rig.subject, Subject::Peer(_)) { POLLING_WARMUP } else { HANDOFF_WARMUP };
+        for _ in 0..warmup {
             rig.round();
         }
     }
-    let mut samples = [Vec::with_capacity(plan.handoffs), Vec::with_capacity(plan.handoffs)];
+    let mut samples: Vec<Vec<u64>> = rounds.iter().map(|&n| Vec::with_capacity(n)).collect();
     for _ in 0..HANDOFF_BLOCKS {
-        for (rig, samples) in rigs.iter_mut().zip(&mut samples) {
-            for _ in 0..plan.handoffs / HANDOFF_BLOCKS {
+        for ((rig, samples), &n) in rigs.iter_mut().zip(&mut samples).zip(rounds) {
+            for _ in 0..(n / HANDOFF_BLOCKS).max(1) {
                 samples.push(rig.round());
             }
         }
@@ -123,22 +149,31 @@ pub(crate) fn measure_handoffs(server: &RedisServer, plan: &Plan) -> Handoffs {
     for rig in rigs {
         rig.finish();
     }
-    let [plain, fair] = samples;
-    Handoffs { plain: Summary::of_nanos(plain), fair: Summary::of_nanos(fair) }
+    samples.into_iter().map(Summary::of_nanos).collect()
 }
 
-/// Child: on each "go", blocks in `lock()`, notes the time it returned, releases, reports.
+/// The plain and the fair hand-off, in alternating blocks.
+pub(crate) fn measure_handoffs(server: &RedisServer, plan: &Plan) -> Handoffs {
+    let client = redlease::Client::open(&server.url()).expect("client for the hand-off run");
+    let subjects = [Subject::Lock(LockKind::Plain), Subject::Lock(LockKind::Fair)];
+    let mut each = measure_handoff_blocks(server, &client, &subjects, &[plan.handoffs; 2]).into_iter();
+    let mut next = || each.next().expect("one summary per subject");
+    Handoffs { plain: next(), fair: next() }
+}
+
+/// Child: on each "go", blocks in its acquire, notes the time it returned, releases,
+/// reports.
 pub(crate) fn handoff_child() {
-    let client = Client::open(&child_env(URL_ENV)).expect("child client");
-    let lock = LockKind::parse(&child_env(KIND_ENV)).handle(&client, child_env(LOCK_ENV));
+    let subject = Subject::parse(&child_env(KIND_ENV));
+    let mut waiter = Process::open(subject, &child_env(URL_ENV)).contender(&child_env(LOCK_ENV));
     say("ready");
     for line in std::io::stdin().lock().lines() {
         match line.expect("read the parent's order").as_str() {
             "go" => {
                 say("waiting");
-                let guard = lock.lock().expect("child lock()");
+                waiter.take();
                 let t1 = mono_ns();
-                guard.unlock().expect("child unlock");
+                waiter.give_back();
                 say(&format!("acquired {t1}"));
             }
             "quit" => return,

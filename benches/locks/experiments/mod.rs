@@ -1,9 +1,13 @@
 //! The experiments, one module each in the order of the report, and the lock kinds they use.
 
+pub(crate) mod contenders;
 pub(crate) mod handoff;
 pub(crate) mod limit;
+pub(crate) mod peers;
+pub(crate) mod permit_renewal;
 pub(crate) mod redlock;
 pub(crate) mod renewal;
+pub(crate) mod semaphores;
 pub(crate) mod throughput;
 pub(crate) mod tls;
 pub(crate) mod uncontended;

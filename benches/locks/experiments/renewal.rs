@@ -21,10 +21,10 @@ pub(crate) const RENEWAL_WATCHDOG: Duration = Duration::from_secs(3);
 
 /// Counts what the client reports through its event hook.
 #[derive(Default)]
-struct EventCounts {
-    lost: AtomicU64,
-    renewal_failed: AtomicU64,
-    release_failed: AtomicU64,
+pub(crate) struct EventCounts {
+    pub(crate) lost: AtomicU64,
+    pub(crate) renewal_failed: AtomicU64,
+    pub(crate) release_failed: AtomicU64,
 }
 
 impl LockEvents for EventCounts {
@@ -169,7 +169,7 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
     }
 }
 
-fn over_10ms(samples: &[u64]) -> usize {
+pub(crate) fn over_10ms(samples: &[u64]) -> usize {
     samples.iter().filter(|&&ns| ns > 10_000_000).count()
 }
 

@@ -1,5 +1,5 @@
 //! Step 3, throughput: threads in several processes looping `lock()` + `unlock()`, on one
-//! shared lock or on one lock each.
+//! shared lock or on one lock each; step 9 runs the same with the peers' locks.
 
 use std::fmt::Write as _;
 use std::io::BufRead;
@@ -7,12 +7,12 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use redlease::Client;
 use redlease_testkit::server::RedisServer;
 
 use crate::child::{KIND_ENV, PROCESS_ENV, SHARED_ENV, URL_ENV, Worker, child_env, say};
 use crate::clock::{mono_ns, nanos, sleep_until_mono};
 use crate::experiments::LockKind;
+use crate::experiments::contenders::{Process, Subject};
 use crate::plan::Plan;
 use crate::stats::{reset_server_stats, server_command_stats};
 
@@ -22,14 +22,15 @@ pub(crate) const THREADS_PER_PROCESS: usize = 4;
 pub(crate) const PROCESSES: usize = 2;
 
 pub(crate) struct Throughput {
-    pub(crate) kind: LockKind,
+    pub(crate) subject: Subject,
     /// One lock shared by every thread, or one lock per thread.
     pub(crate) shared: bool,
     pub(crate) acquisitions: u64,
     pub(crate) per_sec: f64,
     pub(crate) per_process: Vec<u64>,
     /// Scripts Redis ran (`INFO commandstats`) per acquisition: acquire, release, and the
-    /// attempts of waiters that were woken or polled.
+    /// attempts of waiters that were woken or polled. For a peer, the commands its clients
+    /// send (see [`Subject::commands`]).
     pub(crate) scripts: f64,
     /// Redis's time running them, per acquisition, µs.
     pub(crate) server_usec: f64,
@@ -40,14 +41,14 @@ pub(crate) struct Throughput {
     pub(crate) alternation: Option<(f64, f64)>,
 }
 
-pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, kind: LockKind, shared: bool) -> Throughput {
+pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Subject, shared: bool) -> Throughput {
     let mut workers: Vec<Worker> = (0..PROCESSES)
         .map(|p| {
             Worker::spawn(
                 "throughput",
                 &[
                     (URL_ENV, server.url()),
-                    (KIND_ENV, kind.as_str().to_string()),
+                    (KIND_ENV, subject.as_str().to_string()),
                     (SHARED_ENV, shared.to_string()),
                     (PROCESS_ENV, p.to_string()),
                 ],
@@ -64,7 +65,7 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, kind: LockKi
     for worker in &mut workers {
         worker.send(&format!("start {start} {end}"));
     }
-    let exclusive = shared && kind != LockKind::Read;
+    let exclusive = shared && subject != Subject::Lock(LockKind::Read);
     let mut per_process = Vec::new();
     // (time, process, thread) of every acquisition.
     let mut stamps: Vec<(u64, usize, usize)> = Vec::new();
@@ -79,7 +80,11 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, kind: LockKi
         }
     }
     // Every thread has returned: only the window's calls (and their warm-up) were counted.
-    let (scripts, server_usec) = server_command_stats(&mut stats, "evalsha");
+    let (scripts, server_usec) = subject
+        .commands()
+        .iter()
+        .map(|command| server_command_stats(&mut stats, command))
+        .fold((0, 0), |(calls, usec), (c, u)| (calls + c, usec + u));
     for worker in workers {
         worker.finish();
     }
@@ -93,7 +98,7 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, kind: LockKi
         (other_process as f64 / pairs, other_thread as f64 / pairs)
     });
     Throughput {
-        kind,
+        subject,
         shared,
         acquisitions,
         per_sec: acquisitions as f64 / plan.throughput_for.as_secs_f64(),
@@ -105,45 +110,59 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, kind: LockKi
     }
 }
 
-/// Child: `THREADS_PER_PROCESS` threads sharing one client loop `lock(); unlock()` between
-/// the start and end times the parent sends, on one shared lock or on one lock each.
+/// Child: `THREADS_PER_PROCESS` threads sharing one client (or a peer's manager) loop
+/// `lock(); unlock()` between the start and end times the parent sends, on one shared lock
+/// or on one lock each.
 pub(crate) fn throughput_child() {
-    let kind = LockKind::parse(&child_env(KIND_ENV));
+    let subject = Subject::parse(&child_env(KIND_ENV));
     let shared = child_env(SHARED_ENV) == "true";
-    let process = child_env(PROCESS_ENV);
-    let client = Client::open(&child_env(URL_ENV)).expect("child client");
+    let process_index = child_env(PROCESS_ENV);
+    let process = Process::open(subject, &child_env(URL_ENV));
     let ready = Arc::new(Barrier::new(THREADS_PER_PROCESS + 1));
     let window: Arc<OnceLock<(u64, u64)>> = Arc::default();
     let threads: Vec<_> = (0..THREADS_PER_PROCESS)
         .map(|t| {
-            let (client, ready, window) = (client.clone(), Arc::clone(&ready), Arc::clone(&window));
+            let (process, ready, window) = (process.clone(), Arc::clone(&ready), Arc::clone(&window));
             let name = if shared {
-                format!("bench:throughput:{}", kind.as_str())
+                format!("bench:throughput:{}", subject.as_str())
             } else {
-                format!("bench:throughput:{}:{process}:{t}", kind.as_str())
+                format!("bench:throughput:{}:{process_index}:{t}", subject.as_str())
             };
-            let warm = format!("bench:throughput:warm:{process}:{t}");
+            let warm = format!("bench:throughput:warm:{process_index}:{t}");
             thread::spawn(move || {
-                // Open this thread's pooled connection before the clock starts.
-                let warm = client.lock(warm);
-                for _ in 0..20 {
-                    warm.try_lock().expect("warm-up try_lock").expect("warm-up lock is free").unlock().expect("unlock");
+                let mut lock = process.contender(&name);
+                // Open this thread's connection before the clock starts: the client's pooled
+                // one, or the peer's (redis-lock's is the contender's own).
+                match process.client() {
+                    Some(client) => {
+                        let warm = client.lock(warm);
+                        for _ in 0..20 {
+                            let guard = warm.try_lock().expect("warm-up try_lock").expect("warm-up lock is free");
+                            guard.unlock().expect("unlock");
+                        }
+                    }
+                    None => {
+                        for _ in 0..20 {
+                            if lock.try_take() {
+                                lock.give_back();
+                            }
+                        }
+                    }
                 }
-                let lock = kind.handle(&client, name);
                 ready.wait();
                 ready.wait();
                 let (start, end) = *window.get().expect("start time set before the second barrier");
                 sleep_until_mono(start);
                 let mut stamps = Vec::new();
                 loop {
-                    let guard = lock.lock().expect("lock()");
+                    lock.take();
                     let now = mono_ns();
                     if now >= end {
-                        guard.unlock().expect("unlock");
+                        lock.give_back();
                         return stamps;
                     }
                     stamps.push((now - start, t));
-                    guard.unlock().expect("unlock");
+                    lock.give_back();
                 }
             })
         })
@@ -157,7 +176,7 @@ pub(crate) fn throughput_child() {
     ready.wait();
     let stamps: Vec<(u64, usize)> = threads.into_iter().flat_map(|t| t.join().expect("throughput thread")).collect();
     say(&format!("count {}", stamps.len()));
-    if shared && kind != LockKind::Read {
+    if shared && subject != Subject::Lock(LockKind::Read) {
         let mut line = String::from("stamps");
         for (at, thread) in &stamps {
             write!(line, " {at}/{thread}").expect("write to a String");
