@@ -9,6 +9,7 @@ use crate::engine::{self, Engine, Request, Wait};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::kind::Kind;
+use crate::transport::Conn;
 
 #[derive(Clone)]
 pub(crate) struct Handle {
@@ -104,7 +105,7 @@ impl Handle {
 
     /// A query, ridden through a restart or a failover within the retry budget (queries
     /// change nothing, so trying again is always safe).
-    fn query<T>(&self, what: &str, mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T> {
+    fn query<T>(&self, what: &str, mut op: impl FnMut(&mut Conn) -> redis::RedisResult<T>) -> Result<T> {
         self.ready()?;
         engine::with_retries(&self.engine, None, |_| self.engine.pool_for(&self.name).run(what, &mut op))
             .map_err(|e| e.on_lock(&self.name))

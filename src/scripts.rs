@@ -5,74 +5,150 @@
 
 use std::sync::LazyLock;
 
+/// One script from `lua/`, in two builds: messages sent with `PUBLISH` (classic pub/sub) or
+/// with `SPUBLISH` (a Redis 7 cluster's sharded pub/sub: see [`PubSub`]). Each is
+/// compiled when first used.
+pub(crate) struct Lua {
+    /// The source, as in `lua/` (with the prelude when it needs one).
+    code: &'static str,
+    /// What goes before the sharded build's source: a script that touches the keys of
+    /// several locks (a renewal batch) declares that it may, which a cluster requires of
+    /// a script whose keys span slots (they must still be on one node).
+    sharded_header: &'static str,
+    classic: LazyLock<redis::Script>,
+    sharded: LazyLock<redis::Script>,
+}
+
+/// How lock messages travel. Redis Cluster 7 has sharded pub/sub (`SPUBLISH` to the
+/// channel's slot, `SSUBSCRIBE` on its owner), and Redisson uses it there: so does redlease,
+/// on the same channels, or neither would wake the other's waiters. Everywhere else,
+/// classic `PUBLISH` / `SUBSCRIBE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PubSub {
+    Classic,
+    Sharded,
+}
+
+impl Lua {
+    /// The build for connections whose messages travel as `pubsub` says.
+    pub(crate) fn on(&self, pubsub: PubSub) -> &redis::Script {
+        match pubsub {
+            PubSub::Classic => &self.classic,
+            PubSub::Sharded => &self.sharded,
+        }
+    }
+}
+
+impl Lua {
+    /// The source of the build for `pubsub`, for `SCRIPT LOAD`.
+    pub(crate) fn code(&self, pubsub: PubSub) -> std::borrow::Cow<'static, str> {
+        match pubsub {
+            PubSub::Classic => self.code.into(),
+            PubSub::Sharded => sharded_code(self.sharded_header, self.code).into(),
+        }
+    }
+}
+
+/// The sharded build of a script's source: every `'publish'` (the scripts name the command
+/// only that way, to run it or to check it) becomes `'spublish'`.
+fn sharded_code(header: &str, source: &str) -> String {
+    format!("{header}{}", source.replace("'publish'", "'spublish'"))
+}
+
+fn sharded(header: &str, source: &str) -> redis::Script {
+    redis::Script::new(&sharded_code(header, source))
+}
+
+/// The header of a script whose keys may span slots (Redis 7 script flags).
+const CROSS_SLOT: &str = "#!lua flags=allow-cross-slot-keys\n";
+
 /// A script from `lua/`.
 macro_rules! script {
     ($file:literal) => {
-        LazyLock::new(|| redis::Script::new(include_str!(concat!("../lua/", $file))))
+        script!($file, header = "")
+    };
+    // A script that renews the leases of several locks at once.
+    ($file:literal, cross_slot) => {
+        script!($file, header = CROSS_SLOT)
+    };
+    ($file:literal, header = $header:expr) => {
+        Lua {
+            code: include_str!(concat!("../lua/", $file)),
+            sharded_header: $header,
+            classic: LazyLock::new(|| redis::Script::new(include_str!(concat!("../lua/", $file)))),
+            sharded: LazyLock::new(|| sharded($header, include_str!(concat!("../lua/", $file)))),
+        }
     };
     // A script that calls `may`: the prelude of `lua/prelude.lua` goes first.
     ($file:literal, with_prelude) => {
-        LazyLock::new(|| {
-            redis::Script::new(concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))))
-        })
+        Lua {
+            code: concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))),
+            sharded_header: "",
+            classic: LazyLock::new(|| {
+                redis::Script::new(concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))))
+            }),
+            sharded: LazyLock::new(|| {
+                sharded("", concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))))
+            }),
+        }
     };
 }
 
 /// Acquire a reentrant lock: see `lua/acquire.lua`.
-pub(crate) static ACQUIRE: LazyLock<redis::Script> = script!("acquire.lua");
+pub(crate) static ACQUIRE: Lua = script!("acquire.lua");
 /// Release one hold, idempotent per request: see `lua/release.lua`.
-pub(crate) static RELEASE: LazyLock<redis::Script> = script!("release.lua", with_prelude);
+pub(crate) static RELEASE: Lua = script!("release.lua", with_prelude);
 /// Renew a batch of leases: see `lua/renew.lua`.
-pub(crate) static RENEW: LazyLock<redis::Script> = script!("renew.lua");
+pub(crate) static RENEW: Lua = script!("renew.lua", cross_slot);
 /// Delete a lock whoever holds it: see `lua/force_unlock.lua`.
-pub(crate) static FORCE_UNLOCK: LazyLock<redis::Script> = script!("force_unlock.lua", with_prelude);
+pub(crate) static FORCE_UNLOCK: Lua = script!("force_unlock.lua", with_prelude);
 
 /// Acquire a fair lock or keep a place in its queue: see `lua/fair_acquire.lua`.
-pub(crate) static FAIR_ACQUIRE: LazyLock<redis::Script> = script!("fair_acquire.lua", with_prelude);
+pub(crate) static FAIR_ACQUIRE: Lua = script!("fair_acquire.lua", with_prelude);
 /// Leave a fair lock's queue: see `lua/fair_give_up.lua`.
-pub(crate) static FAIR_GIVE_UP: LazyLock<redis::Script> = script!("fair_give_up.lua");
+pub(crate) static FAIR_GIVE_UP: Lua = script!("fair_give_up.lua");
 /// Release one hold of a fair lock and wake the next waiter: see `lua/fair_release.lua`.
-pub(crate) static FAIR_RELEASE: LazyLock<redis::Script> = script!("fair_release.lua", with_prelude);
+pub(crate) static FAIR_RELEASE: Lua = script!("fair_release.lua", with_prelude);
 /// Delete a fair lock whoever holds it: see `lua/fair_force_unlock.lua`.
-pub(crate) static FAIR_FORCE_UNLOCK: LazyLock<redis::Script> = script!("fair_force_unlock.lua", with_prelude);
+pub(crate) static FAIR_FORCE_UNLOCK: Lua = script!("fair_force_unlock.lua", with_prelude);
 
 /// Take a read hold: see `lua/rw_read_acquire.lua`.
-pub(crate) static RW_READ_ACQUIRE: LazyLock<redis::Script> = script!("rw_read_acquire.lua", with_prelude);
+pub(crate) static RW_READ_ACQUIRE: Lua = script!("rw_read_acquire.lua", with_prelude);
 /// Release a read hold: see `lua/rw_read_release.lua`.
-pub(crate) static RW_READ_RELEASE: LazyLock<redis::Script> = script!("rw_read_release.lua", with_prelude);
+pub(crate) static RW_READ_RELEASE: Lua = script!("rw_read_release.lua", with_prelude);
 /// Take the write hold: see `lua/rw_write_acquire.lua`.
-pub(crate) static RW_WRITE_ACQUIRE: LazyLock<redis::Script> = script!("rw_write_acquire.lua");
+pub(crate) static RW_WRITE_ACQUIRE: Lua = script!("rw_write_acquire.lua");
 /// Release a write hold: see `lua/rw_write_release.lua`.
-pub(crate) static RW_WRITE_RELEASE: LazyLock<redis::Script> = script!("rw_write_release.lua", with_prelude);
+pub(crate) static RW_WRITE_RELEASE: Lua = script!("rw_write_release.lua", with_prelude);
 /// Delete a read-write lock in a given mode: see `lua/rw_force_unlock.lua`.
-pub(crate) static RW_FORCE_UNLOCK: LazyLock<redis::Script> = script!("rw_force_unlock.lua", with_prelude);
+pub(crate) static RW_FORCE_UNLOCK: Lua = script!("rw_force_unlock.lua", with_prelude);
 
 /// Acquire a fenced lock and take a token: see `lua/fenced_acquire.lua`.
-pub(crate) static FENCED_ACQUIRE: LazyLock<redis::Script> = script!("fenced_acquire.lua", with_prelude);
+pub(crate) static FENCED_ACQUIRE: Lua = script!("fenced_acquire.lua", with_prelude);
 
 /// Take permits of a semaphore: see `lua/semaphore_acquire.lua`.
-pub(crate) static SEMAPHORE_ACQUIRE: LazyLock<redis::Script> = script!("semaphore_acquire.lua");
+pub(crate) static SEMAPHORE_ACQUIRE: Lua = script!("semaphore_acquire.lua");
 /// Give permits back to a semaphore (or add some): see `lua/semaphore_release.lua`.
-pub(crate) static SEMAPHORE_RELEASE: LazyLock<redis::Script> = script!("semaphore_release.lua", with_prelude);
+pub(crate) static SEMAPHORE_RELEASE: Lua = script!("semaphore_release.lua", with_prelude);
 /// Set a semaphore's permits once: see `lua/semaphore_set.lua`.
-pub(crate) static SEMAPHORE_SET: LazyLock<redis::Script> = script!("semaphore_set.lua", with_prelude);
+pub(crate) static SEMAPHORE_SET: Lua = script!("semaphore_set.lua", with_prelude);
 /// Take permits of a permit-expirable semaphore: see `lua/permit_acquire.lua`.
-pub(crate) static PERMIT_ACQUIRE: LazyLock<redis::Script> = script!("permit_acquire.lua", with_prelude);
+pub(crate) static PERMIT_ACQUIRE: Lua = script!("permit_acquire.lua", with_prelude);
 /// Give permits back by their ids: see `lua/permit_release.lua`.
-pub(crate) static PERMIT_RELEASE: LazyLock<redis::Script> = script!("permit_release.lua", with_prelude);
+pub(crate) static PERMIT_RELEASE: Lua = script!("permit_release.lua", with_prelude);
 /// Renew a batch of permit leases: see `lua/permit_renew.lua`.
-pub(crate) static PERMIT_RENEW: LazyLock<redis::Script> = script!("permit_renew.lua");
+pub(crate) static PERMIT_RENEW: Lua = script!("permit_renew.lua", cross_slot);
 /// Count a latch down: see `lua/latch_count_down.lua`.
-pub(crate) static LATCH_COUNT_DOWN: LazyLock<redis::Script> = script!("latch_count_down.lua", with_prelude);
+pub(crate) static LATCH_COUNT_DOWN: Lua = script!("latch_count_down.lua", with_prelude);
 /// Set a latch's count once: see `lua/latch_set.lua`.
-pub(crate) static LATCH_SET: LazyLock<redis::Script> = script!("latch_set.lua", with_prelude);
+pub(crate) static LATCH_SET: Lua = script!("latch_set.lua", with_prelude);
 
 /// Which commands the client's user may not run: see `lua/check_permissions.lua`. Run once,
 /// when a client is built.
-pub(crate) static CHECK_PERMISSIONS: LazyLock<redis::Script> = script!("check_permissions.lua");
+pub(crate) static CHECK_PERMISSIONS: Lua = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static redis::Script; 22] {
+pub(crate) fn all() -> [&'static Lua; 22] {
     [
         &FENCED_ACQUIRE,
         &ACQUIRE,

@@ -4,6 +4,7 @@
 mod acl;
 mod architecture;
 mod bad_input;
+mod cluster;
 mod exclusion;
 mod fair;
 mod fault_classes;
@@ -36,6 +37,7 @@ const ROLES: &[&[support::child::Role]] = &[
     nemesis::ROLES,
     hazards::ROLES,
     semaphores::ROLES,
+    cluster::ROLES,
 ];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with

@@ -24,6 +24,7 @@ use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{AcquireArgs, Kind, Reply, Role};
+use crate::transport::Conn;
 use crate::transport::Wake;
 
 /// How long a caller is prepared to wait.
@@ -54,7 +55,11 @@ pub(crate) struct Request<'a> {
 /// The checks every call on a lock makes before it sends anything: the client runs and
 /// the name is valid.
 pub(crate) fn ready(engine: &Engine, name: &str) -> Result<()> {
-    engine.check_running().and_then(|()| keys::check_name(name)).map_err(|e| e.on_lock(name))
+    engine
+        .check_running()
+        .and_then(|()| keys::check_name(name))
+        .and_then(|()| engine.topology().check_name(name))
+        .map_err(|e| e.on_lock(name))
 }
 
 /// Every check an acquire makes before it sends anything: [`ready`], the lease is valid,
@@ -100,14 +105,17 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         // not wait for it). Not when this thread held the lock already: a decrement could
         // undo a hold it really has.
         let undo = (!held_before).then(|| hand_off_undo(engine, request, &owner, command_timeout));
-        let reply = engine.pool_for(name).run_handing_off(
+        let pool = engine.pool_for(name);
+        let reply = pool.run_handing_off(
             "acquiring",
             None,
             |conn| {
                 let reply = kind.attempt(conn, name, &owner, args);
                 if let Ok(Reply::Granted { .. }) = &reply {
-                    let master = engine.pool_for(name).generation();
-                    let synced = engine.replica_sync().confirm(conn, command_timeout, master);
+                    // The master the grant came from: after a cluster's redirection, not
+                    // necessarily the pool's.
+                    let master = engine.pool_for(name);
+                    let synced = engine.replica_sync_for(&master).confirm(conn, command_timeout, master.generation());
                     // Granted for certain, but not known to be on a replica: take it back,
                     // here, unless the confirmation failed on the connection and the hand-off
                     // or the uncertain-acquire undo below takes it back instead (once).
@@ -207,7 +215,7 @@ fn hand_off_undo(
     request: Request<'_>,
     owner: &str,
     command_timeout: Duration,
-) -> Box<dyn FnOnce(redis::Connection) + Send> {
+) -> Box<dyn FnOnce(Conn) + Send> {
     let undo = Undo::prepare(engine, request.kind, request.name, owner, engine.watchdog_millis(), command_timeout);
     let undos = Arc::clone(engine.undos());
     Box::new(move |conn| {
@@ -251,7 +259,7 @@ pub(crate) fn wait_for<T>(
         return Ok(None);
     }
     let (channel, wake, weight) = waiting();
-    let ticket = engine.topology().join(&channel, deadline, wake, weight)?;
+    let mut ticket = engine.topology().join(&channel, deadline, wake, weight)?;
     loop {
         engine.check_running()?;
         let ttl = match attempt()? {
@@ -271,5 +279,10 @@ pub(crate) fn wait_for<T>(
         ticket.park(until);
         // Redis may have refused the subscription meanwhile (after a reconnect).
         ticket.check()?;
+        if ticket.moved() {
+            // A cluster moved the channel's slot to another node: its messages go there.
+            drop(ticket);
+            ticket = engine.topology().rejoin(&channel, deadline, wake, weight)?;
+        }
     }
 }

@@ -2,9 +2,12 @@
 //! Its fields are private; the flows (`acquire`, `release`, `renewal`) and the front door go
 //! through its methods.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use crate::clock;
 use crate::config::Config;
@@ -28,7 +31,8 @@ pub(crate) struct Engine {
     topology: Arc<Topology>,
     registry: Registry,
     renewer: Renewer,
-    replica_sync: ReplicaSync,
+    /// Replica-synced grants, one per master (a cluster has several), by pool id.
+    replica_syncs: Mutex<HashMap<u64, Arc<ReplicaSync>>>,
     /// Undos of late acquires, in flight on threads of their own.
     undos: Arc<Undos>,
     shutdown: AtomicBool,
@@ -63,9 +67,10 @@ impl Engine {
             ));
         }
         let topology = Arc::new(topology);
-        let replica_sync = ReplicaSync::new(config.sync_replicas.then_some(config.replica_sync_timeout));
+        let first = topology.pool_for("");
+        let replica_sync = Arc::new(ReplicaSync::new(config.sync_replicas.then_some(config.replica_sync_timeout)));
         // How many replicas the master has, known before the first grant.
-        if let Err(err) = topology.pool_for("").run("reading the replicas", |conn| replica_sync.refresh(conn)) {
+        if let Err(err) = first.run("reading the replicas", |conn| replica_sync.refresh(conn)) {
             topology.stop();
             return Err(err);
         }
@@ -84,7 +89,7 @@ impl Engine {
             topology,
             registry: Registry::default(),
             renewer,
-            replica_sync,
+            replica_syncs: Mutex::new(HashMap::from([(first.id(), replica_sync)])),
             undos: Arc::default(),
             shutdown: AtomicBool::new(false),
             request_ids: AtomicU64::new(0),
@@ -100,9 +105,10 @@ impl Engine {
         &self.config
     }
 
-    /// Replica-synced grants.
-    pub(crate) fn replica_sync(&self) -> &ReplicaSync {
-        &self.replica_sync
+    /// Replica-synced grants on the master `pool` serves.
+    pub(crate) fn replica_sync_for(&self, pool: &Pool) -> Arc<ReplicaSync> {
+        let timeout = self.config.sync_replicas.then_some(self.config.replica_sync_timeout);
+        Arc::clone(self.replica_syncs.lock().entry(pool.id()).or_insert_with(|| Arc::new(ReplicaSync::new(timeout))))
     }
 
     /// The lease `role` of the current thread on `name` still needs in Redis after one hold
@@ -130,7 +136,7 @@ impl Engine {
     }
 
     /// The connections that serve the lock `name`.
-    pub(crate) fn pool_for(&self, name: &str) -> &Pool {
+    pub(crate) fn pool_for(&self, name: &str) -> Arc<Pool> {
         self.topology.pool_for(name)
     }
 

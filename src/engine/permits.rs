@@ -16,6 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
 use crate::keys;
 use crate::kind::semaphore::{self, PermitId, Taken};
+use crate::transport::Conn;
 use crate::transport::Wake;
 
 /// Most permits one call may take or add: what Redis's integers and Lua's numbers hold.
@@ -115,7 +116,7 @@ pub(crate) fn acquire_expirable(
         let sent = Instant::now();
         // A reply that does not come in time: give the ids back, behind the acquire on its
         // connection (idempotent: ids that were not taken are simply not there).
-        let undo: Box<dyn FnOnce(redis::Connection) + Send> = {
+        let undo: Box<dyn FnOnce(Conn) + Send> = {
             let (name, ids, undos) = (name.to_string(), ids.clone(), Arc::clone(engine.undos()));
             Box::new(move |conn| {
                 let key = name.clone();

@@ -10,6 +10,7 @@ use crate::engine::retry::with_retries;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{Kind, Release};
+use crate::transport::Conn;
 
 /// One hold of one lock, as recorded by the client that acquired it.
 pub(crate) struct Hold {
@@ -171,7 +172,7 @@ pub(crate) fn undo_uncertain_acquire(engine: &Engine, kind: Kind, name: &Arc<str
 
 /// Takes back a grant that is certain (it was not replicated in time), on the connection
 /// it came on: one hold of `owner` fewer, the rest of its holds kept as long as they need.
-pub(crate) fn undo_grant(engine: &Engine, conn: &mut redis::Connection, kind: Kind, name: &Arc<str>, owner: &str) {
+pub(crate) fn undo_grant(engine: &Engine, conn: &mut Conn, kind: Kind, name: &Arc<str>, owner: &str) {
     let keep_millis = engine.keep_millis_for(name, kind.role());
     Undo::prepare(engine, kind, name, owner, keep_millis, engine.config().command_timeout).send_on(conn);
 }
@@ -234,13 +235,13 @@ impl Undo {
 
     /// Sends it on `conn` (where a late command may still be ahead of it), waiting for a
     /// reply at most its bound.
-    pub(crate) fn send_on(&self, conn: &mut redis::Connection) {
+    pub(crate) fn send_on(&self, conn: &mut Conn) {
         if conn.set_read_timeout(Some(self.wait)).is_ok() {
             let _ = self.send(conn);
         }
     }
 
-    fn send(&self, conn: &mut redis::Connection) -> redis::RedisResult<Option<i64>> {
+    fn send(&self, conn: &mut Conn) -> redis::RedisResult<Option<i64>> {
         let release = Release {
             name: &self.name,
             owner: &self.owner,

@@ -33,7 +33,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::semaphore::{self, PermitEntry};
 use crate::kind::{self, RenewEntry, RenewOutcome, Renewal};
-use crate::transport::Topology;
+use crate::transport::{Pool, Topology};
 use crate::wheel::Wheel;
 
 pub(crate) struct Renewer {
@@ -213,43 +213,57 @@ impl Worker {
             // The wheel entry has fired; a release may no longer cancel it.
             lease.lock().renewal = None;
         }
-        for candidates in leases.chunks(self.config.renew_batch_size) {
-            // At shutdown the rest is left alone: each batch could cost a command timeout.
-            if self.shared.state.lock().shutdown {
-                return;
+        // One batch goes to one node (in a cluster, the master of its leases' slots).
+        let mut by_node: Vec<(Arc<Pool>, Vec<Arc<Lease>>)> = Vec::new();
+        for lease in leases {
+            let pool = self.topology.pool_for(&lease.name);
+            match by_node.iter_mut().find(|(node, _)| Arc::ptr_eq(node, &pool)) {
+                Some((_, leases)) => leases.push(lease),
+                None => by_node.push((pool, vec![lease])),
             }
-            // Marked in flight just before its batch goes out: a release waits for the one
-            // round trip that carries its lease, and a lease released meanwhile is left out.
-            // Each lease goes with how the script may set its expiry: a lease that also has
-            // fixed-lease holds must never be shortened to the watchdog's.
-            let chunk: Vec<(Arc<Lease>, bool)> = candidates
-                .iter()
-                .filter_map(|lease| {
-                    let mut inner = lease.lock();
-                    let renew = inner.status == LeaseState::Held && inner.watchdog_holds > 0;
-                    inner.renewing = renew;
-                    renew.then(|| (Arc::clone(lease), inner.has_fixed_holds()))
-                })
-                .collect();
-            if chunk.is_empty() {
-                continue;
+        }
+        for (pool, leases) in &by_node {
+            for candidates in leases.chunks(self.config.renew_batch_size) {
+                // At shutdown the rest is left alone: each batch could cost a command timeout.
+                if self.shared.state.lock().shutdown {
+                    return;
+                }
+                self.renew_batch(pool, candidates);
             }
-            let sent = Instant::now();
-            let outcomes = self.renew_chunk(&chunk);
-            self.count(sent.elapsed(), outcomes.iter().filter(|o| **o == Some(true)).count());
-            for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
-                self.settle(lease, sent, renewed);
-            }
+        }
+    }
+
+    /// Renews one batch of leases, all served by `pool`.
+    fn renew_batch(&self, pool: &Pool, candidates: &[Arc<Lease>]) {
+        // Marked in flight just before its batch goes out: a release waits for the one
+        // round trip that carries its lease, and a lease released meanwhile is left out.
+        // Each lease goes with how the script may set its expiry: a lease that also has
+        // fixed-lease holds must never be shortened to the watchdog's.
+        let chunk: Vec<(Arc<Lease>, bool)> = candidates
+            .iter()
+            .filter_map(|lease| {
+                let mut inner = lease.lock();
+                let renew = inner.status == LeaseState::Held && inner.watchdog_holds > 0;
+                inner.renewing = renew;
+                renew.then(|| (Arc::clone(lease), inner.has_fixed_holds()))
+            })
+            .collect();
+        if chunk.is_empty() {
+            return;
+        }
+        let sent = Instant::now();
+        let outcomes = self.renew_chunk(pool, &chunk);
+        self.count(sent.elapsed(), outcomes.iter().filter(|o| **o == Some(true)).count());
+        for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
+            self.settle(lease, sent, renewed);
         }
     }
 
     /// One round trip for the locks of `chunk` and one for its permits (when it has both):
     /// per lease, renewed, gone, or `None` when the round trip failed.
-    fn renew_chunk(&self, chunk: &[(Arc<Lease>, bool)]) -> Vec<Option<bool>> {
+    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> Vec<Option<bool>> {
         let mut outcomes = vec![None; chunk.len()];
         let (permits, locks): (Vec<usize>, Vec<usize>) = (0..chunk.len()).partition(|&i| chunk[i].0.permits.is_some());
-        // One server serves every key today; a cluster will batch per node here.
-        let pool = self.topology.pool_for(&chunk[0].0.name);
         if !locks.is_empty() {
             let entries: Vec<RenewEntry<'_>> = locks
                 .iter()

@@ -23,6 +23,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::transport::Conn;
 use parking_lot::Mutex;
 
 /// How often the number of replicas is read again.
@@ -72,7 +73,7 @@ impl ReplicaSync {
 
     /// Reads how many replicas the master has, when that was last read more than a second
     /// ago (or never).
-    pub(crate) fn refresh(&self, conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    pub(crate) fn refresh(&self, conn: &mut Conn) -> redis::RedisResult<()> {
         if self.timeout.is_none() {
             return Ok(());
         }
@@ -90,7 +91,7 @@ impl ReplicaSync {
     /// the master moves): waits for a replica to have it.
     pub(crate) fn confirm(
         &self,
-        conn: &mut redis::Connection,
+        conn: &mut Conn,
         command_timeout: Duration,
         generation: u64,
     ) -> redis::RedisResult<Sync> {
@@ -114,7 +115,16 @@ impl ReplicaSync {
         let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
         let acked: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(millis).query(conn);
         conn.set_read_timeout(Some(command_timeout))?;
-        if acked? >= 1 {
+        let acked = match acked {
+            // The master turned replica while WAIT blocked (a failover): nothing will confirm
+            // a grant made there.
+            Err(err) if err.code() == Some("UNBLOCKED") => {
+                let known = self.replicas.load(Ordering::Relaxed);
+                return Ok(Sync::Unconfirmed { replicas: known.max(1) });
+            }
+            acked => acked?,
+        };
+        if acked >= 1 {
             return Ok(Sync::Confirmed);
         }
         // None confirmed. Replicas that just went away are no reason to trust the grant:
@@ -131,7 +141,7 @@ impl ReplicaSync {
 
     /// The number of replicas connected to the master, from `ROLE` (0 when the server is
     /// not a master).
-    fn read_replicas(&self, conn: &mut redis::Connection) -> redis::RedisResult<usize> {
+    fn read_replicas(&self, conn: &mut Conn) -> redis::RedisResult<usize> {
         let role: Vec<redis::Value> = redis::cmd("ROLE").query(conn)?;
         let replicas = match (role.first(), role.get(2)) {
             (Some(redis::Value::BulkString(kind)), Some(redis::Value::Array(replicas))) if kind == b"master" => {

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crate::transport::Conn;
 use parking_lot::{Condvar, Mutex};
 
 #[derive(Default)]
@@ -97,8 +98,8 @@ pub(crate) fn hand_off(
     undos: &Arc<Undos>,
     name: &str,
     owner: &str,
-    conn: redis::Connection,
-    undo: impl FnOnce(redis::Connection) + Send + 'static,
+    conn: Conn,
+    undo: impl FnOnce(Conn) + Send + 'static,
 ) {
     let pending = undos.begin(name, owner);
     let slot = Arc::new(Mutex::new(Some((conn, undo, pending))));

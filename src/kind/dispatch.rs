@@ -4,6 +4,7 @@
 use crate::keys;
 use crate::kind::protocol::{Release, Reply, Role};
 use crate::kind::{fair, fenced, read_write, reentrant};
+use crate::transport::Conn;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -31,7 +32,7 @@ impl Kind {
     /// One acquire attempt.
     pub(crate) fn attempt(
         self,
-        conn: &mut redis::Connection,
+        conn: &mut Conn,
         name: &str,
         owner: &str,
         args: AcquireArgs,
@@ -48,11 +49,7 @@ impl Kind {
 
     /// One release: `None` when the owner holds nothing, `Some(0)` when holds remain,
     /// `Some(1)` when the lock was freed.
-    pub(crate) fn release(
-        self,
-        conn: &mut redis::Connection,
-        release: &Release<'_>,
-    ) -> redis::RedisResult<Option<i64>> {
+    pub(crate) fn release(self, conn: &mut Conn, release: &Release<'_>) -> redis::RedisResult<Option<i64>> {
         match self {
             Kind::Reentrant | Kind::Fenced => reentrant::release(conn, release),
             Kind::Fair => fair::release(conn, release),
@@ -62,12 +59,7 @@ impl Kind {
     }
 
     /// Deletes the lock whoever holds it; 1 when there was one.
-    pub(crate) fn force_unlock(
-        self,
-        conn: &mut redis::Connection,
-        name: &str,
-        wait_millis: u64,
-    ) -> redis::RedisResult<i64> {
+    pub(crate) fn force_unlock(self, conn: &mut Conn, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
         match self {
             Kind::Reentrant | Kind::Fenced => reentrant::force_unlock(conn, name),
             Kind::Fair => fair::force_unlock(conn, name, wait_millis),
@@ -106,7 +98,7 @@ impl Kind {
         (self == Kind::Read).then(|| read_write::hold_keys(name, owner))
     }
 
-    pub(crate) fn is_locked(self, conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
+    pub(crate) fn is_locked(self, conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
         match self {
             Kind::Reentrant | Kind::Fair | Kind::Fenced => redis::cmd("EXISTS").arg(name).query(conn),
             Kind::Read => read_write::has_read_holds(conn, name),
@@ -120,13 +112,7 @@ impl Kind {
     }
 
     /// Removes what a waiter left in Redis when it stops waiting without the lock.
-    pub(crate) fn give_up(
-        self,
-        conn: &mut redis::Connection,
-        name: &str,
-        owner: &str,
-        wait_millis: u64,
-    ) -> redis::RedisResult<()> {
+    pub(crate) fn give_up(self, conn: &mut Conn, name: &str, owner: &str, wait_millis: u64) -> redis::RedisResult<()> {
         match self {
             Kind::Fair => fair::give_up(conn, name, owner, wait_millis).map(drop),
             _ => Ok(()),

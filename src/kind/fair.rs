@@ -5,6 +5,7 @@
 use crate::keys;
 use crate::kind::protocol::Release;
 use crate::scripts;
+use crate::transport::Conn;
 
 fn queue_key(name: &str) -> String {
     keys::prefixed("redisson_lock_queue", name)
@@ -20,7 +21,7 @@ pub(crate) fn waiter_channel(name: &str, owner: &str) -> String {
 }
 
 pub(crate) fn acquire(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     name: &str,
     owner: &str,
     lease_millis: u64,
@@ -28,6 +29,7 @@ pub(crate) fn acquire(
     queue: bool,
 ) -> redis::RedisResult<Option<i64>> {
     scripts::FAIR_ACQUIRE
+        .on(conn.pubsub())
         .key(name)
         .key(queue_key(name))
         .key(timeouts_key(name))
@@ -39,13 +41,9 @@ pub(crate) fn acquire(
         .invoke(conn)
 }
 
-pub(crate) fn give_up(
-    conn: &mut redis::Connection,
-    name: &str,
-    owner: &str,
-    wait_millis: u64,
-) -> redis::RedisResult<i64> {
+pub(crate) fn give_up(conn: &mut Conn, name: &str, owner: &str, wait_millis: u64) -> redis::RedisResult<i64> {
     scripts::FAIR_GIVE_UP
+        .on(conn.pubsub())
         .key(name)
         .key(queue_key(name))
         .key(timeouts_key(name))
@@ -55,8 +53,9 @@ pub(crate) fn give_up(
         .invoke(conn)
 }
 
-pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
     scripts::FAIR_RELEASE
+        .on(conn.pubsub())
         .key(r.name)
         .key(queue_key(r.name))
         .key(timeouts_key(r.name))
@@ -71,8 +70,9 @@ pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::R
         .invoke(conn)
 }
 
-pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
+pub(crate) fn force_unlock(conn: &mut Conn, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
     scripts::FAIR_FORCE_UNLOCK
+        .on(conn.pubsub())
         .key(name)
         .key(queue_key(name))
         .key(timeouts_key(name))

@@ -5,20 +5,21 @@
 use crate::keys;
 use crate::kind::protocol::Reply;
 use crate::scripts;
+use crate::transport::Conn;
 
 /// The key of the lock's token counter.
 pub(crate) fn token_key(name: &str) -> String {
     keys::prefixed("redisson_lock_token", name)
 }
 
-pub(crate) fn acquire(
-    conn: &mut redis::Connection,
-    name: &str,
-    owner: &str,
-    lease_millis: u64,
-) -> redis::RedisResult<Reply> {
-    let (granted, value): (i64, i64) =
-        scripts::FENCED_ACQUIRE.key(name).key(token_key(name)).arg(lease_millis).arg(owner).invoke(conn)?;
+pub(crate) fn acquire(conn: &mut Conn, name: &str, owner: &str, lease_millis: u64) -> redis::RedisResult<Reply> {
+    let (granted, value): (i64, i64) = scripts::FENCED_ACQUIRE
+        .on(conn.pubsub())
+        .key(name)
+        .key(token_key(name))
+        .arg(lease_millis)
+        .arg(owner)
+        .invoke(conn)?;
     Ok(if granted == 1 {
         Reply::Granted { token: u64::try_from(value).ok() }
     } else {

@@ -5,6 +5,7 @@
 use crate::keys;
 use crate::kind::protocol::Release;
 use crate::scripts;
+use crate::transport::Conn;
 
 /// The channel both sides announce releases on: `0` after a read release, `1` (wake every
 /// waiter) after a write release.
@@ -22,12 +23,13 @@ pub(crate) fn hold_keys(name: &str, owner: &str) -> String {
 }
 
 pub(crate) fn read_acquire(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     name: &str,
     owner: &str,
     lease_millis: u64,
 ) -> redis::RedisResult<Option<i64>> {
     scripts::RW_READ_ACQUIRE
+        .on(conn.pubsub())
         .key(name)
         .arg(lease_millis)
         .arg(owner)
@@ -37,16 +39,17 @@ pub(crate) fn read_acquire(
 }
 
 pub(crate) fn write_acquire(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     name: &str,
     owner: &str,
     lease_millis: u64,
 ) -> redis::RedisResult<Option<i64>> {
-    scripts::RW_WRITE_ACQUIRE.key(name).arg(lease_millis).arg(write_field(owner)).invoke(conn)
+    scripts::RW_WRITE_ACQUIRE.on(conn.pubsub()).key(name).arg(lease_millis).arg(write_field(owner)).invoke(conn)
 }
 
-pub(crate) fn read_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+pub(crate) fn read_release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
     scripts::RW_READ_RELEASE
+        .on(conn.pubsub())
         .key(r.name)
         .key(keys::unlock_latch(r.name, r.request_id))
         .arg(0)
@@ -60,8 +63,9 @@ pub(crate) fn read_release(conn: &mut redis::Connection, r: &Release<'_>) -> red
         .invoke(conn)
 }
 
-pub(crate) fn write_release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+pub(crate) fn write_release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
     scripts::RW_WRITE_RELEASE
+        .on(conn.pubsub())
         .key(r.name)
         .key(keys::unlock_latch(r.name, r.request_id))
         .arg(1)
@@ -75,17 +79,17 @@ pub(crate) fn write_release(conn: &mut redis::Connection, r: &Release<'_>) -> re
         .invoke(conn)
 }
 
-pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str, mode: &str) -> redis::RedisResult<i64> {
-    scripts::RW_FORCE_UNLOCK.key(name).arg(mode).arg(channel(name)).invoke(conn)
+pub(crate) fn force_unlock(conn: &mut Conn, name: &str, mode: &str) -> redis::RedisResult<i64> {
+    scripts::RW_FORCE_UNLOCK.on(conn.pubsub()).key(name).arg(mode).arg(channel(name)).invoke(conn)
 }
 
 /// Whether any read hold exists (in read mode, or a writer's downgraded holds).
-pub(crate) fn has_read_holds(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
+pub(crate) fn has_read_holds(conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
     let fields: Vec<String> = redis::cmd("HKEYS").arg(name).query(conn)?;
     Ok(fields.iter().any(|f| f != "mode" && !f.ends_with(":write")))
 }
 
-pub(crate) fn is_write_locked(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<bool> {
+pub(crate) fn is_write_locked(conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
     let mode: Option<String> = redis::cmd("HGET").arg(name).arg("mode").query(conn)?;
     Ok(mode.as_deref() == Some("write"))
 }

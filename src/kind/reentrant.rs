@@ -5,18 +5,15 @@
 use crate::keys;
 use crate::kind::protocol::Release;
 use crate::scripts;
+use crate::transport::Conn;
 
-pub(crate) fn acquire(
-    conn: &mut redis::Connection,
-    name: &str,
-    owner: &str,
-    lease_millis: u64,
-) -> redis::RedisResult<Option<i64>> {
-    scripts::ACQUIRE.key(name).arg(lease_millis).arg(owner).invoke(conn)
+pub(crate) fn acquire(conn: &mut Conn, name: &str, owner: &str, lease_millis: u64) -> redis::RedisResult<Option<i64>> {
+    scripts::ACQUIRE.on(conn.pubsub()).key(name).arg(lease_millis).arg(owner).invoke(conn)
 }
 
-pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
     scripts::RELEASE
+        .on(conn.pubsub())
         .key(r.name)
         .key(keys::unlock_latch(r.name, r.request_id))
         .arg(0)
@@ -28,6 +25,6 @@ pub(crate) fn release(conn: &mut redis::Connection, r: &Release<'_>) -> redis::R
         .invoke(conn)
 }
 
-pub(crate) fn force_unlock(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
-    scripts::FORCE_UNLOCK.key(name).arg(0).arg(keys::lock_channel(name)).invoke(conn)
+pub(crate) fn force_unlock(conn: &mut Conn, name: &str) -> redis::RedisResult<i64> {
+    scripts::FORCE_UNLOCK.on(conn.pubsub()).key(name).arg(0).arg(keys::lock_channel(name)).invoke(conn)
 }

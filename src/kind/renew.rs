@@ -1,6 +1,7 @@
 //! The watchdog's batched renew script: one call renews many leases of one client.
 
 use crate::scripts;
+use crate::transport::Conn;
 
 /// How the renew script may set one lease's expiry (see `lua/renew.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,12 +33,8 @@ pub(crate) enum Outcome {
 
 /// Renews `entries` for `lease_millis`, in one script call. The reply has one outcome per
 /// entry, in order.
-pub(crate) fn renew(
-    conn: &mut redis::Connection,
-    lease_millis: u64,
-    entries: &[Entry<'_>],
-) -> redis::RedisResult<Vec<Outcome>> {
-    let mut call = scripts::RENEW.prepare_invoke();
+pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -> redis::RedisResult<Vec<Outcome>> {
+    let mut call = scripts::RENEW.on(conn.pubsub()).prepare_invoke();
     for entry in entries {
         call.key(entry.name);
     }

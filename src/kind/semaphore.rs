@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::keys;
 use crate::scripts;
+use crate::transport::Conn;
 
 /// A permit's id: 16 random bytes, as Redisson makes them.
 pub(crate) type PermitId = [u8; 16];
@@ -23,8 +24,8 @@ pub(crate) enum Taken {
 }
 
 /// Takes `permits` of a semaphore.
-pub(crate) fn acquire(conn: &mut redis::Connection, name: &str, permits: u64) -> redis::RedisResult<Taken> {
-    let reply: Option<i64> = scripts::SEMAPHORE_ACQUIRE.key(name).arg(permits).invoke(conn)?;
+pub(crate) fn acquire(conn: &mut Conn, name: &str, permits: u64) -> redis::RedisResult<Taken> {
+    let reply: Option<i64> = scripts::SEMAPHORE_ACQUIRE.on(conn.pubsub()).key(name).arg(permits).invoke(conn)?;
     Ok(match reply {
         None => Taken::Yes,
         Some(_) => Taken::No { retry_in: None },
@@ -32,17 +33,17 @@ pub(crate) fn acquire(conn: &mut redis::Connection, name: &str, permits: u64) ->
 }
 
 /// Adds `permits` (negative: takes them away) and tells the waiters; the count after.
-pub(crate) fn add(conn: &mut redis::Connection, name: &str, permits: i64) -> redis::RedisResult<i64> {
-    scripts::SEMAPHORE_RELEASE.key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
+pub(crate) fn add(conn: &mut Conn, name: &str, permits: i64) -> redis::RedisResult<i64> {
+    scripts::SEMAPHORE_RELEASE.on(conn.pubsub()).key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
 }
 
 /// Sets the permits of a semaphore that has none set; whether it did.
-pub(crate) fn try_set(conn: &mut redis::Connection, name: &str, permits: u64) -> redis::RedisResult<bool> {
-    scripts::SEMAPHORE_SET.key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
+pub(crate) fn try_set(conn: &mut Conn, name: &str, permits: u64) -> redis::RedisResult<bool> {
+    scripts::SEMAPHORE_SET.on(conn.pubsub()).key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
 }
 
 /// The permits available now (0 for a semaphore with none set).
-pub(crate) fn available(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<i64> {
+pub(crate) fn available(conn: &mut Conn, name: &str) -> redis::RedisResult<i64> {
     let value: Option<i64> = redis::cmd("GET").arg(name).query(conn)?;
     Ok(value.unwrap_or(0))
 }
@@ -50,12 +51,12 @@ pub(crate) fn available(conn: &mut redis::Connection, name: &str) -> redis::Redi
 /// Takes one permit per id of a permit-expirable semaphore, each with `lease` (`None`:
 /// never expiring).
 pub(crate) fn acquire_permits(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     name: &str,
     ids: &[PermitId],
     lease: Option<u64>,
 ) -> redis::RedisResult<Taken> {
-    let mut call = scripts::PERMIT_ACQUIRE.prepare_invoke();
+    let mut call = scripts::PERMIT_ACQUIRE.on(conn.pubsub()).prepare_invoke();
     call.key(name).key(keys::permit_timeouts(name));
     call.arg(ids.len())
         .arg(lease.map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX)))
@@ -81,12 +82,8 @@ pub(crate) struct Returned {
 }
 
 /// Gives the permits `ids` back.
-pub(crate) fn release_permits(
-    conn: &mut redis::Connection,
-    name: &str,
-    ids: &[PermitId],
-) -> redis::RedisResult<Returned> {
-    let mut call = scripts::PERMIT_RELEASE.prepare_invoke();
+pub(crate) fn release_permits(conn: &mut Conn, name: &str, ids: &[PermitId]) -> redis::RedisResult<Returned> {
+    let mut call = scripts::PERMIT_RELEASE.on(conn.pubsub()).prepare_invoke();
     call.key(name).key(keys::permit_timeouts(name)).arg(keys::semaphore_channel(name));
     for id in ids {
         call.arg(&id[..]);
@@ -104,11 +101,11 @@ pub(crate) struct PermitEntry<'a> {
 /// Renews every lease of `entries` for `lease_millis`: per entry, whether all its permits
 /// were still there in time.
 pub(crate) fn renew_permits(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     lease_millis: u64,
     entries: &[PermitEntry<'_>],
 ) -> redis::RedisResult<Vec<bool>> {
-    let mut call = scripts::PERMIT_RENEW.prepare_invoke();
+    let mut call = scripts::PERMIT_RENEW.on(conn.pubsub()).prepare_invoke();
     for entry in entries {
         call.key(keys::permit_timeouts(entry.name));
     }
@@ -127,17 +124,17 @@ pub(crate) fn renew_permits(
 }
 
 /// Counts a latch down; the count left.
-pub(crate) fn count_down(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<u64> {
-    scripts::LATCH_COUNT_DOWN.key(name).arg(keys::latch_channel(name)).invoke(conn)
+pub(crate) fn count_down(conn: &mut Conn, name: &str) -> redis::RedisResult<u64> {
+    scripts::LATCH_COUNT_DOWN.on(conn.pubsub()).key(name).arg(keys::latch_channel(name)).invoke(conn)
 }
 
 /// Sets a latch's count when it has none; whether it did.
-pub(crate) fn try_set_count(conn: &mut redis::Connection, name: &str, count: u64) -> redis::RedisResult<bool> {
-    scripts::LATCH_SET.key(name).arg(count).arg(keys::latch_channel(name)).invoke(conn)
+pub(crate) fn try_set_count(conn: &mut Conn, name: &str, count: u64) -> redis::RedisResult<bool> {
+    scripts::LATCH_SET.on(conn.pubsub()).key(name).arg(count).arg(keys::latch_channel(name)).invoke(conn)
 }
 
 /// A latch's count (0 when it is open).
-pub(crate) fn latch_count(conn: &mut redis::Connection, name: &str) -> redis::RedisResult<u64> {
+pub(crate) fn latch_count(conn: &mut Conn, name: &str) -> redis::RedisResult<u64> {
     let value: Option<i64> = redis::cmd("GET").arg(name).query(conn)?;
     Ok(value.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
 }

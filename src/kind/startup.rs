@@ -2,15 +2,20 @@
 //! run every command they use.
 
 use crate::scripts;
+use crate::transport::Conn;
 
 /// The key on which the user's command permissions are checked (nothing is written).
 const PERMISSION_PROBE_KEY: &str = "redlease:permission-check";
 
-/// Loads every script and returns the commands the scripts use that the user may not run
-/// (see `lua/check_permissions.lua`; empty when it cannot tell).
-pub(crate) fn prepare_server(conn: &mut redis::Connection) -> redis::RedisResult<Vec<String>> {
+/// Loads every script (one round trip for all of them) and returns the commands the
+/// scripts use that the user may not run (see `lua/check_permissions.lua`; empty when it
+/// cannot tell).
+pub(crate) fn prepare_server(conn: &mut Conn) -> redis::RedisResult<Vec<String>> {
+    let pubsub = conn.pubsub();
+    let mut load = redis::pipe();
     for script in scripts::all() {
-        script.load(conn)?;
+        load.cmd("SCRIPT").arg("LOAD").arg(&*script.code(pubsub)).ignore();
     }
-    scripts::CHECK_PERMISSIONS.arg(PERMISSION_PROBE_KEY).invoke(conn)
+    load.query::<()>(conn)?;
+    scripts::CHECK_PERMISSIONS.on(pubsub).arg(PERMISSION_PROBE_KEY).invoke(conn)
 }

@@ -1,6 +1,8 @@
 //! Talking to Redis: the command pool, the pub/sub connection and its subscriber thread,
 //! behind one seam ([`Topology`]) that answers which connection serves a key or a channel.
 
+mod cluster;
+mod conn;
 mod net;
 mod pool;
 mod sentinel;
@@ -9,6 +11,7 @@ mod tls;
 mod topology;
 mod url;
 
+pub(crate) use conn::Conn;
 pub(crate) use pool::Pool;
 pub(crate) use subscriber::{SubscriberStats, Wake};
 pub(crate) use topology::Topology;

@@ -9,13 +9,15 @@
 //! a master that turned replica (a failover) answers writes with `READONLY`, and the
 //! command is run once more on a connection to the new master.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::conn::{Conn, PubSub};
 use crate::transport::sentinel::Sentinels;
 
 /// Where new connections go.
@@ -58,6 +60,56 @@ impl Connector {
     }
 }
 
+/// Where a cluster sends a command its node answered with `MOVED` or `ASK`.
+pub(crate) trait Redirect: Send + Sync {
+    /// The node at `host:port` serves `slot` now: its pool.
+    fn moved(&self, slot: u16, host: &str, port: u16) -> Option<Arc<Pool>>;
+    /// The pool of the node at `host:port` (for one `ASK`).
+    fn node(&self, host: &str, port: u16) -> Option<Arc<Pool>>;
+    /// A node could not be reached: the map may be out of date.
+    fn unreachable(&self);
+}
+
+/// Most redirections one command follows (a slot moving while it is sent, then again).
+const MAX_REDIRECTS: u8 = 5;
+
+/// How long a command answered `TRYAGAIN` waits before it is sent again.
+const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(20);
+
+/// What a run is, for its redirections.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    what: &'a str,
+    limit: Option<Duration>,
+    resend: Resend,
+}
+
+/// How a run came to this pool, and how many more redirections it may follow.
+#[derive(Clone, Copy)]
+enum Redirected {
+    No(u8),
+    /// After `ASK`: the command goes behind `ASKING`.
+    Asking(u8),
+}
+
+impl Redirected {
+    fn left(self) -> u8 {
+        match self {
+            Redirected::No(left) | Redirected::Asking(left) => left,
+        }
+    }
+}
+
+/// Whether a cluster redirected the command (or asked for it again later) before running it.
+fn is_redirection(err: &redis::RedisError) -> bool {
+    matches!(
+        err.kind(),
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::Moved | redis::ServerErrorKind::Ask | redis::ServerErrorKind::TryAgain
+        )
+    )
+}
+
 /// Whether a command that failed on a connection found dead may be sent again.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Resend {
@@ -68,7 +120,13 @@ enum Resend {
 }
 
 pub(crate) struct Pool {
+    /// Tells pools apart for as long as the process runs.
+    id: u64,
     connector: Connector,
+    /// In a cluster: where `MOVED` and `ASK` send a command.
+    redirect: Option<Weak<dyn Redirect>>,
+    /// How the scripts sent on its connections publish.
+    pubsub: PubSub,
     size: usize,
     connect_timeout: Duration,
     command_timeout: Duration,
@@ -78,7 +136,7 @@ pub(crate) struct Pool {
 
 struct State {
     /// Idle connections, each with the generation it was opened in.
-    idle: Vec<(u64, redis::Connection)>,
+    idle: Vec<(u64, Conn)>,
     /// Connections in existence: idle, lent out, or being opened.
     open: usize,
     /// Bumped when every connection must go (the master moved): older ones are not reused.
@@ -86,9 +144,19 @@ struct State {
 }
 
 impl Pool {
-    pub(crate) fn new(connector: Connector, size: usize, connect_timeout: Duration, command_timeout: Duration) -> Pool {
+    pub(crate) fn new(
+        connector: Connector,
+        pubsub: PubSub,
+        size: usize,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Pool {
+        static IDS: AtomicU64 = AtomicU64::new(0);
         Pool {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             connector,
+            redirect: None,
+            pubsub,
             size,
             connect_timeout,
             command_timeout,
@@ -97,15 +165,21 @@ impl Pool {
         }
     }
 
+    /// This pool's id, unique in the process.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Makes this a cluster node's pool: `MOVED` and `ASK` go where `redirect` says.
+    pub(crate) fn redirect_with(&mut self, redirect: Weak<dyn Redirect>) {
+        self.redirect = Some(redirect);
+    }
+
     /// Runs `op` on a pooled connection. When a connection that had been idle turns out to
     /// be dead (the server restarted or killed it while it sat in the pool), every idle
     /// connection is discarded and `op` runs once more on a new one: such a connection
     /// failed before Redis read the command. `what` names the operation in errors.
-    pub(crate) fn run<T>(
-        &self,
-        what: &str,
-        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
+    pub(crate) fn run<T>(&self, what: &str, op: impl FnMut(&mut Conn) -> redis::RedisResult<T>) -> Result<T> {
         self.run_within(what, None, op)
     }
 
@@ -115,7 +189,7 @@ impl Pool {
         &self,
         what: &str,
         limit: Option<Duration>,
-        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        op: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.run_handing_off(what, limit, op, None)
     }
@@ -129,8 +203,8 @@ impl Pool {
         &self,
         what: &str,
         limit: Option<Duration>,
-        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-        on_timeout: Option<Box<dyn FnOnce(redis::Connection) + Send>>,
+        op: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
+        on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
     ) -> Result<T> {
         self.run_inner(what, limit, op, on_timeout, Resend::IfStale)
     }
@@ -139,11 +213,7 @@ impl Pool {
     /// connection. Only a replica's refusal, which did nothing, is sent again at once; any
     /// other error is marked [`once`](Error::once), so that no caller sends it again unless
     /// it never left.
-    pub(crate) fn run_once<T>(
-        &self,
-        what: &str,
-        op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
+    pub(crate) fn run_once<T>(&self, what: &str, op: impl FnMut(&mut Conn) -> redis::RedisResult<T>) -> Result<T> {
         self.run_inner(what, None, op, None, Resend::Never).map_err(Error::once)
     }
 
@@ -151,15 +221,66 @@ impl Pool {
         &self,
         what: &str,
         limit: Option<Duration>,
-        mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-        mut on_timeout: Option<Box<dyn FnOnce(redis::Connection) + Send>>,
+        mut op: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
+        on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
         resend: Resend,
     ) -> Result<T> {
+        let call = Call { what, limit, resend };
+        let result = self.run_dyn(call, &mut op, on_timeout, Redirected::No(MAX_REDIRECTS));
+        if let (Err(err), Some(redirect)) = (&result, self.redirect.as_ref().and_then(Weak::upgrade))
+            && err.is_connection_error()
+        {
+            // A node that cannot be reached may have failed over: read the map again.
+            redirect.unreachable();
+        }
+        result
+    }
+
+    /// One run of `op` on a connection of this pool, following a cluster's redirections.
+    fn run_dyn<T>(
+        &self,
+        call: Call<'_>,
+        op: &mut dyn FnMut(&mut Conn) -> redis::RedisResult<T>,
+        mut on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
+        redirected: Redirected,
+    ) -> Result<T> {
+        let Call { what, limit, resend } = call;
         let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
         let (generation, mut conn, reused) = self.checkout(limit)?;
-        let result = self.limit(&conn, timeout).and_then(|()| op(&mut conn));
+        let result = self.limit(&conn, timeout).and_then(|()| {
+            if let Redirected::Asking(_) = redirected {
+                redis::cmd("ASKING").query::<()>(&mut *conn)?;
+            }
+            op(&mut conn)
+        });
         match result {
             Ok(value) => self.finish(generation, conn, Ok(value), what, timeout),
+            Err(err) if redirected.left() > 0 && self.redirect.is_some() && is_redirection(&err) => {
+                // MOVED, ASK and TRYAGAIN come before the command runs: it did nothing, and
+                // the connection is in step.
+                self.checkin(generation, conn);
+                let left = redirected.left() - 1;
+                let target = self.redirect.as_ref().and_then(Weak::upgrade).and_then(|redirect| {
+                    let (addr, slot) = err.redirect_node()?;
+                    let (host, port) = addr.rsplit_once(':')?;
+                    let port = port.parse().ok()?;
+                    match err.kind() {
+                        redis::ErrorKind::Server(redis::ServerErrorKind::Ask) => {
+                            redirect.node(host, port).map(|pool| (pool, Redirected::Asking(left)))
+                        }
+                        _ => redirect.moved(slot, host, port).map(|pool| (pool, Redirected::No(left))),
+                    }
+                });
+                match target {
+                    Some((pool, redirected)) => pool.run_dyn(call, op, on_timeout, redirected),
+                    // TRYAGAIN (a multi-key command in a slot being migrated): a moment later.
+                    None if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
+                        std::thread::sleep(TRY_AGAIN_PAUSE);
+                        self.run_dyn(call, op, on_timeout, Redirected::No(left))
+                    }
+                    None => Err(Error::from_redis(err, what, timeout)),
+                }
+            }
             Err(err) if err.is_timeout() && on_timeout.is_some() => {
                 // Out of the pool's count now: the hand-off closes it when it is done.
                 self.forget_one();
@@ -197,7 +318,7 @@ impl Pool {
     }
 
     /// Sets the reply timeout of `conn` when it differs from the configured one.
-    fn limit(&self, conn: &redis::Connection, timeout: Duration) -> redis::RedisResult<()> {
+    fn limit(&self, conn: &Conn, timeout: Duration) -> redis::RedisResult<()> {
         if timeout == self.command_timeout {
             return Ok(());
         }
@@ -208,7 +329,7 @@ impl Pool {
     fn finish<T>(
         &self,
         generation: u64,
-        conn: redis::Connection,
+        conn: Conn,
         result: redis::RedisResult<T>,
         what: &str,
         timeout: Duration,
@@ -228,7 +349,7 @@ impl Pool {
 
     /// An idle connection (reused = true), or a new one while fewer than `size` are open,
     /// or the first one returned within the connect timeout (or `limit`, if shorter).
-    fn checkout(&self, limit: Option<Duration>) -> Result<(u64, redis::Connection, bool)> {
+    fn checkout(&self, limit: Option<Duration>) -> Result<(u64, Conn, bool)> {
         let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
         // A patience too long for `Instant` waits without a deadline.
         let deadline = clock::deadline_in(patience);
@@ -262,7 +383,7 @@ impl Pool {
     }
 
     /// A new connection counted against the pool size (the caller just gave one up).
-    fn open_new(&self, limit: Option<Duration>) -> Result<(u64, redis::Connection)> {
+    fn open_new(&self, limit: Option<Duration>) -> Result<(u64, Conn)> {
         let generation = {
             let mut state = self.state.lock();
             state.open += 1;
@@ -273,7 +394,7 @@ impl Pool {
     }
 
     /// Opens a connection, connect and handshake bounded by `patience`.
-    fn connect_within(&self, patience: Duration) -> Result<redis::Connection> {
+    fn connect_within(&self, patience: Duration) -> Result<Conn> {
         let conn = self.connector.connect(patience).map_err(|err| {
             if err.is_timeout() {
                 let which = if patience == self.connect_timeout { "the connect timeout" } else { "the per-call limit" };
@@ -288,10 +409,10 @@ impl Pool {
         conn.set_read_timeout(timeout)
             .and_then(|()| conn.set_write_timeout(timeout))
             .map_err(|err| Error::from_redis(err, "configuring a connection", self.command_timeout).connection())?;
-        Ok(conn)
+        Ok(Conn::new(conn, self.pubsub))
     }
 
-    fn checkin(&self, generation: u64, conn: redis::Connection) {
+    fn checkin(&self, generation: u64, conn: Conn) {
         let mut state = self.state.lock();
         if generation < state.generation {
             // Opened before the master moved: it may go to the old one.
@@ -305,7 +426,7 @@ impl Pool {
         self.returned.notify_one();
     }
 
-    fn discard(&self, conn: redis::Connection) {
+    fn discard(&self, conn: Conn) {
         drop(conn);
         self.forget_one();
     }

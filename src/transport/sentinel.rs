@@ -22,6 +22,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::background::Background;
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::url::{NodeList, redact};
 
 /// The scheme of a Sentinel URL (Lettuce's form, which Java users know):
 /// `redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name`.
@@ -32,65 +33,32 @@ const DEFAULT_SENTINEL_PORT: u16 = 26379;
 
 /// The sentinels of one master, and the master they last named.
 pub(crate) struct Sentinels {
-    sentinels: Vec<(String, u16)>,
+    /// The sentinels, the master's name (the fragment), and the data nodes' login and
+    /// database (the sentinels are asked without one).
+    url: NodeList,
     master_name: String,
-    /// The data nodes' login and database (the sentinels are asked without one).
-    username: Option<String>,
-    password: Option<String>,
-    db: i64,
     /// The master's address as last learned, until a connection to it fails.
     known_master: Mutex<Option<(String, u16)>>,
 }
 
 impl Sentinels {
     /// Parses a `redis-sentinel://` URL.
-    pub(crate) fn parse(url: &str, redacted: &str) -> Result<Sentinels> {
-        let bad = |why: &str| {
-            Error::invalid(format!(
-                "invalid Sentinel URL {redacted}: {why} (expected redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name)"
-            ))
+    pub(crate) fn parse(url: &str) -> Result<Sentinels> {
+        const FORM: &str = "redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name";
+        let parsed = NodeList::parse(url, SCHEME, DEFAULT_SENTINEL_PORT, FORM)?;
+        let master_name = match &parsed.fragment {
+            Some(name) if !name.is_empty() => name.clone(),
+            Some(_) => {
+                return Err(Error::invalid(format!(
+                    "invalid URL {}: the master name after # is empty (expected {FORM})",
+                    redact(url)
+                )));
+            }
+            None => {
+                return Err(Error::invalid(format!("invalid URL {}: no #master-name (expected {FORM})", redact(url))));
+            }
         };
-        let rest = url.strip_prefix(SCHEME).ok_or_else(|| bad("not a redis-sentinel:// URL"))?;
-        let (rest, master_name) = rest.split_once('#').ok_or_else(|| bad("no #master-name"))?;
-        if master_name.is_empty() {
-            return Err(bad("the master name after # is empty"));
-        }
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (login, hosts) = match authority.rsplit_once('@') {
-            Some((login, hosts)) => (Some(login), hosts),
-            None => (None, authority),
-        };
-        let (username, password) = match login {
-            Some(login) => match login.split_once(':') {
-                Some((user, password)) => ((!user.is_empty()).then(|| user.to_owned()), Some(password.to_owned())),
-                None => (Some(login.to_owned()), None),
-            },
-            None => (None, None),
-        };
-        let sentinels = hosts
-            .split(',')
-            .map(|host| match host.rsplit_once(':') {
-                Some((name, port)) => {
-                    port.parse().map(|port| (name.to_owned(), port)).map_err(|_| bad("a port is not a number"))
-                }
-                None => Ok((host.to_owned(), DEFAULT_SENTINEL_PORT)),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        if sentinels.iter().any(|(host, _)| host.is_empty()) {
-            return Err(bad("a sentinel address is empty"));
-        }
-        let db = match path.trim_end_matches('/') {
-            "" => 0,
-            db => db.parse().map_err(|_| bad("the database is not a number"))?,
-        };
-        Ok(Sentinels {
-            sentinels,
-            master_name: master_name.to_owned(),
-            username,
-            password,
-            db,
-            known_master: Mutex::new(None),
-        })
+        Ok(Sentinels { url: parsed, master_name, known_master: Mutex::new(None) })
     }
 
     /// The master's address: the one last learned, or the answer of the first sentinel
@@ -100,7 +68,7 @@ impl Sentinels {
             return Ok(known);
         }
         let mut failures = Vec::new();
-        for (host, port) in &self.sentinels {
+        for (host, port) in &self.url.nodes {
             match ask(host, *port, &self.master_name, timeout) {
                 Ok(Some(master)) => {
                     *self.known_master.lock() = Some(master.clone());
@@ -126,22 +94,12 @@ impl Sentinels {
 
     /// The connection settings of a data node at `host:port`: this URL's login and database.
     pub(crate) fn node_info(&self, host: String, port: u16) -> redis::RedisResult<redis::ConnectionInfo> {
-        let mut settings = redis::RedisConnectionInfo::default().set_db(self.db);
-        if let Some(user) = &self.username {
-            settings = settings.set_username(user);
-        }
-        if let Some(password) = &self.password {
-            settings = settings.set_password(password);
-        }
-        // No CLIENT SETINFO handshake, as for a direct URL.
-        let settings = settings.set_skip_set_lib_name();
-        let info = redis::IntoConnectionInfo::into_connection_info(redis::ConnectionAddr::Tcp(host, port))?;
-        Ok(info.set_redis_settings(settings))
+        self.url.node_info(host, port)
     }
 
     /// The login for the pub/sub connection.
     pub(crate) fn login(&self) -> (Option<String>, Option<String>) {
-        (self.username.clone(), self.password.clone())
+        (self.url.username.clone(), self.url.password.clone())
     }
 }
 
@@ -201,7 +159,7 @@ fn watch(sentinels: &Sentinels, shared: &WatchShared, timeout: Duration, on_swit
     let mut backoff = Duration::from_millis(50);
     let mut attempts = 0usize;
     while !shared.stop.load(Ordering::Acquire) {
-        let (host, port) = &sentinels.sentinels[attempts % sentinels.sentinels.len()];
+        let (host, port) = &sentinels.url.nodes[attempts % sentinels.url.nodes.len()];
         attempts += 1;
         if attempts > 1 {
             // A switch may have been missed while no sentinel was listened to.
@@ -269,11 +227,11 @@ mod tests {
 
     #[test]
     fn sentinel_urls_parse_the_way_lettuce_writes_them() {
-        let s = Sentinels::parse("redis-sentinel://:pw@a:26380,b,c:1/2#mymaster", "x").unwrap();
-        assert_eq!(s.sentinels, [("a".to_owned(), 26380), ("b".to_owned(), 26379), ("c".to_owned(), 1)]);
-        assert_eq!((s.master_name.as_str(), s.db), ("mymaster", 2));
+        let s = Sentinels::parse("redis-sentinel://:pw@a:26380,b,c:1/2#mymaster").unwrap();
+        assert_eq!(s.url.nodes, [("a".to_owned(), 26380), ("b".to_owned(), 26379), ("c".to_owned(), 1)]);
+        assert_eq!((s.master_name.as_str(), s.url.db), ("mymaster", 2));
         assert_eq!(s.login(), (None, Some("pw".to_owned())));
-        let s = Sentinels::parse("redis-sentinel://me:pw@a#m", "x").unwrap();
+        let s = Sentinels::parse("redis-sentinel://me:pw@a#m").unwrap();
         assert_eq!(s.login(), (Some("me".to_owned()), Some("pw".to_owned())));
         for bad in [
             "redis-sentinel://a:1",
@@ -282,7 +240,7 @@ mod tests {
             "redis-sentinel://,a#m",
             "redis-sentinel://a#",
         ] {
-            let err = Sentinels::parse(bad, "x").err().unwrap_or_else(|| panic!("{bad} parsed"));
+            let err = Sentinels::parse(bad).err().unwrap_or_else(|| panic!("{bad} parsed"));
             assert!(err.is_invalid_input(), "{bad}: {err}");
         }
     }

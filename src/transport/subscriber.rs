@@ -54,6 +54,7 @@ use crate::background::Background;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
+use crate::transport::conn::PubSub;
 use crate::transport::net::{Connection, Stream, Target};
 
 /// How a channel's messages wake its waiters.
@@ -84,6 +85,8 @@ pub(crate) struct Subscriber {
 
 struct Shared {
     target: Target,
+    /// Classic `SUBSCRIBE`, or sharded `SSUBSCRIBE` (a cluster node's slots).
+    pubsub: PubSub,
     timing: Timing,
     events: Events,
     state: Mutex<State>,
@@ -136,6 +139,10 @@ struct Channel {
     wake_all_on_confirm: bool,
     /// Redis refused the last `SUBSCRIBE`: its error reply.
     refused: Option<redis::RedisError>,
+    /// The channel's slot is served by another node now (a sharded subscription answered
+    /// `MOVED`, or Redis ended it as the slot left): its waiters join again where the
+    /// cluster says.
+    moved: bool,
 }
 
 impl Channel {
@@ -149,6 +156,7 @@ impl Channel {
             confirmed: false,
             wake_all_on_confirm: false,
             refused: None,
+            moved: false,
         }
     }
 
@@ -178,6 +186,15 @@ impl Channel {
                 }
             }
         }
+    }
+
+    /// Another node serves the channel now: nothing is wanted here any more, and every
+    /// waiter is woken to join again where the cluster says.
+    fn moved(&mut self) {
+        self.moved = true;
+        self.wanted = false;
+        self.wake_all_on_confirm = false;
+        self.wake_all();
     }
 
     fn is_ready(&self) -> bool {
@@ -242,9 +259,10 @@ pub(crate) struct SubscriberStats {
 }
 
 impl Subscriber {
-    pub(crate) fn start(target: Target, timing: Timing, events: Events) -> Result<Subscriber> {
+    pub(crate) fn start(target: Target, pubsub: PubSub, timing: Timing, events: Events) -> Result<Subscriber> {
         let shared = Arc::new(Shared {
             target,
+            pubsub,
             timing,
             events,
             state: Mutex::new(State::default()),
@@ -277,9 +295,10 @@ impl Subscriber {
         if !ch.wanted {
             ch.wanted = true;
             ch.refused = None;
+            ch.moved = false;
             if connected {
                 ch.pending_subs += 1;
-                state = shared.send(state, redis::cmd("SUBSCRIBE").arg(channel), Expected::Subscribe(channel.into()));
+                state = shared.send(state, &shared.subscribe(channel), Expected::Subscribe(channel.into()));
             } else {
                 // The thread subscribes every wanted channel as soon as it is connected.
                 shared.changed.notify_all();
@@ -299,7 +318,7 @@ impl Subscriber {
                 drop(state);
                 return Err(err);
             }
-            if ch.is_ready() {
+            if ch.is_ready() || ch.moved {
                 return Ok(ticket);
             }
             let timed_out = match until {
@@ -397,6 +416,12 @@ impl Ticket {
         }
     }
 
+    /// Whether the channel moved to another node (a cluster's sharded pub/sub): waiting here
+    /// would wait for messages that go elsewhere; join again through the topology.
+    pub(crate) fn moved(&self) -> bool {
+        self.shared.state.lock().channels.get(&self.channel).is_some_and(|ch| ch.moved)
+    }
+
     /// Leaves having acquired the lock: a pending wake-up is not passed on.
     pub(crate) fn acquired(mut self) {
         self.acquired = true;
@@ -420,7 +445,8 @@ impl Drop for Ticket {
             // Nothing to undo when Redis holds no subscription and none is on its way.
             if connected && (ch.confirmed || ch.pending_subs > 0) {
                 ch.pending_unsubs += 1;
-                drop(shared.send(state, redis::cmd("UNSUBSCRIBE").arg(&self.channel), Expected::Unsubscribe));
+                let unsubscribe = shared.unsubscribe(&self.channel);
+                drop(shared.send(state, &unsubscribe, Expected::Unsubscribe));
                 return;
             }
         }
@@ -431,6 +457,22 @@ impl Drop for Ticket {
 }
 
 impl Shared {
+    /// `SUBSCRIBE channel`, or `SSUBSCRIBE` for sharded pub/sub.
+    fn subscribe(&self, channel: &str) -> redis::Cmd {
+        let command = if self.pubsub == PubSub::Sharded { "SSUBSCRIBE" } else { "SUBSCRIBE" };
+        let mut cmd = redis::cmd(command);
+        cmd.arg(channel);
+        cmd
+    }
+
+    /// `UNSUBSCRIBE channel`, or `SUNSUBSCRIBE` for sharded pub/sub.
+    fn unsubscribe(&self, channel: &str) -> redis::Cmd {
+        let command = if self.pubsub == PubSub::Sharded { "SUNSUBSCRIBE" } else { "UNSUBSCRIBE" };
+        let mut cmd = redis::cmd(command);
+        cmd.arg(channel);
+        cmd
+    }
+
     /// Writes a command in the order decided under `state`: takes the writer before letting
     /// the state go. A failed write closes the socket; the thread then reconnects and
     /// resubscribes whatever is wanted.
@@ -535,7 +577,7 @@ impl Shared {
         let mut bytes = Vec::new();
         let mut expected = VecDeque::with_capacity(wanted.len());
         for name in wanted {
-            bytes.extend(redis::cmd("SUBSCRIBE").arg(&name).get_packed_command());
+            bytes.extend(self.subscribe(&name).get_packed_command());
             expected.push_back(Expected::Subscribe(name));
         }
         let writer = slot.insert(Writer { stream, generation, expected });
@@ -622,8 +664,14 @@ impl Shared {
                 let Some(Expected::Subscribe(channel)) = self.answered(&state) else { return false };
                 if let Some(ch) = state.channels.get_mut(&channel) {
                     ch.pending_subs = ch.pending_subs.saturating_sub(1);
-                    ch.refused = Some(redis::RedisError::from(refusal));
-                    ch.wake_all();
+                    let refusal = redis::RedisError::from(refusal);
+                    if matches!(refusal.code(), Some("MOVED" | "ASK")) {
+                        // Sharded: another node serves the channel's slot.
+                        ch.moved();
+                    } else {
+                        ch.refused = Some(refusal);
+                        ch.wake_all();
+                    }
                     self.changed.notify_all();
                 }
                 return false;
@@ -641,19 +689,31 @@ impl Shared {
             Some(redis::Value::BulkString(kind)) => kind,
             _ => return false,
         };
-        if kind.as_slice() == b"pong" {
+        // Sharded pub/sub names its replies and messages with an `s` in front.
+        let kind = match kind.as_slice() {
+            b"smessage" => &b"message"[..],
+            b"ssubscribe" => b"subscribe",
+            b"sunsubscribe" => b"unsubscribe",
+            other => other,
+        };
+        if kind == b"pong" {
             return matches!(self.answered(&state), Some(Expected::Ping));
         }
         let channel = match items.next() {
             Some(redis::Value::BulkString(channel)) => String::from_utf8_lossy(&channel).into_owned(),
             _ => return false,
         };
-        if kind.as_slice() != b"message" {
+        // An `unsubscribe` that no `UNSUBSCRIBE` asked for: Redis ended a sharded
+        // subscription because the channel's slot left this node.
+        let unasked = kind == b"unsubscribe"
+            && self.pubsub == PubSub::Sharded
+            && state.channels.get(&channel).is_none_or(|ch| ch.pending_unsubs == 0);
+        if kind != b"message" && !unasked {
             // A confirmation: it answers the oldest command.
             self.answered(&state);
         }
         let Some(ch) = state.channels.get_mut(&channel) else { return false };
-        match kind.as_slice() {
+        match kind {
             b"message" => {
                 if let Some(redis::Value::BulkString(payload)) = items.next() {
                     ch.deliver(&payload);
@@ -664,6 +724,14 @@ impl Shared {
                 ch.confirmed = true;
                 if ch.is_ready() && std::mem::take(&mut ch.wake_all_on_confirm) {
                     ch.wake_all();
+                }
+                self.changed.notify_all();
+            }
+            b"unsubscribe" if unasked => {
+                ch.confirmed = false;
+                ch.moved();
+                if ch.is_idle() {
+                    state.channels.remove(&channel);
                 }
                 self.changed.notify_all();
             }

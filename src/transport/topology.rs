@@ -1,13 +1,15 @@
 //! The seam between the lock logic and the servers: which connections serve a key or a
-//! channel. A client talks to one server today, so every key and channel goes to it; a
-//! cluster or a sentinel-watched master will give other answers here without touching the
-//! floors above.
+//! channel. One server (or the master a sentinel names) serves every key and channel; in a
+//! cluster the master of the key's slot does, with the sharded pub/sub connection of the
+//! channel's slot.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::cluster::{self, Cluster, NodeSettings};
+use crate::transport::conn::{Conn, PubSub};
 use crate::transport::net::Target;
 use crate::transport::pool::{Connector, Pool};
 use crate::transport::sentinel::{self, Sentinels, SwitchWatch};
@@ -15,15 +17,23 @@ use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing, 
 use crate::transport::tls::Tls;
 use crate::transport::url;
 
-/// The Redis deployment a client talks to: one server, its command pool and its pub/sub
-/// connection.
+/// The Redis deployment a client talks to.
 pub(crate) struct Topology {
     /// The URL, password hidden.
     url: String,
-    pool: Arc<Pool>,
-    subscriber: Arc<Subscriber>,
-    /// Behind sentinels: the thread that hears when the master moves.
-    switch_watch: Option<SwitchWatch>,
+    servers: Servers,
+}
+
+enum Servers {
+    /// One server, or the master the sentinels name: its command pool and its pub/sub
+    /// connection.
+    One {
+        pool: Arc<Pool>,
+        subscriber: Arc<Subscriber>,
+        /// Behind sentinels: the thread that hears when the master moves.
+        switch_watch: Option<SwitchWatch>,
+    },
+    Cluster(Arc<Cluster>),
 }
 
 impl Topology {
@@ -33,8 +43,16 @@ impl Topology {
     pub(crate) fn connect<T>(
         url: &str,
         config: &Config,
-        prepare: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        prepare: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
     ) -> Result<(Topology, T)> {
+        let timing = Timing {
+            connect: config.connect_timeout,
+            command: config.command_timeout,
+            ping_interval: config.ping_interval,
+        };
+        if url.starts_with(cluster::SCHEME) {
+            return Topology::cluster(url, config, timing, prepare);
+        }
         let mut sentinels = None;
         let (connector, target) = if url.starts_with(sentinel::SCHEME) {
             if config.tls.is_set() {
@@ -42,13 +60,19 @@ impl Topology {
                     "TLS behind Sentinel is not supported yet: use redis-sentinel:// without TLS settings",
                 ));
             }
-            let found = Arc::new(Sentinels::parse(url, &url::redact(url))?);
+            let found = Arc::new(Sentinels::parse(url)?);
             sentinels = Some(Arc::clone(&found));
             (Connector::Sentinel(Arc::clone(&found)), Target::sentinel(found))
         } else {
             Topology::direct(url, config)?
         };
-        let pool = Arc::new(Pool::new(connector, config.pool_size, config.connect_timeout, config.command_timeout));
+        let pool = Arc::new(Pool::new(
+            connector,
+            PubSub::Classic,
+            config.pool_size,
+            config.connect_timeout,
+            config.command_timeout,
+        ));
         let mut prepare = prepare;
         let prepared = pool
             .run_within("connecting", Some(config.connect_timeout), |conn| {
@@ -64,12 +88,7 @@ impl Topology {
                     err
                 }
             })?;
-        let timing = Timing {
-            connect: config.connect_timeout,
-            command: config.command_timeout,
-            ping_interval: config.ping_interval,
-        };
-        let subscriber = Arc::new(Subscriber::start(target, timing, config.events.clone())?);
+        let subscriber = Arc::new(Subscriber::start(target, PubSub::Classic, timing, config.events.clone())?);
         let switch_watch = match sentinels {
             Some(sentinels) => {
                 let (moved_pool, moved_subscriber) = (Arc::clone(&pool), Arc::clone(&subscriber));
@@ -87,7 +106,42 @@ impl Topology {
             }
             None => None,
         };
-        Ok((Topology { url: url::redact(url), pool, subscriber, switch_watch }, prepared))
+        Ok((Topology { url: url::redact(url), servers: Servers::One { pool, subscriber, switch_watch } }, prepared))
+    }
+
+    /// Connects to a cluster: reads its slot map, then runs `prepare` on every master.
+    fn cluster<T>(
+        url: &str,
+        config: &Config,
+        timing: Timing,
+        mut prepare: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
+    ) -> Result<(Topology, T)> {
+        if config.tls.is_set() {
+            return Err(Error::invalid(
+                "TLS in cluster mode is not supported yet: use redis-cluster:// without TLS settings",
+            ));
+        }
+        let settings = NodeSettings { pool_size: config.pool_size, timing, events: config.events.clone() };
+        let cluster = Cluster::connect(url, settings)?;
+        let topology = Topology { url: cluster.url().to_owned(), servers: Servers::Cluster(Arc::clone(&cluster)) };
+        let mut prepared = None;
+        for pool in cluster.masters() {
+            let done = pool.run_within("connecting", Some(config.connect_timeout), |conn| prepare(conn));
+            match done {
+                Ok(value) => prepared = Some(value),
+                Err(err) => {
+                    topology.stop();
+                    return Err(err);
+                }
+            }
+        }
+        match prepared {
+            Some(prepared) => Ok((topology, prepared)),
+            None => {
+                topology.stop();
+                Err(Error::new(ErrorKind::Redis, format!("the cluster of {} has no master", cluster.url())))
+            }
+        }
     }
 
     /// The connector and pub/sub target of a `redis://`, `rediss://` or `unix://` URL.
@@ -122,27 +176,59 @@ impl Topology {
     }
 
     /// The connections that serve `key`.
-    pub(crate) fn pool_for(&self, _key: &str) -> &Pool {
-        &self.pool
+    pub(crate) fn pool_for(&self, key: &str) -> Arc<Pool> {
+        match &self.servers {
+            Servers::One { pool, .. } => Arc::clone(pool),
+            Servers::Cluster(cluster) => cluster.pool_for(key),
+        }
+    }
+
+    /// Checks what the deployment asks of a lock's name: in a cluster, that its keys share
+    /// one slot.
+    pub(crate) fn check_name(&self, name: &str) -> Result<()> {
+        match &self.servers {
+            Servers::One { .. } => Ok(()),
+            Servers::Cluster(_) => cluster::check_name(name),
+        }
     }
 
     /// Joins the waiters of `channel` on the connection that receives it (see
     /// [`Subscriber::join`]).
     pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>, wake: Wake, weight: u64) -> Result<Ticket> {
-        self.subscriber.join(channel, deadline, wake, weight)
+        match &self.servers {
+            Servers::One { subscriber, .. } => subscriber.join(channel, deadline, wake, weight),
+            Servers::Cluster(cluster) => cluster.subscriber_for(channel).join(channel, deadline, wake, weight),
+        }
+    }
+
+    /// Joins again after the ticket's channel moved to another node, once the slot map
+    /// has been read again.
+    pub(crate) fn rejoin(&self, channel: &str, deadline: Option<Instant>, wake: Wake, weight: u64) -> Result<Ticket> {
+        if let Servers::Cluster(cluster) = &self.servers {
+            cluster.refresh(Duration::ZERO);
+        }
+        self.join(channel, deadline, wake, weight)
     }
 
     pub(crate) fn subscriber_stats(&self) -> SubscriberStats {
-        self.subscriber.stats()
+        match &self.servers {
+            Servers::One { subscriber, .. } => subscriber.stats(),
+            Servers::Cluster(cluster) => cluster.subscriber_stats(),
+        }
     }
 
-    /// Wakes every waiter with `Shutdown`, closes the pub/sub connection and every idle
+    /// Wakes every waiter with `Shutdown`, closes the pub/sub connections and every idle
     /// command connection.
     pub(crate) fn stop(&self) {
-        if let Some(watch) = &self.switch_watch {
-            watch.stop();
+        match &self.servers {
+            Servers::One { pool, subscriber, switch_watch } => {
+                if let Some(watch) = switch_watch {
+                    watch.stop();
+                }
+                subscriber.shutdown();
+                pool.close_idle();
+            }
+            Servers::Cluster(cluster) => cluster.stop(),
         }
-        self.subscriber.shutdown();
-        self.pool.close_idle();
     }
 }

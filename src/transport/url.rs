@@ -19,6 +19,76 @@ pub(crate) fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
     })
 }
 
+/// A URL that names several nodes, as the Sentinel and Cluster URLs do:
+/// `scheme://[[user]:password@]host[:port][,host[:port]...][/db][#fragment]`.
+pub(crate) struct NodeList {
+    pub(crate) nodes: Vec<(String, u16)>,
+    /// The data nodes' login and database.
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: i64,
+    /// What follows `#` (Sentinel: the master's name).
+    pub(crate) fragment: Option<String>,
+}
+
+impl NodeList {
+    /// Parses `url`, which starts with `scheme`; a host without a port gets `default_port`.
+    /// `form` is the expected form, for the error.
+    pub(crate) fn parse(url: &str, scheme: &str, default_port: u16, form: &str) -> Result<NodeList> {
+        let bad = |why: &str| Error::invalid(format!("invalid URL {}: {why} (expected {form})", redact(url)));
+        let rest = url.strip_prefix(scheme).ok_or_else(|| bad(&format!("not a {scheme} URL")))?;
+        let (rest, fragment) = match rest.split_once('#') {
+            Some((rest, fragment)) => (rest, Some(fragment.to_owned())),
+            None => (rest, None),
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (login, hosts) = match authority.rsplit_once('@') {
+            Some((login, hosts)) => (Some(login), hosts),
+            None => (None, authority),
+        };
+        let (username, password) = match login {
+            Some(login) => match login.split_once(':') {
+                Some((user, password)) => ((!user.is_empty()).then(|| user.to_owned()), Some(password.to_owned())),
+                None => (Some(login.to_owned()), None),
+            },
+            None => (None, None),
+        };
+        let nodes = hosts
+            .split(',')
+            .map(|host| match host.rsplit_once(':') {
+                Some((name, port)) => {
+                    port.parse().map(|port| (name.to_owned(), port)).map_err(|_| bad("a port is not a number"))
+                }
+                None => Ok((host.to_owned(), default_port)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if nodes.iter().any(|(host, _)| host.is_empty()) {
+            return Err(bad("a node address is empty"));
+        }
+        let db = match path.trim_end_matches('/') {
+            "" => 0,
+            db => db.parse().map_err(|_| bad("the database is not a number"))?,
+        };
+        Ok(NodeList { nodes, username, password, db, fragment })
+    }
+
+    /// The connection settings of a data node at `host:port`: this URL's login and
+    /// database, without the `CLIENT SETINFO` handshake (redis-rs waits up to the whole
+    /// connect timeout for each handshake reply).
+    pub(crate) fn node_info(&self, host: String, port: u16) -> redis::RedisResult<redis::ConnectionInfo> {
+        let mut settings = redis::RedisConnectionInfo::default().set_db(self.db);
+        if let Some(user) = &self.username {
+            settings = settings.set_username(user);
+        }
+        if let Some(password) = &self.password {
+            settings = settings.set_password(password);
+        }
+        let settings = settings.set_skip_set_lib_name();
+        let info = redis::ConnectionAddr::Tcp(host, port).into_connection_info()?;
+        Ok(info.set_redis_settings(settings))
+    }
+}
+
 /// The URL with its password replaced by `***`.
 pub(crate) fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else { return url.to_owned() };

@@ -1,11 +1,13 @@
 //! Support code for redlease's integration tests and benchmark: real `redis-server`
 //! processes ([`server::RedisServer`]), a fault-injecting TCP proxy ([`proxy::Proxy`]),
 //! child worker processes ([`child::Child`]) and histories of critical sections
-//! ([`history`]), certificates for TLS servers ([`pki::Pki`]) and a master with a replica
-//! under three sentinels ([`sentinel::SentinelGroup`]). Depends only on std,
+//! ([`history`]), certificates for TLS servers ([`pki::Pki`]), a master with a replica
+//! under three sentinels ([`sentinel::SentinelGroup`]) and a cluster of three masters with
+//! a replica each ([`cluster::ClusterGroup`]). Depends only on std,
 //! `redis`, `nix` and `rcgen`.
 
 pub mod child;
+pub mod cluster;
 pub mod history;
 pub mod pki;
 pub mod proxy;

@@ -1,0 +1,234 @@
+//! `ClusterGroup`: a Redis Cluster of three masters, each with one replica, on loopback
+//! ports of their own, built by hand (`CLUSTER MEET`, `ADDSLOTSRANGE`, `REPLICATE`) so that
+//! no `redis-cli` is needed; with the faults a cluster test needs: moving a slot from one
+//! master to another (keys and all), and failing a master over to its replica. Every
+//! server is killed on drop.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::server::RedisServer;
+
+/// Slots of the three masters.
+const RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+
+pub struct ClusterGroup {
+    /// Masters first (0..3), then their replicas (3..6), in creation order; roles change
+    /// with failovers.
+    servers: Vec<RedisServer>,
+}
+
+fn cmd_on(server: &RedisServer) -> redis::Connection {
+    server.conn()
+}
+
+fn node_id(server: &RedisServer) -> String {
+    redis::cmd("CLUSTER").arg("MYID").query(&mut cmd_on(server)).expect("CLUSTER MYID")
+}
+
+fn info_field(conn: &mut redis::Connection, field: &str) -> Option<String> {
+    let info: String = redis::cmd("CLUSTER").arg("INFO").query(conn).ok()?;
+    info.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_owned()))
+}
+
+impl ClusterGroup {
+    /// Starts six servers, makes them one cluster, and waits until every node says it is
+    /// healthy and every replica follows its master.
+    pub fn start() -> ClusterGroup {
+        let servers: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
+                    "--cluster-replica-validity-factor",
+                    "0",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                ])
+            })
+            .collect();
+        let group = ClusterGroup { servers };
+        let mut first = cmd_on(&group.servers[0]);
+        for server in &group.servers[1..] {
+            redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(server.port())
+                .query::<()>(&mut first)
+                .expect("MEET");
+        }
+        for (server, (from, to)) in group.servers.iter().zip(RANGES) {
+            redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(from)
+                .arg(to)
+                .query::<()>(&mut cmd_on(server))
+                .expect("ADDSLOTSRANGE");
+        }
+        group.wait_until("every node knows the five others", Duration::from_secs(20), |g| {
+            g.servers.iter().all(|s| {
+                redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query::<String>(&mut cmd_on(s))
+                    .is_ok_and(|nodes| nodes.lines().count() == 6)
+            })
+        });
+        for i in 0..3 {
+            let master = node_id(&group.servers[i]);
+            redis::cmd("CLUSTER")
+                .arg("REPLICATE")
+                .arg(master)
+                .query::<()>(&mut cmd_on(&group.servers[i + 3]))
+                .expect("REPLICATE");
+        }
+        group.wait_healthy(Duration::from_secs(30));
+        group
+    }
+
+    /// Waits until every node reports `cluster_state:ok`, there are three masters with a
+    /// replica each, and every replica's link is up.
+    pub fn wait_healthy(&self, timeout: Duration) {
+        self.wait_until("a healthy cluster of three masters with a replica each", timeout, |g| {
+            g.servers.iter().all(|s| {
+                let mut conn = cmd_on(s);
+                info_field(&mut conn, "cluster_state").as_deref() == Some("ok")
+                    && redis::cmd("CLUSTER").arg("NODES").query::<String>(&mut conn).is_ok_and(|nodes| {
+                        let masters = nodes.lines().filter(|l| l.contains("master") && !l.contains("fail")).count();
+                        let replicas = nodes.lines().filter(|l| l.contains("slave") && !l.contains("fail")).count();
+                        masters == 3 && replicas == 3
+                    })
+            }) && g.replicas().iter().all(|r| {
+                let info: String = redis::cmd("INFO").arg("replication").query(&mut cmd_on(r)).unwrap_or_default();
+                info.contains("master_link_status:up")
+            })
+        });
+    }
+
+    /// `redis-cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/`: the masters as seeds.
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self.masters().iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
+        format!("redis-cluster://{}/", seeds.join(","))
+    }
+
+    /// The servers that are masters now.
+    pub fn masters(&self) -> Vec<&RedisServer> {
+        self.servers.iter().filter(|s| role(s) == "master").collect()
+    }
+
+    /// The servers that are replicas now.
+    pub fn replicas(&self) -> Vec<&RedisServer> {
+        self.servers.iter().filter(|s| role(s) == "slave").collect()
+    }
+
+    /// The slot of `key`.
+    pub fn slot_of(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut cmd_on(&self.servers[0])).expect("KEYSLOT")
+    }
+
+    /// The master that serves `slot` now.
+    pub fn master_of(&self, slot: u16) -> &RedisServer {
+        let slots: Vec<redis::Value> =
+            redis::cmd("CLUSTER").arg("SLOTS").query(&mut cmd_on(&self.servers[0])).expect("CLUSTER SLOTS");
+        for range in slots {
+            if let redis::Value::Array(fields) = range
+                && let (Some(redis::Value::Int(from)), Some(redis::Value::Int(to)), Some(redis::Value::Array(master))) =
+                    (fields.first(), fields.get(1), fields.get(2))
+                && (*from..=*to).contains(&i64::from(slot))
+                && let Some(redis::Value::Int(port)) = master.get(1)
+            {
+                return self.servers.iter().find(|s| i64::from(s.port()) == *port).expect("a node of the group");
+            }
+        }
+        panic!("no master serves slot {slot}");
+    }
+
+    /// A connection to the master that serves `key` now.
+    pub fn conn_for(&self, key: &str) -> redis::Connection {
+        cmd_on(self.master_of(self.slot_of(key)))
+    }
+
+    /// Moves `slot`, keys and all, from the master that serves it to another master, the
+    /// way `redis-cli --cluster reshard` does. Returns the new master's port.
+    pub fn migrate_slot(&self, slot: u16) -> u16 {
+        let from = self.master_of(slot);
+        let to = *self.masters().iter().find(|m| m.port() != from.port()).expect("another master");
+        let (from_id, to_id) = (node_id(from), node_id(to));
+        let (mut src, mut dst) = (cmd_on(from), cmd_on(to));
+        redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("IMPORTING").arg(&from_id).query::<()>(&mut dst).unwrap();
+        redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("MIGRATING").arg(&to_id).query::<()>(&mut src).unwrap();
+        loop {
+            let keys: Vec<String> =
+                redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(100).query(&mut src).unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to.port())
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query::<()>(&mut src)
+                .unwrap();
+        }
+        for server in self.masters() {
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(&to_id)
+                .query::<()>(&mut cmd_on(server))
+                .unwrap();
+        }
+        to.port()
+    }
+
+    /// Fails the master that serves `slot` over to its replica (`CLUSTER FAILOVER` on the
+    /// replica: it catches up first, then takes over). Returns the new master's port.
+    pub fn failover(&self, slot: u16) -> u16 {
+        let old = self.master_of(slot);
+        let old_id = node_id(old);
+        let replica = self
+            .replicas()
+            .into_iter()
+            .find(|r| {
+                let info: String = redis::cmd("INFO").arg("replication").query(&mut cmd_on(r)).unwrap_or_default();
+                info.contains(&format!("master_port:{}", old.port()))
+            })
+            .expect("the master's replica");
+        redis::cmd("CLUSTER").arg("FAILOVER").query::<()>(&mut cmd_on(replica)).expect("CLUSTER FAILOVER");
+        let new_port = replica.port();
+        self.wait_until("the replica to take over", Duration::from_secs(20), |g| {
+            g.master_of(slot).port() == new_port && role(replica) == "master"
+        });
+        let _ = old_id;
+        self.wait_healthy(Duration::from_secs(30));
+        new_port
+    }
+
+    fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&ClusterGroup) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !done(self) {
+            assert!(Instant::now() < deadline, "cluster: {what} did not happen within {timeout:?}");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// `master` or `slave`, from `ROLE`.
+fn role(server: &RedisServer) -> String {
+    redis::cmd("ROLE")
+        .query::<Vec<redis::Value>>(&mut cmd_on(server))
+        .ok()
+        .and_then(|r| match r.first() {
+            Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}

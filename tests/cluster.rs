@@ -1,0 +1,258 @@
+//! Redis Cluster: a real cluster of three masters with a replica each, started by the test
+//! kit on loopback ports. Every lock kind on every master, wake-ups across nodes through
+//! sharded pub/sub, a held lock's slot migrated and failed over under it, exclusion across
+//! two processes while the cluster changes, and bad input.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{Client, ErrorKind, MultiLock};
+
+use crate::helpers::*;
+use crate::support::child::{self, Child};
+use crate::support::cluster::ClusterGroup;
+use crate::support::server::RedisServer;
+
+pub const ROLES: &[crate::support::child::Role] = &[("cluster_worker", cluster_worker)];
+
+fn client(group: &ClusterGroup, watchdog: Duration) -> Client {
+    Client::builder(group.url())
+        .watchdog_timeout(watchdog)
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .expect("a cluster client")
+}
+
+/// Names whose slots are served by each of the three masters, one per master.
+fn names_on_every_master(group: &ClusterGroup, prefix: &str) -> Vec<String> {
+    let mut found: Vec<(u16, String)> = Vec::new();
+    for i in 0.. {
+        let name = format!("{prefix}-{i}");
+        let port = group.master_of(group.slot_of(&name)).port();
+        if !found.iter().any(|(p, _)| *p == port) {
+            found.push((port, name));
+        }
+        if found.len() == 3 {
+            break;
+        }
+    }
+    found.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Every lock kind, the semaphores and the latch, on a name served by each master: each
+/// lock is written on the master of its slot, and every call succeeds.
+/// A waiter parked on one client is woken by the release another client makes, through
+/// the channel's shard (a watchdog lease of 30 s: without the message it would wait that
+/// long). Names with a hash tag work; a name with braces but no hash tag is refused, since
+/// its keys would land in different slots. A multi-lock over locks on all three masters
+/// works.
+///
+/// Breaks if a script goes to the wrong node (a MOVED not followed, or CROSSSLOT), if the
+/// release message does not reach a waiter on another node's shard, or if a name whose
+/// keys span slots is accepted.
+#[test]
+fn every_kind_works_on_every_master_and_waiters_wake_across_nodes() {
+    let group = ClusterGroup::start();
+    let a = client(&group, Duration::from_secs(30));
+    let b = client(&group, Duration::from_secs(30));
+    for name in names_on_every_master(&group, "kind") {
+        let owner = group.master_of(group.slot_of(&name));
+        let guard = a.lock(&name).lock().expect("plain");
+        assert!(exists(&mut owner.conn(), &name), "{name} is on the master of its slot");
+        guard.unlock().expect("plain unlock");
+        a.fair_lock(&name).lock().expect("fair").unlock().expect("fair unlock");
+        let rw = a.read_write_lock(&name);
+        let read = rw.read().lock().expect("read");
+        let read_too = b.read_write_lock(&name).read().lock().expect("a second reader");
+        drop((read, read_too));
+        rw.write().lock().expect("write").unlock().expect("write unlock");
+        let fenced = a.fenced_lock(&name).lock().expect("fenced");
+        assert!(fenced.token().is_some(), "a fenced grant has a token");
+        fenced.unlock().expect("fenced unlock");
+        let semaphore = a.semaphore(format!("{name}-sem"));
+        assert!(semaphore.try_set_permits(2).expect("set permits"));
+        semaphore.acquire(2).expect("two permits").release().expect("release");
+        let expirable = a.permit_expirable_semaphore(format!("{name}-exp"));
+        assert!(expirable.try_set_permits(1).expect("set permits"));
+        expirable.acquire(1).expect("a permit").release().expect("release");
+        let latch = a.count_down_latch(format!("{name}-latch"));
+        assert!(latch.try_set_count(1).expect("set count"));
+        assert_eq!(latch.count_down().expect("count down"), 0);
+        assert!(latch.await_for(Duration::from_secs(1)).expect("open"));
+
+        // A waiter on client b, woken by client a's release.
+        let held = a.lock(&name).lock().expect("held");
+        let (tx, rx) = mpsc::channel();
+        thread::scope(|scope| {
+            let (b, name) = (&b, &name);
+            scope.spawn(move || {
+                let got = b.lock(name).try_lock_for(Duration::from_secs(20)).expect("waits");
+                tx.send(Instant::now()).unwrap();
+                drop(got.expect("granted"));
+            });
+            assert!(wait_until(Duration::from_secs(5), || b.stats().waiters == 1), "{:?}", b.stats());
+            thread::sleep(Duration::from_millis(200));
+            let released = Instant::now();
+            held.unlock().expect("release");
+            let woken = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter got the lock");
+            assert!(woken - released < Duration::from_secs(3), "woken by the message: {:?}", woken - released);
+        });
+    }
+    // Hash tags keep a name's keys together; braces without a tag are refused.
+    a.fair_lock("{orders}:42").lock().expect("a tagged name").unlock().expect("unlock");
+    for bad in ["x{}y", "a}{b", "open{only"] {
+        let err = a.fair_lock(bad).try_lock().expect_err(bad);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad}: {err}");
+    }
+    let spread = names_on_every_master(&group, "multi");
+    let multi = MultiLock::new(spread.iter().map(|n| a.lock(n)));
+    multi.lock().expect("a multi-lock over three masters").unlock().expect("unlock");
+}
+
+/// A lock held under the watchdog (2 s) while its slot moves to another master (keys
+/// migrated with `MIGRATE`) and then fails over to that master's replica: the hold
+/// survives both, the watchdog's renewals follow it (MOVED), the guard still holds it
+/// after more than a lease each time, the release works, and a waiter parked on another
+/// client through both moves is woken by it (its sharded subscription moved twice).
+///
+/// Breaks if renewal or release does not follow the slot (the lock expires under the
+/// guard, or the release fails), or if the waiter stays subscribed where the messages no
+/// longer come (it would wait for its 20 s bound).
+#[test]
+fn a_held_lock_survives_its_slot_moving_and_its_master_failing_over() {
+    let group = ClusterGroup::start();
+    let a = client(&group, Duration::from_secs(2));
+    let b = client(&group, Duration::from_secs(30));
+    let name = "moving";
+    let slot = group.slot_of(name);
+    let guard = a.lock(name).lock().expect("held");
+    let (tx, rx) = mpsc::channel();
+    thread::scope(|scope| {
+        let b = &b;
+        scope.spawn(move || {
+            let got = b.lock(name).try_lock_for(Duration::from_secs(30)).expect("waits");
+            tx.send(Instant::now()).unwrap();
+            drop(got.expect("granted"));
+        });
+        assert!(wait_until(Duration::from_secs(5), || b.stats().waiters == 1), "{:?}", b.stats());
+        let to = group.migrate_slot(slot);
+        thread::sleep(Duration::from_millis(2500));
+        assert!(guard.is_held(), "the hold survived the migration");
+        assert_eq!(group.master_of(slot).port(), to);
+        let left = pttl(&mut group.master_of(slot).conn(), name);
+        assert!(left > 0, "renewed on the new master: PTTL {left}");
+        let promoted = group.failover(slot);
+        thread::sleep(Duration::from_millis(2500));
+        assert!(guard.is_held(), "the hold survived the failover");
+        assert_eq!(group.master_of(slot).port(), promoted);
+        let left = pttl(&mut group.master_of(slot).conn(), name);
+        assert!(left > 0, "renewed on the promoted replica: PTTL {left}");
+        assert!(rx.try_recv().is_err(), "the waiter did not get the lock while it was held");
+        let released = Instant::now();
+        guard.unlock().expect("released where the slot is now");
+        let woken = rx.recv_timeout(Duration::from_secs(20)).expect("the waiter got the lock");
+        assert!(woken - released < Duration::from_secs(5), "woken by the message: {:?}", woken - released);
+    });
+}
+
+/// THREADS threads of one process take the lock "contended" on the cluster URL in a loop
+/// for MILLIS, incrementing a counter on RECORD_URL non-atomically inside; says
+/// "done sections=N" (N: sections entered).
+fn cluster_worker() {
+    let url = child::env("URL");
+    let record = child::env("RECORD_URL");
+    let threads: usize = child::env("THREADS").parse().unwrap();
+    let millis: u64 = child::env("MILLIS").parse().unwrap();
+    let client = Client::builder(url).watchdog_timeout(Duration::from_secs(2)).build().unwrap();
+    let end = Instant::now() + Duration::from_millis(millis);
+    let sections = std::sync::atomic::AtomicUsize::new(0);
+    run_threads(threads, &record, |_, conn| {
+        let lock = client.lock("contended");
+        while Instant::now() < end {
+            let guard = match lock.lock() {
+                Ok(guard) => guard,
+                // A failover or a migration under way may refuse a grant for a moment.
+                Err(err) if err.is_connection_error() || err.kind() == ErrorKind::NotReplicated => {
+                    thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                Err(err) => panic!("lock: {err}"),
+            };
+            increment_non_atomically(conn, "contended:count");
+            drop(guard);
+            // Counted for the report only; the check is the non-atomic counter above.
+            sections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    child::say(&format!("done sections={}", sections.into_inner()));
+}
+
+/// Two processes × 3 threads take one lock in a loop for 6 s while its slot migrates to
+/// another master and that master then fails over to its replica: the non-atomic counter
+/// (on a server outside the cluster) equals the number of sections entered, and sections
+/// were entered after both moves.
+///
+/// Breaks if two holders are ever inside at once across the moves (an increment is lost).
+#[test]
+fn exclusion_across_processes_holds_while_the_cluster_moves_the_lock() {
+    let group = ClusterGroup::start();
+    let record = RedisServer::start();
+    let env = [
+        ("URL", group.url()),
+        ("RECORD_URL", record.url()),
+        ("THREADS", "3".to_string()),
+        ("MILLIS", "6000".to_string()),
+    ];
+    let mut workers: Vec<Child> = (0..2).map(|_| Child::spawn("cluster_worker", &env)).collect();
+    thread::sleep(Duration::from_millis(500));
+    let slot = group.slot_of("contended");
+    group.migrate_slot(slot);
+    thread::sleep(Duration::from_millis(300));
+    group.failover(slot);
+    let count_then = |record: &RedisServer| -> u64 {
+        redis::cmd("GET").arg("contended:count").query::<Option<u64>>(&mut record.conn()).unwrap().unwrap_or(0)
+    };
+    let after_moves = count_then(&record);
+    let mut sections = 0u64;
+    for w in &mut workers {
+        let line = w.wait_line("done", Duration::from_secs(120));
+        sections += line.trim_start_matches("done sections=").parse::<u64>().expect("a count");
+        assert!(w.wait(Duration::from_secs(10)).success(), "a worker failed");
+    }
+    let count = count_then(&record);
+    assert_eq!(count, sections, "no increment lost");
+    assert!(count > after_moves, "sections were entered after the moves ({after_moves} then, {count} in all)");
+}
+
+/// What cannot work is said at once: no seed answers, a seed that is not in cluster mode,
+/// a cluster whose slots are not all served, a database other than 0.
+///
+/// Breaks if any of them hangs, panics, or builds a client.
+#[test]
+fn bad_cluster_input_is_refused_clearly() {
+    let plain = RedisServer::start();
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let started = Instant::now();
+    let err = Client::builder(format!("redis-cluster://127.0.0.1:{closed}/"))
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .expect_err("nothing listens");
+    assert!(err.is_connection_error(), "{err}");
+    assert!(err.to_string().contains(&closed.to_string()), "names the seed: {err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "within the connect timeout");
+
+    let err = Client::open(&format!("redis-cluster://127.0.0.1:{}/", plain.port())).expect_err("not a cluster");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("not in cluster mode"), "{err}");
+
+    let lonely = RedisServer::start_with(&["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    let err = Client::open(&format!("redis-cluster://127.0.0.1:{}/", lonely.port())).expect_err("no slots served");
+    assert!(err.to_string().contains("without a master"), "{err}");
+
+    let err = Client::open(&format!("redis-cluster://127.0.0.1:{}/2", plain.port())).expect_err("a database");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+}
