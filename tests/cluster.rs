@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, ErrorKind, MultiLock};
+use redlease::{Client, ErrorKind, MultiLock, RedLock};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
@@ -255,4 +255,155 @@ fn bad_cluster_input_is_refused_clearly() {
 
     let err = Client::open(&format!("redis-cluster://127.0.0.1:{}/2", plain.port())).expect_err("a database");
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+}
+
+/// Redisson's own lock scripts, as its `RedissonLock` sends them on a Redis 7 cluster
+/// (`SPUBLISH` as the publish command, since the cluster has sharded pub/sub), and a
+/// Redisson-style listener (`SSUBSCRIBE` on the lock's channel, on the slot's master), on
+/// the same lock as redlease: Redisson's release wakes a redlease waiter, and redlease's
+/// release reaches the Redisson listener with Redisson's unlock message `0`.
+///
+/// Breaks if redlease publishes or subscribes classically on a cluster (neither would hear
+/// the other), or on another channel or slot.
+#[test]
+fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
+    const ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+    const UNLOCK: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end;";
+    let group = ClusterGroup::start();
+    let client = client(&group, Duration::from_secs(30));
+    let name = "interop";
+    let channel = "redisson_lock__channel:{interop}";
+    let latch = "redisson_unlock_latch:{interop}:java-request";
+    let java = "7a5e0f1c-java:1";
+    let mut foreign = group.conn_for(name);
+    let granted: Option<i64> =
+        redis::cmd("EVAL").arg(ACQUIRE).arg(1).arg(name).arg(30_000).arg(java).query(&mut foreign).unwrap();
+    assert_eq!(granted, None, "Redisson's acquire");
+    let (tx, rx) = mpsc::channel();
+    thread::scope(|scope| {
+        let client = &client;
+        scope.spawn(move || {
+            let got = client.lock(name).try_lock_for(Duration::from_secs(20)).expect("waits");
+            tx.send(Instant::now()).unwrap();
+            drop(got.expect("granted"));
+        });
+        let mut master = group.conn_for(name);
+        let shard_subscribers = |conn: &mut redis::Connection| -> i64 {
+            let reply: Vec<redis::Value> = redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(channel).query(conn).unwrap();
+            match reply.get(1) {
+                Some(redis::Value::Int(n)) => *n,
+                _ => 0,
+            }
+        };
+        assert!(wait_until(Duration::from_secs(5), || shard_subscribers(&mut master) == 1), "redlease SSUBSCRIBEs");
+        thread::sleep(Duration::from_millis(200));
+        let released = Instant::now();
+        let freed: Option<i64> = redis::cmd("EVAL")
+            .arg(UNLOCK)
+            .arg(3)
+            .arg(name)
+            .arg(channel)
+            .arg(latch)
+            .arg(0)
+            .arg(30_000)
+            .arg(java)
+            .arg("spublish")
+            .arg(5_000)
+            .query(&mut foreign)
+            .unwrap();
+        assert_eq!(freed, Some(1), "Redisson's unlock freed it");
+        let woken = rx.recv_timeout(Duration::from_secs(15)).expect("the redlease waiter got the lock");
+        assert!(woken - released < Duration::from_secs(3), "woken by Redisson's message: {:?}", woken - released);
+    });
+    // A Redisson listener on the shard channel hears redlease's release.
+    let mut listener = group.conn_for(name);
+    listener.send_packed_command(&redis::cmd("SSUBSCRIBE").arg(channel).get_packed_command()).unwrap();
+    listener.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let confirmed = listener.recv_response().expect("SSUBSCRIBE confirmed");
+    assert!(format!("{confirmed:?}").contains("ssubscribe"), "{confirmed:?}");
+    client.lock(name).lock().expect("free").unlock().expect("released");
+    let message = listener.recv_response().expect("redlease's release message");
+    let text = format!("{message:?}");
+    assert!(text.contains("smessage") && text.contains(channel), "{text}");
+    match message {
+        redis::Value::Array(items) | redis::Value::Push { data: items, .. } => {
+            assert_eq!(items.get(2), Some(&redis::Value::BulkString(b"0".to_vec())), "Redisson's unlock message");
+        }
+        other => panic!("not a message: {other:?}"),
+    }
+}
+
+/// The master of a held lock's slot is SIGKILLed; the cluster fails it over to its replica
+/// by itself (node timeout 1 s), and the killed server rejoins as a replica. The grant had
+/// been confirmed by that replica (`WAIT`), so the lock is there on the new master; the
+/// watchdog (6 s lease) renews it there through the failover: more than a lease after the
+/// kill the thread still holds it (hold count 1, read from Redis). The release on the new
+/// master wakes a waiter parked through it all.
+///
+/// Breaks if a grant is given before a replica has it, if renewal does not find the new
+/// master, or if the waiter's subscription stays with the dead node.
+#[test]
+fn a_held_lock_survives_its_master_being_killed() {
+    let mut group = ClusterGroup::start();
+    let a = client(&group, Duration::from_secs(6));
+    let b = client(&group, Duration::from_secs(30));
+    let name = "killed";
+    let slot = group.slot_of(name);
+    let guard = a.lock(name).lock().expect("held");
+    let (tx, rx) = mpsc::channel();
+    thread::scope(|scope| {
+        let b = &b;
+        scope.spawn(move || {
+            let got = b.lock(name).try_lock_for(Duration::from_secs(40)).expect("waits");
+            tx.send(Instant::now()).unwrap();
+            drop(got.expect("granted"));
+        });
+        assert!(wait_until(Duration::from_secs(5), || b.stats().waiters == 1), "{:?}", b.stats());
+        let killed = Instant::now();
+        let promoted = group.kill_master_of(slot);
+        assert_eq!(group.master_of(slot).port(), promoted);
+        if let Some(rest) = Duration::from_millis(7000).checked_sub(killed.elapsed()) {
+            thread::sleep(rest);
+        }
+        assert!(guard.is_held(), "the hold survived the kill");
+        assert_eq!(a.lock(name).hold_count().expect("hold count"), 1, "still this thread's, on the new master");
+        let left = pttl(&mut group.master_of(slot).conn(), name);
+        assert!(left > 0, "renewed on the promoted replica: PTTL {left}");
+        assert!(rx.try_recv().is_err(), "the waiter did not get the lock while it was held");
+        let released = Instant::now();
+        guard.unlock().expect("released on the new master");
+        let woken = rx.recv_timeout(Duration::from_secs(20)).expect("the waiter got the lock");
+        assert!(woken - released < Duration::from_secs(5), "woken by the message: {:?}", woken - released);
+    });
+}
+
+/// Redlock over independent deployments, one of them a cluster: a cluster client's lock and
+/// two single servers' locks. A majority is granted and released; with a single server's
+/// lock held by someone else the Redlock still gets its majority, and with both single
+/// servers held it gets none and leaves nothing on the cluster.
+///
+/// Breaks if a cluster client cannot stand as a Redlock node (routing of its attempt, its
+/// undo or its release).
+#[test]
+fn a_redlock_takes_a_cluster_as_one_of_its_nodes() {
+    let group = ClusterGroup::start();
+    let singles = [RedisServer::start(), RedisServer::start()];
+    let on_cluster = client(&group, Duration::from_secs(30));
+    let single_clients: Vec<Client> = singles.iter().map(|s| Client::open(&s.url()).expect("client")).collect();
+    let others: Vec<Client> = singles.iter().map(|s| Client::open(&s.url()).expect("client")).collect();
+    let red = || {
+        RedLock::new([on_cluster.lock("red"), single_clients[0].lock("red"), single_clients[1].lock("red")])
+            .retry_delay(Duration::from_millis(5))
+    };
+    let guard = red().try_lock().expect("no error").expect("a majority");
+    assert!(exists(&mut group.conn_for("red"), "red"), "held on the cluster");
+    guard.unlock().expect("released");
+    assert!(!exists(&mut group.conn_for("red"), "red"), "released on the cluster");
+    let one = others[0].lock("red").lock().expect("someone else holds one single server");
+    let guard = red().try_lock().expect("no error").expect("still a majority: the cluster and one server");
+    guard.unlock().expect("released");
+    let two = others[1].lock("red").lock().expect("and the other");
+    assert!(red().try_lock().expect("no error").is_none(), "no majority");
+    assert!(!exists(&mut group.conn_for("red"), "red"), "the failed attempt left nothing on the cluster");
+    drop((one, two));
 }

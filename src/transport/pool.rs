@@ -255,11 +255,20 @@ impl Pool {
         });
         match result {
             Ok(value) => self.finish(generation, conn, Ok(value), what, timeout),
-            Err(err) if redirected.left() > 0 && self.redirect.is_some() && is_redirection(&err) => {
+            Err(err) if self.redirect.is_some() && is_redirection(&err) => {
                 // MOVED, ASK and TRYAGAIN come before the command runs: it did nothing, and
                 // the connection is in step.
                 self.checkin(generation, conn);
+                if redirected.left() == 0 {
+                    // Still moving (a failover or a migration under way): the retry layer
+                    // tries again, within its budget, as for a node that cannot be reached.
+                    return Err(Error::from_redis(err, what, timeout).connection().unsent());
+                }
                 let left = redirected.left() - 1;
+                if left + 1 < MAX_REDIRECTS {
+                    // Redirected again: give the cluster a moment to agree with itself.
+                    std::thread::sleep(TRY_AGAIN_PAUSE);
+                }
                 let target = self.redirect.as_ref().and_then(Weak::upgrade).and_then(|redirect| {
                     let (addr, slot) = err.redirect_node()?;
                     let (host, port) = addr.rsplit_once(':')?;
@@ -278,7 +287,7 @@ impl Pool {
                         std::thread::sleep(TRY_AGAIN_PAUSE);
                         self.run_dyn(call, op, on_timeout, Redirected::No(left))
                     }
-                    None => Err(Error::from_redis(err, what, timeout)),
+                    None => Err(Error::from_redis(err, what, timeout).connection().unsent()),
                 }
             }
             Err(err) if err.is_timeout() && on_timeout.is_some() => {
@@ -303,9 +312,9 @@ impl Pool {
                 }
                 self.discard(conn);
                 self.discard_idle();
-                let (generation, mut fresh) = self.open_new(limit)?;
-                let result = self.limit(&fresh, timeout).and_then(|()| op(&mut fresh));
-                self.finish(generation, fresh, result, what, timeout)
+                // Once more, on a new connection (no idle one is left), redirections and all.
+                let once_more = Call { resend: Resend::Never, ..call };
+                self.run_dyn(once_more, op, on_timeout, redirected)
             }
             Err(err) => {
                 if reused && err.is_connection_dropped() {
@@ -380,17 +389,6 @@ impl Pool {
                 None => self.returned.wait(&mut state),
             }
         }
-    }
-
-    /// A new connection counted against the pool size (the caller just gave one up).
-    fn open_new(&self, limit: Option<Duration>) -> Result<(u64, Conn)> {
-        let generation = {
-            let mut state = self.state.lock();
-            state.open += 1;
-            state.generation
-        };
-        let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
-        self.connect_within(patience).map(|conn| (generation, conn)).inspect_err(|_| self.forget_one())
     }
 
     /// Opens a connection, connect and handshake bounded by `patience`.

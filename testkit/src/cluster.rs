@@ -116,23 +116,28 @@ impl ClusterGroup {
 
     /// The servers that are masters now.
     pub fn masters(&self) -> Vec<&RedisServer> {
-        self.servers.iter().filter(|s| role(s) == "master").collect()
+        self.servers.iter().filter(|s| s.pid().is_some() && role(s) == "master").collect()
     }
 
     /// The servers that are replicas now.
     pub fn replicas(&self) -> Vec<&RedisServer> {
-        self.servers.iter().filter(|s| role(s) == "slave").collect()
+        self.servers.iter().filter(|s| s.pid().is_some() && role(s) == "slave").collect()
     }
 
     /// The slot of `key`.
     pub fn slot_of(&self, key: &str) -> u16 {
-        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut cmd_on(&self.servers[0])).expect("KEYSLOT")
+        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut cmd_on(self.live())).expect("KEYSLOT")
+    }
+
+    /// A server that runs (not one killed and not started again).
+    fn live(&self) -> &RedisServer {
+        self.servers.iter().find(|s| s.pid().is_some()).expect("a live server")
     }
 
     /// The master that serves `slot` now.
     pub fn master_of(&self, slot: u16) -> &RedisServer {
         let slots: Vec<redis::Value> =
-            redis::cmd("CLUSTER").arg("SLOTS").query(&mut cmd_on(&self.servers[0])).expect("CLUSTER SLOTS");
+            redis::cmd("CLUSTER").arg("SLOTS").query(&mut cmd_on(self.live())).expect("CLUSTER SLOTS");
         for range in slots {
             if let redis::Value::Array(fields) = range
                 && let (Some(redis::Value::Int(from)), Some(redis::Value::Int(to)), Some(redis::Value::Array(master))) =
@@ -210,6 +215,31 @@ impl ClusterGroup {
         let _ = old_id;
         self.wait_healthy(Duration::from_secs(30));
         new_port
+    }
+
+    /// SIGKILLs the master that serves `slot`, waits until the cluster has failed it over to
+    /// its replica by itself (after the node timeout, 1 s), then starts the killed server
+    /// again, which rejoins as a replica of the new master, and waits until the cluster is
+    /// healthy. Returns the new master's port.
+    pub fn kill_master_of(&mut self, slot: u16) -> u16 {
+        let old_port = self.master_of(slot).port();
+        let replica_port = self
+            .replicas()
+            .into_iter()
+            .find(|r| {
+                let info: String = redis::cmd("INFO").arg("replication").query(&mut cmd_on(r)).unwrap_or_default();
+                info.contains(&format!("master_port:{old_port}"))
+            })
+            .expect("the master's replica")
+            .port();
+        let index = self.servers.iter().position(|s| s.port() == old_port).expect("the master");
+        self.servers[index].kill();
+        self.wait_until("the replica to take over from the killed master", Duration::from_secs(30), |g| {
+            g.master_of(slot).port() == replica_port
+        });
+        self.servers[index].start_again();
+        self.wait_healthy(Duration::from_secs(30));
+        replica_port
     }
 
     fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&ClusterGroup) -> bool) {
