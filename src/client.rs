@@ -1,11 +1,12 @@
-//! The front door: [`Client`], its [`ClientBuilder`] and [`ClientStats`].
+//! The front door: [`Client`], its [`ClientBuilder`] and [`ClientStats`], and
+//! [`redact_url`].
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::engine::Engine;
+use crate::engine::{Engine, with_retries};
 use crate::error::Result;
 use crate::events::{Events, LockEvents};
 use crate::fair_lock::FairLock;
@@ -17,7 +18,7 @@ use crate::lock::Lock;
 use crate::permit_semaphore::PermitExpirableSemaphore;
 use crate::read_write_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
-use crate::transport::redact_url;
+use crate::transport;
 
 /// A connection to one Redis server, and the factory of its locks.
 ///
@@ -139,6 +140,60 @@ impl Client {
         self.engine.stop();
     }
 
+    /// Runs `f` on one of the client's pooled connections to the master that serves `key`,
+    /// and returns what it returned: for the few commands of one's own that belong beside
+    /// the locks (reading a lock's state for a status page, a key the locked section
+    /// guards), without a second connection setup that would have to repeat the URL's
+    /// handling: whatever the URL's form (`redis://`, `rediss://`, `unix://`,
+    /// `redis-sentinel://`, `redis-cluster://`), the connection goes where the client's own
+    /// commands go, with the client's login, TLS settings and database.
+    ///
+    /// `key` picks the server in a cluster (the master of its slot; a `MOVED` or `ASK`
+    /// answer to `f`'s first command is followed); with one server it only names what `f`
+    /// works on. Every command `f` sends is bounded by the command timeout.
+    ///
+    /// Retries follow the client's rules for commands that must not run twice: `f` is
+    /// called again only when what it sent cannot have been carried out (no connection
+    /// could be made, a replica refused it, the cluster redirected it), within the client's
+    /// [`retry_budget`](ClientBuilder::retry_budget). A connection that breaks under `f` —
+    /// a pooled one the server closed while it sat idle included, which cannot be told
+    /// from one that broke after Redis carried the command out — fails the call with a
+    /// connection error and is replaced: calling again is the caller's choice, who knows
+    /// whether `f` may run twice. A reply that does not come in time is an
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout), not a retry.
+    ///
+    /// Leave the connection as it was found: no `SELECT`, `SUBSCRIBE`, `CLIENT REPLY` or
+    /// `MULTI` left open; it goes back to the pool and serves the locks next. A connection
+    /// whose command failed with an I/O error is not reused.
+    ///
+    /// ```no_run
+    /// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
+    /// // Who holds "nightly-report" now: the fields of its lock hash.
+    /// let holders: Vec<String> = client.with_connection("nightly-report", |conn| {
+    ///     redis::cmd("HKEYS").arg("nightly-report").query(conn)
+    /// })?;
+    /// # Ok::<(), redlease::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for the client's own commands: [`ErrorKind::Shutdown`](crate::ErrorKind::Shutdown)
+    /// after [`shutdown`](Client::shutdown); a connection failure or timeout
+    /// ([`Error::is_connection_error`](crate::Error::is_connection_error),
+    /// [`Error::is_timeout`](crate::Error::is_timeout)); `PermissionDenied` for an ACL
+    /// refusal; `Redis` for any other error reply, with the `redis` crate's error as its
+    /// [`source`](std::error::Error::source).
+    pub fn with_connection<T>(
+        &self,
+        key: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.engine.check_running()?;
+        with_retries(&self.engine, None, |_| {
+            self.engine.pool_for(key).run_once("running the caller's commands", |conn| f(conn))
+        })
+    }
+
     /// Whether [`shutdown`](Client::shutdown) was called.
     pub fn is_shutdown(&self) -> bool {
         self.engine.is_shutdown()
@@ -168,6 +223,19 @@ impl fmt::Debug for Client {
             .field("url", &self.engine.topology().url())
             .finish_non_exhaustive()
     }
+}
+
+/// `url` with its password replaced by `***`, as the library's own messages and `Debug`
+/// output show a URL: for a message about a URL given to [`Client::builder`] (say, one
+/// that could not be used) that must not show the password.
+///
+/// ```
+/// assert_eq!(redlease::redact_url("redis://app:s3cret@cache:6379/0"), "redis://app:***@cache:6379/0");
+/// assert_eq!(redlease::redact_url("redis://cache:6379/"), "redis://cache:6379/");
+/// ```
+#[must_use]
+pub fn redact_url(url: &str) -> String {
+    transport::redact_url(url)
 }
 
 /// Builds a [`Client`] with settings other than the defaults.
@@ -351,6 +419,9 @@ impl ClientBuilder {
 
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientBuilder").field("url", &redact_url(&self.url)).field("config", &self.config).finish()
+        f.debug_struct("ClientBuilder")
+            .field("url", &transport::redact_url(&self.url))
+            .field("config", &self.config)
+            .finish()
     }
 }

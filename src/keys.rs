@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// Longest lock name accepted, in bytes.
-pub(crate) const MAX_NAME_LEN: usize = 8 * 1024;
+/// Longest name accepted, in bytes, for a lock, a semaphore or a latch: a longer one is
+/// refused with [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) before anything
+/// is sent. (A name is a Redis key, and part of every other key and channel of its lock.)
+pub const MAX_NAME_LEN: usize = 8 * 1024;
 
 /// Shortest lease accepted.
 pub(crate) const MIN_LEASE: Duration = Duration::from_millis(1);

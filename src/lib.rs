@@ -89,7 +89,7 @@ mod owner;
 mod scripts;
 mod wheel;
 
-pub use client::{Client, ClientBuilder, ClientStats};
+pub use client::{Client, ClientBuilder, ClientStats, redact_url};
 pub use config::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL,
     DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE, DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET,
@@ -101,6 +101,7 @@ pub use events::LockEvents;
 pub use fair_lock::FairLock;
 pub use fenced_lock::FencedLock;
 pub use guard::LockGuard;
+pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
 pub use lock::Lock;
 pub use multi_lock::{AnyLock, MultiLock};

@@ -5,6 +5,7 @@ mod acl;
 mod architecture;
 mod bad_input;
 mod cluster;
+mod connection;
 mod exclusion;
 mod fair;
 mod fault_classes;

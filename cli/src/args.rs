@@ -10,12 +10,14 @@ const TOP_EXAMPLES: &str = "\
 Examples:
   redlease run nightly-report -- ./make-report.sh
   redlease run --no-wait --url redis://cache:6379/ deploy -- ./deploy.sh prod
+  redlease run --permits 4 thumbnails -- ./make-thumbnails.sh
   redlease status nightly-report
   redlease unlock --force nightly-report
 
 Exit codes: the command's own under `run` (128+n when a signal n killed it);
 64 bad input, 69 Redis unreachable, 75 lock not had (--no-wait, --wait),
-76 Redis answered with an error, 77 refused by an ACL rule, 79 lease lost.
+76 Redis answered with an error, 77 refused by an ACL rule, 78 the semaphore has more
+permits than --permits, 79 lease lost.
 See docs/cli.md.";
 
 const RUN_EXAMPLES: &str = "\
@@ -39,15 +41,19 @@ Examples:
   # short leases: a lost lock is noticed within a second; SIGKILL 2s after SIGTERM
   redlease run --watchdog 3s --grace 2s job -- ./job.sh
 
+  # at most 4 of these at once across the fleet (a semaphore of 4 permits)
+  redlease run --permits 4 thumbnails -- ./make-thumbnails.sh
+
 The command runs with REDLEASE_LOCK (the name), REDLEASE_OWNER (the owner field in
 Redis, <client id>:<thread number>), REDLEASE_CLIENT_ID and, for --kind fenced,
 REDLEASE_TOKEN in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
 sent to redlease are passed on to it; the lock is released after it has exited.
 
 Exit codes: the command's (128+n when signal n killed it); 64 bad input, 69 Redis
-unreachable, 75 lock not had, 76 Redis error, 77 ACL refusal, 79 lease lost (the
-command was told as --on-lost says), 126/127 command not executable / not found,
-128+n interrupted by signal n while waiting.";
+unreachable, 75 lock (or permit) not had, 76 Redis error, 77 ACL refusal, 78 the
+semaphore has more permits than --permits, 79 lease lost (the command was told as
+--on-lost says), 126/127 command not executable / not found, 128+n interrupted by
+signal n while waiting.";
 
 const STATUS_EXAMPLES: &str = "\
 Examples:
@@ -56,8 +62,9 @@ Examples:
 
 Shows, for each name, whether it is held, by whom (owner field and hold count; readers
 and the writer of a read-write lock), the remaining lease, a fair lock's queue with each
-waiter's deadline, and a fenced lock's last token. The kind is what the data in Redis
-shows: a fair lock with an empty queue reads as a plain lock.
+waiter's deadline, a fenced lock's last token, and a semaphore's permits available and
+taken, each with its deadline. The kind is what the data in Redis shows: a fair lock
+with an empty queue reads as a plain lock.
 
 Exit codes: 0, 64 bad input, 69 Redis unreachable, 76 Redis error, 77 ACL refusal.";
 
@@ -87,7 +94,7 @@ pub enum Command {
     /// Run a command while holding a lock: acquire, run, keep the lease alive, release.
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
-    /// Show who holds locks, their leases, queues and tokens.
+    /// Show who holds locks, their leases, queues and tokens, and semaphores' permits.
     #[command(after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
     /// Delete a lock whoever holds it (administrative), waking its waiters.
@@ -157,11 +164,26 @@ pub struct Connection {
     pub tls_insecure: bool,
 }
 
+/// Most permits `--permits` takes: the library's limit (2^48, what Redis's integers and
+/// Lua's numbers hold exactly; not public in the library).
+pub const MAX_PERMITS: u64 = 1 << 48;
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Kind of lock.
     #[arg(long, value_enum, default_value_t = Kind::Lock)]
     pub kind: Kind,
+
+    /// Run under a semaphore of N permits instead of a lock: at most N of these commands
+    /// at once, fleet-wide (one permit per run, renewed by the watchdog). The first run
+    /// sets the semaphore to N; a semaphore set to more refuses (exit code 78).
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..=MAX_PERMITS),
+        conflicts_with = "kind"
+    )]
+    pub permits: Option<u64>,
 
     /// Wait at most this long for the lock (exit code 75 when it is not free by then).
     /// Without --wait or --no-wait: wait as long as it takes.
@@ -197,7 +219,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub connection: Connection,
 
-    /// The lock's name (its Redis key).
+    /// The lock's (or with --permits the semaphore's) name: its Redis key.
     #[arg(value_name = "NAME")]
     pub name: String,
 
@@ -215,7 +237,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub connection: Connection,
 
-    /// The locks' names.
+    /// The locks' (or semaphores') names.
     #[arg(value_name = "NAME", required = true, num_args = 1..)]
     pub names: Vec<String>,
 }
@@ -264,5 +286,19 @@ mod tests {
         assert!(Cli::try_parse_from(["redlease", "run", "--wait", "1s", "--no-wait", "n", "--", "x"]).is_err());
         assert!(Cli::try_parse_from(["redlease", "run", "--wait", "soon", "n", "--", "x"]).is_err());
         assert!(Cli::try_parse_from(["redlease", "unlock", "n"]).is_err());
+    }
+
+    #[test]
+    fn permits_are_1_to_the_librarys_limit_and_exclude_a_kind() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["redlease", "run"], args, &["n", "--", "x"]].concat());
+        let Some(Command::Run(run)) = parse(&["--permits", "2"]).unwrap().command else { panic!("not run") };
+        assert_eq!(run.permits, Some(2));
+        assert!(parse(&["--permits", &MAX_PERMITS.to_string()]).is_ok());
+        for bad in ["0", "-1", "two", "281474976710657", "99999999999999999999999"] {
+            assert!(parse(&["--permits", bad]).is_err(), "{bad}");
+        }
+        assert!(parse(&["--permits", "2", "--kind", "fair"]).is_err());
+        assert!(parse(&["--permits", "2", "--kind", "lock"]).is_err());
+        assert!(parse(&["--permits", "2", "--lease", "5s", "--no-wait"]).is_ok());
     }
 }

@@ -28,6 +28,9 @@ pub const NOT_ACQUIRED: u8 = 75;
 pub const REDIS_ERROR: u8 = 76;
 /// Redis refused the URL's user a command, key or channel (an ACL rule) (`EX_NOPERM`).
 pub const PERMISSION: u8 = 77;
+/// `run --permits N`: the semaphore is set to more permits than N, so more than N
+/// commands could run at once (`EX_CONFIG`).
+pub const CONFIG: u8 = 78;
 /// The lease was lost while the command ran (or found lost at release): the command was
 /// not, or not all the time, alone.
 pub const LEASE_LOST: u8 = 79;
@@ -68,23 +71,6 @@ impl Failure {
     /// A library error met while doing `what`; the code follows its kind.
     pub fn from_lock_error(what: &str, err: &redlease::Error) -> Failure {
         Failure::new(code_of(err), format!("{what}: {}", describe(err)))
-    }
-
-    /// A `redis` crate error met on this tool's own connection while doing `what`.
-    pub fn from_redis(what: &str, err: &redis::RedisError) -> Failure {
-        let code = if err.is_io_error()
-            || err.is_timeout()
-            || err.is_connection_refusal()
-            || err.is_connection_dropped()
-            || err.is_unrecoverable_error()
-        {
-            UNAVAILABLE
-        } else if err.code() == Some("NOPERM") || err.code() == Some("NOAUTH") || err.code() == Some("WRONGPASS") {
-            PERMISSION
-        } else {
-            REDIS_ERROR
-        };
-        Failure::new(code, format!("{what}: {err}"))
     }
 
     pub fn message(&self) -> &str {

@@ -2,6 +2,7 @@
 //! command runs, `status` shows locks, `unlock --force` deletes one. docs/cli.md has the
 //! details: options, exit codes, what happens on a lost lease and on signals.
 
+#![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 #![cfg_attr(
     not(test),
@@ -30,6 +31,11 @@ use crate::args::{Cli, Command};
 use crate::exit::{Failure, say};
 
 fn main() -> ExitCode {
+    // Started again by `run` as the exec shim of its command (see `child`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|first| first == child::SHIM) {
+        return ExitCode::from(child::shim(&args[1..]));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(argument_error(&err)),

@@ -2,9 +2,8 @@
 
 use crate::exit::{Failure, shown};
 
-/// Longest name the library accepts, in bytes (its `keys::MAX_NAME_LEN`, which is not
-/// public).
-pub const MAX_NAME_LEN: usize = 8 * 1024;
+/// Longest name the library accepts, in bytes.
+pub use redlease::MAX_NAME_LEN;
 
 /// A name must be non-empty and at most 8 KiB. Checked here rather than by the library so
 /// that the message does not repeat a name of many kilobytes.

@@ -1,17 +1,19 @@
-//! The line on a terminal's stderr while `run` waits: who holds the lock and how long we
-//! have waited, rewritten in place. Drawn by a thread of its own with a raw connection of
-//! its own, first after a moment (an uncontended lock shows nothing), cleared when the wait
-//! ends. Nothing is drawn once [`Progress::stop`] has returned.
+//! The line on a terminal's stderr while `run` waits: who holds the lock (or how many
+//! permits are taken) and how long we have waited, rewritten in place. Drawn by a thread of
+//! its own, which reads on the waiting client's own connection pool, first after a moment
+//! (an uncontended lock shows nothing), cleared when the wait ends. Nothing is drawn once
+//! [`Progress::stop`] has returned.
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::connect::Settings;
+use redlease::Client;
+
 use crate::layout::{Role, Snapshot};
 use crate::names;
-use crate::status::millis;
+use crate::status::{NEVER_MS, millis};
 
 /// Time before the line first shows.
 const FIRST_DRAW: Duration = Duration::from_millis(250);
@@ -32,12 +34,12 @@ struct Line {
 
 impl Progress {
     /// Starts the thread; `None` if the OS refuses one (then there is no line).
-    pub fn start(settings: Settings, name: String) -> Option<Progress> {
+    pub fn start(client: Client, name: String) -> Option<Progress> {
         let line = Arc::new(Mutex::new(Line::default()));
         let shared = Arc::clone(&line);
         thread::Builder::new()
             .name("redlease-progress".into())
-            .spawn(move || draw_until_stopped(&settings, &name, &shared))
+            .spawn(move || draw_until_stopped(&client, &name, &shared))
             .ok()?;
         Some(Progress { line })
     }
@@ -57,10 +59,9 @@ fn lock(line: &Mutex<Line>) -> MutexGuard<'_, Line> {
     line.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn draw_until_stopped(settings: &Settings, name: &str, line: &Mutex<Line>) {
+fn draw_until_stopped(client: &Client, name: &str, line: &Mutex<Line>) {
     let started = Instant::now();
     thread::sleep(FIRST_DRAW);
-    let mut conn = None;
     let mut holder = String::new();
     let mut read_at: Option<Instant> = None;
     loop {
@@ -68,7 +69,7 @@ fn draw_until_stopped(settings: &Settings, name: &str, line: &Mutex<Line>) {
             return;
         }
         if read_at.is_none_or(|at| at.elapsed() >= REREAD) {
-            holder = read_holder(settings, &mut conn, name);
+            holder = Snapshot::read(client, name).map(|s| describe(&s)).unwrap_or_default();
             read_at = Some(Instant::now());
         }
         let waited = Duration::from_secs(started.elapsed().as_secs());
@@ -91,23 +92,19 @@ fn draw_until_stopped(settings: &Settings, name: &str, line: &Mutex<Line>) {
     }
 }
 
-/// `: held by X, lease 27s left`, or an empty string when it cannot be read.
-fn read_holder(settings: &Settings, conn: &mut Option<redis::Connection>, name: &str) -> String {
-    if conn.is_none() {
-        *conn = settings.raw().ok();
-    }
-    let Some(c) = conn.as_mut() else { return String::new() };
-    match Snapshot::read(c, name) {
-        Ok(snapshot) => describe(&snapshot),
-        Err(_) => {
-            *conn = None;
-            String::new()
-        }
-    }
-}
-
-/// Who holds the lock, in a few words.
+/// Who holds the lock, or how many permits are taken, in a few words.
 pub fn describe(s: &Snapshot) -> String {
+    if s.is_semaphore() {
+        let available = s.available_permits.unwrap_or(0);
+        let total = s.total_permits().unwrap_or(available);
+        let mut text = format!(": {} of {total} permits taken", total.saturating_sub(available));
+        let next = s.permits.iter().filter_map(|p| p.deadline_ms).min();
+        if let Some(d) = next.filter(|d| *d >= s.server_time_ms && *d < NEVER_MS) {
+            let left = d - s.server_time_ms;
+            text.push_str(&format!(", the first lease ends in {}", millis(left - left % 1000)));
+        }
+        return text;
+    }
     if !s.is_held() {
         return ": free, trying again".to_owned();
     }
@@ -146,12 +143,10 @@ fn short(owner: &str) -> String {
 
 /// The terminal's width (of stderr), 80 when unknown.
 fn width() -> usize {
-    // SAFETY: TIOCGWINSZ fills the zeroed `winsize` it is given, or fails.
-    let columns = unsafe {
-        let mut size: libc::winsize = std::mem::zeroed();
-        if libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) == 0 { size.ws_col } else { 0 }
-    };
-    if columns == 0 { 80 } else { usize::from(columns) }
+    match rustix::termios::tcgetwinsize(std::io::stderr()) {
+        Ok(size) if size.ws_col > 0 => usize::from(size.ws_col),
+        _ => 80,
+    }
 }
 
 /// `text` cut to fit one line of `width` columns (less one, so that the cursor does not
@@ -179,6 +174,9 @@ mod tests {
             queue: vec![],
             stale_deadlines: 0,
             token: None,
+            available_permits: None,
+            permits_taken: 0,
+            permits: vec![],
             server_time_ms: 0,
         };
         assert_eq!(describe(&s), ": held by 2 readers, lease 27s left");
@@ -188,5 +186,11 @@ mod tests {
         s.holders[0].owner = "e779d027-44e7-4f09-84c1-81db42100d50:12".into();
         assert_eq!(describe(&s), ": held by e779d027…:12, lease 27s left");
         assert_eq!(fit("abcdef", 4), "abc");
+        s.key_type = "string".into();
+        s.holders.clear();
+        s.available_permits = Some(0);
+        s.permits_taken = 2;
+        s.permits = vec![crate::layout::Permit { id: "a".into(), deadline_ms: Some(27_345) }];
+        assert_eq!(describe(&s), ": 2 of 2 permits taken, the first lease ends in 27s");
     }
 }

@@ -1,5 +1,7 @@
 //! `redlease run NAME -- COMMAND…`: acquire, run the command, keep the lease alive while it
-//! runs, release after it has exited, and exit with its code.
+//! runs, release after it has exited, and exit with its code. With `--permits N`, what is
+//! acquired is one permit of a permit-expirable semaphore of N permits instead of a lock
+//! (at most N commands at once); everything else is the same.
 //!
 //! Threads: the main thread acquires and keeps the `LockGuard` (it is `!Send`) and
 //! supervises; a signal thread takes SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2;
@@ -17,11 +19,10 @@
 use std::io::IsTerminal;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use redlease::{Client, LockEvents, LockGuard};
+use redlease::{AnyLock, Client, LockEvents, LockGuard, PermitExpirableSemaphore, PermitGuard};
 
 use crate::args::{Kind, OnLost, RunArgs};
 use crate::child::{self, Child};
@@ -127,6 +128,66 @@ impl LeaseEvents {
     }
 }
 
+/// What `run` acquires: a lock, or a permit of a semaphore (`--permits`).
+enum Target {
+    Lock(AnyLock),
+    Permits(PermitExpirableSemaphore),
+}
+
+/// What `run` holds while the command runs.
+enum Guard {
+    Lock(LockGuard),
+    Permit(PermitGuard),
+}
+
+impl Target {
+    fn try_once(&self) -> redlease::Result<Option<Guard>> {
+        match self {
+            Target::Lock(lock) => lock.try_lock().map(|g| g.map(Guard::Lock)),
+            Target::Permits(semaphore) => semaphore.try_acquire(1).map(|g| g.map(Guard::Permit)),
+        }
+    }
+
+    fn try_for(&self, wait: Duration) -> redlease::Result<Option<Guard>> {
+        match self {
+            Target::Lock(lock) => lock.try_lock_for(wait).map(|g| g.map(Guard::Lock)),
+            Target::Permits(semaphore) => semaphore.try_acquire_for(1, wait).map(|g| g.map(Guard::Permit)),
+        }
+    }
+
+    fn wait(&self) -> redlease::Result<Option<Guard>> {
+        match self {
+            Target::Lock(lock) => lock.lock().map(|g| Some(Guard::Lock(g))),
+            Target::Permits(semaphore) => semaphore.acquire(1).map(|g| Some(Guard::Permit(g))),
+        }
+    }
+}
+
+impl Guard {
+    /// Whether the lease is held as far as the client knows (no I/O).
+    fn is_held(&self) -> bool {
+        match self {
+            Guard::Lock(guard) => guard.is_held(),
+            Guard::Permit(guard) => guard.is_held(),
+        }
+    }
+
+    /// Releases: `Err(NotHeld)` when the lease was found lost.
+    fn release(self) -> redlease::Result<()> {
+        match self {
+            Guard::Lock(guard) => guard.unlock(),
+            Guard::Permit(guard) => guard.release(),
+        }
+    }
+
+    fn token(&self) -> Option<u64> {
+        match self {
+            Guard::Lock(guard) => guard.token(),
+            Guard::Permit(_) => None,
+        }
+    }
+}
+
 pub fn run(args: RunArgs) -> Result<u8, Failure> {
     names::check(&args.name)?;
     let settings = Settings::from_args(&args.connection)?;
@@ -139,53 +200,93 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     let listener = Arc::clone(&shared);
     signals::listen(mask, move |received| listener.on_signal(received))
         .map_err(|e| Failure::software(format!("cannot start the signal thread: {e}")))?;
-    // The raw connection that reads the owner field is opened while the client connects.
-    let raw = {
-        let settings = settings.clone();
-        thread::Builder::new()
-            .name("redlease-raw".into())
-            .spawn(move || settings.raw())
-            .map_err(|e| Failure::software(format!("cannot start a thread: {e}")))?
-    };
     let hook = Arc::new(LeaseEvents { events: events.clone(), renewal_error: Mutex::new(None) });
     let client = settings.client(args.watchdog, Some(Arc::clone(&hook) as Arc<dyn LockEvents>))?;
-    let lock = locks::handle(&client, args.kind, &args.name, args.lease);
+    let target = match args.permits {
+        Some(permits) => {
+            let semaphore = client.permit_expirable_semaphore(args.name.as_str());
+            set_permits(&client, &semaphore, permits)?;
+            Target::Permits(match args.lease {
+                Some(lease) => semaphore.with_lease(lease),
+                None => semaphore,
+            })
+        }
+        None => Target::Lock(locks::handle(&client, args.kind, &args.name, args.lease)),
+    };
     let run = Run { args: &args, settings: &settings, client: &client, hook: &hook };
 
     shared.wait_with(client.clone());
     let progress = (!args.quiet && std::io::stderr().is_terminal())
-        .then(|| Progress::start(settings.clone(), args.name.clone()))
+        .then(|| Progress::start(client.clone(), args.name.clone()))
         .flatten();
     let acquired = match (args.no_wait, args.wait) {
-        (true, _) => lock.try_lock(),
-        (false, Some(wait)) => lock.try_lock_for(wait),
-        (false, None) => lock.lock().map(Some),
+        (true, _) => target.try_once(),
+        (false, Some(wait)) => target.try_for(wait),
+        (false, None) => target.wait(),
     };
     let interrupted = shared.stop_waiting();
     if let Some(progress) = progress {
         progress.stop();
     }
     if let Some(signal) = interrupted {
-        return Ok(run.give_up(signal, acquired, raw));
+        return Ok(run.give_up(signal, acquired));
     }
     let guard = match acquired {
         Ok(Some(guard)) => guard,
         Ok(None) if args.no_wait => {
-            return Err(Failure::new(
-                exit::NOT_ACQUIRED,
-                format!("lock {} is held by someone else", shown(&args.name)),
-            ));
+            let why = match args.permits {
+                Some(_) => format!("no permit of semaphore {} is free", shown(&args.name)),
+                None => format!("lock {} is held by someone else", shown(&args.name)),
+            };
+            return Err(Failure::new(exit::NOT_ACQUIRED, why));
         }
         Ok(None) => {
             let wait = humantime::format_duration(args.wait.unwrap_or_default());
-            return Err(Failure::new(
-                exit::NOT_ACQUIRED,
-                format!("lock {} was not free within {wait}", shown(&args.name)),
-            ));
+            let why = match args.permits {
+                Some(_) => format!("no permit of semaphore {} was free within {wait}", shown(&args.name)),
+                None => format!("lock {} was not free within {wait}", shown(&args.name)),
+            };
+            return Err(Failure::new(exit::NOT_ACQUIRED, why));
         }
         Err(err) => return Err(Failure::from_lock_error("cannot acquire", &err)),
     };
-    run.hold(guard, raw, &inbox)
+    run.hold(guard, &inbox)
+}
+
+/// Sets the semaphore to `permits` when it has none; otherwise checks the number it has
+/// (permits available plus taken, read at one instant). More than `permits`: refused, as
+/// more commands than asked could run at once. Fewer: a warning, and the run goes on (the
+/// first run to set the permits decides their number: Redisson's semaphore keeps no total
+/// of its own).
+fn set_permits(client: &Client, semaphore: &PermitExpirableSemaphore, permits: u64) -> Result<(), Failure> {
+    let name = shown(semaphore.name());
+    let set = semaphore
+        .try_set_permits(permits)
+        .map_err(|e| Failure::from_lock_error(&format!("cannot set the permits of semaphore {name}"), &e))?;
+    if set {
+        return Ok(());
+    }
+    let Some(total) = layout::permit_total(client, semaphore.name())? else {
+        // Deleted since: the next acquire finds no permits and waits for them.
+        say(&format!("semaphore {name} has no permits set any more; waiting for one"));
+        return Ok(());
+    };
+    let asked = i64::try_from(permits).unwrap_or(i64::MAX);
+    let has = if total == 1 { "1 permit".to_owned() } else { format!("{total} permits") };
+    if total > asked {
+        return Err(Failure::new(
+            exit::CONFIG,
+            format!(
+                "semaphore {name} has {has}, more than --permits {permits}: not run (the first run sets the number; see docs/cli.md to change it)"
+            ),
+        ));
+    }
+    if total < asked {
+        say(&format!(
+            "semaphore {name} has {has}, not {permits}: at most {total} run at once (the first run sets the number)"
+        ));
+    }
+    Ok(())
 }
 
 /// One run's settings and handles.
@@ -202,19 +303,17 @@ struct Loss {
 }
 
 impl Run<'_> {
+    /// What is held, for messages: `lock "x"`, or `the permit of semaphore "x"`.
     fn name(&self) -> String {
-        shown(&self.args.name)
+        match self.args.permits {
+            Some(_) => format!("the permit of semaphore {}", shown(&self.args.name)),
+            None => format!("lock {}", shown(&self.args.name)),
+        }
     }
 
     /// The lock is held: run the command under it and release.
-    fn hold(
-        &self,
-        guard: LockGuard,
-        raw: JoinHandle<Result<redis::Connection, Failure>>,
-        inbox: &Receiver<Event>,
-    ) -> Result<u8, Failure> {
+    fn hold(&self, guard: Guard, inbox: &Receiver<Event>) -> Result<u8, Failure> {
         let acquired_at = Instant::now();
-        let owner = self.owner(raw);
         // A signal that came before the command started: do not start it.
         for event in inbox.try_iter() {
             if let Event::Signal(received) = event {
@@ -224,16 +323,14 @@ impl Run<'_> {
             }
         }
         if !guard.is_held() {
-            let _ = guard.unlock();
-            return Err(Failure::new(
-                exit::LEASE_LOST,
-                format!("lost lock {} before the command started", self.name()),
-            ));
+            let _ = guard.release();
+            return Err(Failure::new(exit::LEASE_LOST, format!("lost {} before the command started", self.name())));
         }
         let mut env =
             vec![("REDLEASE_LOCK", self.args.name.clone()), ("REDLEASE_CLIENT_ID", self.client.id().to_owned())];
-        if let Some(owner) = owner {
-            env.push(("REDLEASE_OWNER", owner));
+        // A permit has no owner field.
+        if let Guard::Lock(lock) = &guard {
+            env.push(("REDLEASE_OWNER", lock.owner().to_owned()));
         }
         if let Some(token) = guard.token() {
             env.push(("REDLEASE_TOKEN", token.to_string()));
@@ -263,13 +360,13 @@ impl Run<'_> {
         }
         let loss = self.supervise(&guard, &child, inbox, acquired_at);
         let status = child.reap().map_err(|e| Failure::software(format!("cannot reap the command: {e}")))?;
-        let loss = match (loss, guard.unlock()) {
+        let loss = match (loss, guard.release()) {
             (Some(loss), _) => Some(loss),
             (None, Ok(())) => None,
             (None, Err(err)) if err.is_not_held() => Some(Loss { why: "found lost at release".to_owned() }),
             (None, Err(err)) => {
                 say(&format!(
-                    "could not release lock {} ({}); it expires after its lease",
+                    "could not release {} ({}); it expires after its lease",
                     self.name(),
                     exit::describe(&err)
                 ));
@@ -279,41 +376,14 @@ impl Run<'_> {
         match loss {
             Some(loss) => Err(Failure::new(
                 exit::LEASE_LOST,
-                format!("lost lock {} ({}); the command {}", self.name(), loss.why, child::describe(status)),
+                format!("lost {} ({}); the command {}", self.name(), loss.why, child::describe(status)),
             )),
             None => Ok(child::exit_code(status)),
         }
     }
 
-    /// This client's owner field on the lock, read on the raw connection; a warning and
-    /// `None` when it cannot be read.
-    fn owner(&self, raw: JoinHandle<Result<redis::Connection, Failure>>) -> Option<String> {
-        let found = match raw.join() {
-            Ok(Ok(mut conn)) => layout::find_owner(&mut conn, &self.args.name, self.client.id()),
-            Ok(Err(failure)) => Err(failure),
-            Err(_) => Err(Failure::software("the connecting thread failed")),
-        };
-        match found {
-            Ok(Some(owner)) => Some(owner),
-            Ok(None) => {
-                say("cannot find this client's owner field in the lock hash: REDLEASE_OWNER is not set");
-                None
-            }
-            Err(failure) => {
-                say(&format!("{failure}: REDLEASE_OWNER is not set"));
-                None
-            }
-        }
-    }
-
     /// Waits for the command to exit, passing signals on and telling it of a lost lease.
-    fn supervise(
-        &self,
-        guard: &LockGuard,
-        child: &Child,
-        inbox: &Receiver<Event>,
-        acquired_at: Instant,
-    ) -> Option<Loss> {
+    fn supervise(&self, guard: &Guard, child: &Child, inbox: &Receiver<Event>, acquired_at: Instant) -> Option<Loss> {
         let tick = self.tick();
         let mut loss: Option<Loss> = None;
         let mut kill_at: Option<Instant> = None;
@@ -348,7 +418,7 @@ impl Run<'_> {
         match self.args.on_lost {
             OnLost::Term => {
                 say(&format!(
-                    "lost lock {} ({why}): sending SIGTERM to the command (pid {pid}), SIGKILL in {}",
+                    "lost {} ({why}): sending SIGTERM to the command (pid {pid}), SIGKILL in {}",
                     self.name(),
                     humantime::format_duration(self.args.grace)
                 ));
@@ -357,12 +427,12 @@ impl Run<'_> {
                 Instant::now().checked_add(self.args.grace)
             }
             OnLost::Kill => {
-                say(&format!("lost lock {} ({why}): sending SIGKILL to the command (pid {pid})", self.name()));
+                say(&format!("lost {} ({why}): sending SIGKILL to the command (pid {pid})", self.name()));
                 child.signal(Signal::SIGKILL);
                 None
             }
             OnLost::Ignore => {
-                say(&format!("lost lock {} ({why}): the command (pid {pid}) runs on (--on-lost ignore)", self.name()));
+                say(&format!("lost {} ({why}): the command (pid {pid}) runs on (--on-lost ignore)", self.name()));
                 None
             }
         }
@@ -387,80 +457,91 @@ impl Run<'_> {
     }
 
     /// Releases, reporting a failure (the lock then expires after its lease).
-    fn release(&self, guard: LockGuard) {
-        match guard.unlock() {
+    fn release(&self, guard: Guard) {
+        match guard.release() {
             Ok(()) => {}
             Err(err) if err.is_not_held() => {}
-            Err(err) => say(&format!("could not release lock {}: {}", self.name(), exit::describe(&err))),
+            Err(err) => say(&format!("could not release {}: {}", self.name(), exit::describe(&err))),
         }
     }
 
     /// A signal ended the wait (the client is shut down): undo whatever the wait left, and
     /// exit with 128 + the signal.
-    fn give_up(
-        &self,
-        signal: Signal,
-        acquired: redlease::Result<Option<LockGuard>>,
-        raw: JoinHandle<Result<redis::Connection, Failure>>,
-    ) -> u8 {
+    fn give_up(&self, signal: Signal, acquired: redlease::Result<Option<Guard>>) -> u8 {
         let code = exit::signal_code(signal as i32);
-        say(&format!("interrupted by {} while waiting for lock {}", signal.as_str(), self.name()));
-        let mut conn = match raw.join() {
-            Ok(Ok(conn)) => conn,
-            _ => return code,
-        };
+        say(&format!("interrupted by {} while waiting for {}", signal.as_str(), self.name()));
         match acquired {
             // Granted in the same instant as the signal came.
-            Ok(Some(guard)) => match guard.unlock() {
-                Err(err) if err.is_shutdown() => self.undo_grant(&mut conn),
+            // Its id is the library's alone: nobody else can give it back.
+            Ok(Some(Guard::Permit(guard))) => match guard.release() {
+                Err(err) if err.is_shutdown() => say(&format!("{} lapses after its lease", self.name())),
                 _ => {}
             },
-            _ if self.args.kind == Kind::Fair => self.leave_queue(&mut conn),
+            Ok(Some(Guard::Lock(guard))) => match guard.unlock() {
+                Err(err) if err.is_shutdown() => self.undo_grant(),
+                _ => {}
+            },
+            _ if self.args.kind == Kind::Fair && self.args.permits.is_none() => self.leave_queue(),
             _ => {}
         }
         code
     }
 
+    /// A client of the same settings, for what the shut-down client can no longer do.
+    fn fresh_client(&self) -> Option<Client> {
+        self.settings.client(self.args.watchdog, None).ok()
+    }
+
     /// The grant came as the client was shut down, so its guard could not release it:
     /// delete the lock through a new client (its force unlock wakes the waiters as a
     /// release would) when it holds our hold alone.
-    fn undo_grant(&self, conn: &mut redis::Connection) {
+    fn undo_grant(&self) {
         let name = &self.args.name;
-        let fields: Vec<String> = redis::cmd("HKEYS").arg(name).query(conn).unwrap_or_default();
-        if owner_of(self.client.id(), &fields).is_none() {
-            return;
-        }
-        let others =
-            fields.iter().filter(|f| *f != "mode" && owner_of(self.client.id(), std::slice::from_ref(f)).is_none());
-        if others.count() > 0 {
-            say(&format!("our read hold on lock {} expires after its lease", self.name()));
-            return;
-        }
-        let undone = match self.settings.client(self.args.watchdog, None) {
-            Ok(client) => locks::handle(&client, self.args.kind, name, None).force_unlock().is_ok(),
-            Err(_) => false,
-        };
+        let id = self.client.id();
+        let undone = self.fresh_client().is_some_and(|client| {
+            let fields: Vec<String> =
+                client.with_connection(name, |conn| redis::cmd("HKEYS").arg(name).query(conn)).unwrap_or_default();
+            if owner_of(id, &fields).is_none() {
+                return true;
+            }
+            let others = fields.iter().filter(|f| *f != "mode" && owner_of(id, std::slice::from_ref(f)).is_none());
+            if others.count() > 0 {
+                say(&format!("our read hold on {} expires after its lease", self.name()));
+                return true;
+            }
+            locks::handle(&client, self.args.kind, name, None).force_unlock().is_ok()
+        });
         if !undone {
-            say(&format!("could not release lock {}; it expires after its lease", self.name()));
+            say(&format!("could not release {}; it expires after its lease", self.name()));
         }
     }
 
-    /// Leaves the fair lock's queue, which the interrupted wait could not do.
-    fn leave_queue(&self, conn: &mut redis::Connection) {
+    /// Leaves the fair lock's queue, which the interrupted wait could not do, through a new
+    /// client (the library's own script, as an expired wait runs it).
+    fn leave_queue(&self) {
         let name = &self.args.name;
-        let queue: Vec<String> =
-            redis::cmd("LRANGE").arg(layout::queue_key(name)).arg(0).arg(-1).query(conn).unwrap_or_default();
-        let Some(owner) = owner_of(self.client.id(), &queue) else { return };
-        let left: redis::RedisResult<i64> = redis::Script::new(FAIR_GIVE_UP)
-            .key(name)
-            .key(layout::queue_key(name))
-            .key(layout::timeouts_key(name))
-            .arg(&owner)
-            .arg(u64::try_from(FAIR_WAIT.as_millis()).unwrap_or(u64::MAX))
-            .arg(layout::prefixed("redisson_lock__channel", name))
-            .invoke(conn);
-        if left.is_err() {
-            say(&format!("could not leave the queue of lock {}; the place lapses after its deadline", self.name()));
+        let id = self.client.id();
+        let script = redis::Script::new(FAIR_GIVE_UP);
+        let left = self.fresh_client().is_some_and(|client| {
+            client
+                .with_connection(name, |conn| {
+                    let queue: Vec<String> =
+                        redis::cmd("LRANGE").arg(layout::queue_key(name)).arg(0).arg(-1).query(conn)?;
+                    let Some(owner) = owner_of(id, &queue) else { return Ok(()) };
+                    script
+                        .key(name)
+                        .key(layout::queue_key(name))
+                        .key(layout::timeouts_key(name))
+                        .arg(&owner)
+                        .arg(u64::try_from(FAIR_WAIT.as_millis()).unwrap_or(u64::MAX))
+                        .arg(layout::prefixed("redisson_lock__channel", name))
+                        .invoke::<i64>(conn)
+                        .map(drop)
+                })
+                .is_ok()
+        });
+        if !left {
+            say(&format!("could not leave the queue of {}; the place lapses after its deadline", self.name()));
         }
     }
 }

@@ -1,5 +1,6 @@
-//! `redlease status NAME…`: each lock's state, read directly from Redis (see
-//! [`layout`](crate::layout)), as text for people or as JSON for scripts.
+//! `redlease status NAME…`: each lock's or semaphore's state, read directly from Redis
+//! (see [`layout`](crate::layout)) on the library client's connection, as text for people
+//! or as JSON for scripts.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -18,11 +19,12 @@ pub fn status(args: &StatusArgs) -> Result<u8, Failure> {
         names::check(name)?;
     }
     let settings = Settings::from_args(&args.connection)?;
-    let mut conn = settings.raw()?;
+    let client = settings.client(None, None)?;
     let mut snapshots = Vec::with_capacity(args.names.len());
     for name in &args.names {
-        snapshots.push(Snapshot::read(&mut conn, name)?);
+        snapshots.push(Snapshot::read(&client, name)?);
     }
+    client.shutdown();
     let text = if args.json {
         let all: Vec<Value> = snapshots.iter().map(to_json).collect();
         format!("{}\n", Value::Array(all))
@@ -55,6 +57,17 @@ pub fn to_json(s: &Snapshot) -> Value {
             })
         })
         .collect();
+    let permits: Vec<Value> = s
+        .permits
+        .iter()
+        .map(|p| {
+            json!({
+                "id": p.id,
+                "deadline_ms": p.deadline_ms,
+                "deadline_in_ms": p.deadline_ms.map(|d| d.saturating_sub(s.server_time_ms)),
+            })
+        })
+        .collect();
     json!({
         "name": s.name,
         "held": s.is_held(),
@@ -65,6 +78,9 @@ pub fn to_json(s: &Snapshot) -> Value {
         "holders": holders,
         "queue": queue,
         "token": s.token,
+        "available_permits": s.available_permits,
+        "permits_taken": s.permits_taken,
+        "permits": permits,
         "server_time_ms": s.server_time_ms,
     })
 }
@@ -76,6 +92,9 @@ pub fn to_text(s: &Snapshot) -> String {
     if s.is_foreign() {
         let _ = writeln!(out, "{name}: not a lock (a Redis {} key)", s.key_type);
         return out;
+    }
+    if s.is_semaphore() {
+        return semaphore_text(s, &name);
     }
     let mut about = Vec::new();
     if let Some(kind) = s.kind() {
@@ -111,18 +130,42 @@ pub fn to_text(s: &Snapshot) -> String {
     if !s.queue.is_empty() {
         let _ = writeln!(out, "  {:<8} {} waiting", "queue", s.queue.len());
         for (i, w) in s.queue.iter().enumerate() {
-            let deadline = match w.deadline_ms {
-                Some(d) if d >= s.server_time_ms => {
-                    format!("deadline in {}", millis(d.saturating_sub(s.server_time_ms)))
-                }
-                Some(d) => format!("deadline passed {} ago", millis(s.server_time_ms.saturating_sub(d))),
-                None => "no deadline".to_owned(),
-            };
-            let _ = writeln!(out, "    {}. {}  {deadline}", i + 1, w.owner);
+            let _ = writeln!(out, "    {}. {}  {}", i + 1, w.owner, deadline_text(w.deadline_ms, s.server_time_ms));
         }
     }
     out
 }
+
+/// A semaphore: how many permits are available of how many, then each permit taken with
+/// its deadline.
+fn semaphore_text(s: &Snapshot, name: &str) -> String {
+    let mut out = String::new();
+    let state = if s.is_held() { "held" } else { "free" };
+    let available = s.available_permits.unwrap_or(0);
+    let total = s.total_permits().unwrap_or(available);
+    let _ = writeln!(out, "{name}: {state} (semaphore, {available} of {total} permits available)");
+    for p in &s.permits {
+        let _ = writeln!(out, "  {:<8} {}  {}", "permit", p.id, deadline_text(p.deadline_ms, s.server_time_ms));
+    }
+    if s.permits_taken > s.permits.len() {
+        let _ = writeln!(out, "  ... and {} more permits", s.permits_taken - s.permits.len());
+    }
+    out
+}
+
+/// `deadline in 5m`, `deadline passed 1s ago`, or `no deadline`.
+fn deadline_text(deadline_ms: Option<i64>, now_ms: i64) -> String {
+    match deadline_ms {
+        // A permit that never expires has a deadline far beyond any clock.
+        Some(d) if d >= NEVER_MS => "no deadline".to_owned(),
+        Some(d) if d >= now_ms => format!("deadline in {}", millis(d.saturating_sub(now_ms))),
+        Some(d) => format!("deadline passed {} ago", millis(now_ms.saturating_sub(d))),
+        None => "no deadline".to_owned(),
+    }
+}
+
+/// The deadline the library's scripts give a permit that never expires (year 31 000).
+pub const NEVER_MS: i64 = 922_337_203_685_477;
 
 fn ttl_text(ttl_ms: i64) -> String {
     if ttl_ms < 0 { "no expiry".to_owned() } else { format!("{} left", millis(ttl_ms)) }
@@ -137,7 +180,7 @@ pub fn millis(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{Holder, Waiter};
+    use crate::layout::{Holder, Permit, Waiter};
 
     fn fair() -> Snapshot {
         Snapshot {
@@ -149,6 +192,9 @@ mod tests {
             queue: vec![Waiter { owner: "b:1".into(), deadline_ms: Some(1_300_000) }],
             stale_deadlines: 0,
             token: None,
+            available_permits: None,
+            permits_taken: 0,
+            permits: vec![],
             server_time_ms: 1_000_000,
         }
     }
@@ -170,5 +216,30 @@ mod tests {
         assert_eq!(v["holders"][0]["holds"], 2);
         assert_eq!(v["queue"][0]["deadline_in_ms"], 300_000);
         assert_eq!(v["token"], Value::Null);
+        assert_eq!(v["available_permits"], Value::Null);
+    }
+
+    #[test]
+    fn a_semaphore_reads_as_permits_available_and_taken() {
+        let mut s = fair();
+        s.key_type = "string".into();
+        s.holders.clear();
+        s.queue.clear();
+        s.ttl_ms = Some(-1);
+        s.available_permits = Some(0);
+        s.permits_taken = 2;
+        s.permits = vec![
+            Permit { id: "ab01".into(), deadline_ms: Some(1_029_500) },
+            Permit { id: "cd02".into(), deadline_ms: Some(999_000) },
+        ];
+        assert_eq!(
+            to_text(&s),
+            "jobs: held (semaphore, 0 of 2 permits available)\n  permit   ab01  deadline in 29s 500ms\n  permit   cd02  deadline passed 1s ago\n"
+        );
+        let v = to_json(&s);
+        assert_eq!(v["kind"], "semaphore");
+        assert_eq!(v["held"], true);
+        assert_eq!(v["permits"][0]["deadline_in_ms"], 29_500);
+        assert_eq!(v["permits_taken"], 2);
     }
 }

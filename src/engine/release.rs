@@ -47,6 +47,11 @@ impl Hold {
         &self.lease.name
     }
 
+    /// The owner the hold is recorded under, `<client uuid>:<thread number>`.
+    pub(crate) fn owner(&self) -> &str {
+        &self.lease.owner
+    }
+
     /// The lease's state as this client knows it (no I/O).
     pub(crate) fn state(&self) -> LeaseState {
         self.lease.state()

@@ -6,6 +6,7 @@ mod environment;
 mod exclusion;
 mod exit_codes;
 mod lost_lease;
+mod permits;
 mod signals;
 mod status;
 mod support;
