@@ -1,23 +1,44 @@
 -- Acquire a reentrant lock (Redisson's layout: a hash of owner -> hold count).
 --
 -- KEYS[1]  the lock hash
+-- KEYS[2]  the lock's waiting redlease clients, prefixed("redlease_waiters", name): a
+--          sorted set of wake tokens scored by when their registration runs out
 -- ARGV[1]  lease in milliseconds (1 ..= 2^53 - 1)
 -- ARGV[2]  owner field, "<client uuid>:<thread number>"
+-- ARGV[3]  the client's wake token when the caller waits for the lock, else ""
+-- ARGV[4]  how long a registration lasts, in milliseconds
 --
 -- Returns  nil when acquired (first hold or a reentrant one); otherwise the lock's
 --          PTTL in milliseconds (-1 when the key has no expiry), which bounds how long
 --          the caller sleeps before it tries again.
 -- A reentrant hold never shortens the lease: the owner's other holds may need a longer one.
+-- A caller that waits registers its client's token when the lock is busy, so that a
+-- release wakes that one client rather than one waiter in every client (see release.lua);
+-- a grant takes the registration back (the client's other waiters, if any, register again
+-- when they next find the lock busy). Both happen before the lock is touched.
+local token = ARGV[3]
 if redis.call('exists', KEYS[1]) == 0 then
+    if token ~= '' then
+        redis.call('zrem', KEYS[2], token)
+    end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if token ~= '' then
+        redis.call('zrem', KEYS[2], token)
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     return nil
+end
+if token ~= '' then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('zadd', KEYS[2], now + tonumber(ARGV[4]), token)
+    redis.call('pexpire', KEYS[2], ARGV[4])
 end
 return redis.call('pttl', KEYS[1])

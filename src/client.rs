@@ -20,11 +20,12 @@ use crate::read_write_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::transport;
 
-/// A connection to one Redis server, and the factory of its locks.
+/// A connection to one Redis deployment (a server, a master watched by Sentinel, or a
+/// cluster), and the factory of its locks.
 ///
 /// Cheap to clone (an `Arc` inside), `Send` and `Sync`. It owns a pool of command
 /// connections, one pub/sub connection, a renewal thread (the watchdog) and a subscriber
-/// thread. They stop when [`shutdown`](Client::shutdown) is called or when the last clone,
+/// thread (in a cluster: a pool, a pub/sub connection and a subscriber thread per master). They stop when [`shutdown`](Client::shutdown) is called or when the last clone,
 /// lock handle and guard are dropped.
 ///
 /// ```no_run
@@ -67,7 +68,12 @@ impl Client {
     /// Connects with the default settings (see [`ClientBuilder`]).
     ///
     /// Accepts `redis://[[user]:password@]host[:port][/db]`, `rediss://...` (the same over
-    /// TLS: see [`ClientBuilder::tls_root_certificates`]) and `unix:///path/to/socket`.
+    /// TLS: see [`ClientBuilder::tls_root_certificates`]), `unix:///path/to/socket`,
+    /// `redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name`
+    /// (the master the sentinels name, followed through failovers) and
+    /// `redis-cluster://[[user]:password@]host[:port][,host[:port]...]` (seed nodes of a
+    /// Redis 7 cluster: every command goes to the master of its key's slot, lock messages
+    /// use sharded pub/sub). See `docs/deployment.md`.
     pub fn open(url: &str) -> Result<Client> {
         Client::builder(url).build()
     }

@@ -100,6 +100,9 @@ pub(crate) static ACQUIRE: Lua = script!("acquire.lua");
 pub(crate) static RELEASE: Lua = script!("release.lua", with_prelude);
 /// Renew a batch of leases: see `lua/renew.lua`.
 pub(crate) static RENEW: Lua = script!("renew.lua", cross_slot);
+/// A waiting client stops waiting for a reentrant or fenced lock: see
+/// `lua/waiter_leave.lua`.
+pub(crate) static WAITER_LEAVE: Lua = script!("waiter_leave.lua", with_prelude);
 /// Delete a lock whoever holds it: see `lua/force_unlock.lua`.
 pub(crate) static FORCE_UNLOCK: Lua = script!("force_unlock.lua", with_prelude);
 
@@ -148,12 +151,13 @@ pub(crate) static LATCH_SET: Lua = script!("latch_set.lua", with_prelude);
 pub(crate) static CHECK_PERMISSIONS: Lua = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static Lua; 22] {
+pub(crate) fn all() -> [&'static Lua; 23] {
     [
         &FENCED_ACQUIRE,
         &ACQUIRE,
         &RELEASE,
         &RENEW,
+        &WAITER_LEAVE,
         &FORCE_UNLOCK,
         &FAIR_ACQUIRE,
         &FAIR_GIVE_UP,

@@ -153,3 +153,105 @@ fn an_idle_client_sends_nothing_and_holds_no_subscription() {
     assert_eq!((stats.leases, stats.renewals_scheduled, stats.waiters, stats.channels), (0, 0, 0, 0), "{stats:?}");
     assert!(stats.renewal_passes >= 1 && stats.leases_renewed >= 1, "the lease was renewed: {stats:?}");
 }
+
+/// The members of a lock's sorted set of waiting redlease clients (their wake tokens), by
+/// registration.
+fn waiting_clients(conn: &mut redis::Connection, lock: &str) -> Vec<String> {
+    redis::cmd("ZRANGE").arg(format!("redlease_waiters:{{{lock}}}")).arg(0).arg(-1).query(conn).unwrap()
+}
+
+/// Four processes each park a waiter on one lock; the lock is released, and each waiter,
+/// once it has it, releases it to the next. Every release names one waiting client, so
+/// each hand-off costs the winner's acquire and its release: 8 scripts for the 4 hand-offs
+/// (slack: 10), where waking one waiter in every process would cost a failed attempt in
+/// each of the others too (6 more: 14).
+///
+/// Breaks if a release wakes a waiter in every process (the herd), or if a named client's
+/// waiter is not woken (the hand-offs would then wait for the 5 s re-check).
+#[test]
+fn a_release_wakes_one_waiting_process_not_one_in_each() {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let guard = holder.lock("herd").lock().unwrap();
+    let env = [("REDIS_URL", server.url()), ("LOCK", "herd".to_string())];
+    let children: Vec<Child> = (0..4).map(|_| Child::spawn("handoff_waiter", &env)).collect();
+    let mut conn = server.conn();
+    for child in &children {
+        child.wait_line("waiting", Duration::from_secs(10));
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || waiting_clients(&mut conn, "herd").len() == 4),
+        "every process registered its client: {:?}",
+        waiting_clients(&mut conn, "herd")
+    );
+    thread::sleep(Duration::from_millis(200));
+    let before = calls_of(&mut conn, "evalsha");
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    for child in &children {
+        child.wait_line("acquired", Duration::from_secs(20));
+    }
+    let took = released.elapsed();
+    // The main thread's release is counted too.
+    let scripts = calls_of(&mut conn, "evalsha") - before - 1;
+    assert!(scripts <= 10, "{scripts} scripts for 4 hand-offs (a herd costs 14 or more)");
+    assert!(took < Duration::from_secs(3), "every hand-off by a message, not the 5 s re-check: {took:?}");
+    assert!(waiting_clients(&mut conn, "herd").is_empty(), "nothing left registered");
+}
+
+/// A waiter that gives up takes its client's registration back; and when a release had
+/// already named its client (its token gone while the lock is free), it passes the
+/// wake-up on to the next registered client, whose waiter gets the lock at once instead of
+/// at its 5 s re-check.
+///
+/// The first part runs the library's leave: a waiter times out while the lock is held,
+/// and its client is no longer registered afterwards. The race itself (a release naming a
+/// client between its waiter's last attempt and its leaving) cannot be timed from outside,
+/// so the second part makes its state by hand (the token removed as a release removes it,
+/// the lock deleted without a message) and runs the leave script as the library sends it.
+///
+/// Breaks if a waiter that leaves stays registered (releases would keep naming a client
+/// with nobody waiting), or if a wake-up spent on it is not passed on (the other waiter
+/// sleeps through a free lock until its re-check).
+#[test]
+fn a_waiter_that_leaves_unregisters_and_passes_a_spent_wake_up_on() {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let guard = holder.lock("passed").lock().unwrap();
+    let (leaving, staying) = (client(&server), client(&server));
+    let mut conn = server.conn();
+    let first =
+        thread::spawn(move || leaving.lock("passed").try_lock_for(Duration::from_millis(800)).unwrap().is_none());
+    assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "passed").len() == 1));
+    let first_token = waiting_clients(&mut conn, "passed")[0].clone();
+    let second = thread::spawn(move || {
+        let got = staying.lock("passed").try_lock_for(Duration::from_secs(20)).unwrap();
+        (got.is_some(), Instant::now())
+    });
+    assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "passed").len() == 2));
+    assert!(first.join().unwrap(), "the first waiter gave up while the lock was held");
+    let left = waiting_clients(&mut conn, "passed");
+    assert_eq!(left.len(), 1, "the first client took its registration back: {left:?}");
+    assert!(!left.contains(&first_token));
+    // What a release naming a client leaves: its token gone, the lock free, and no message
+    // for anyone else. Then that client's leave, as the library sends it.
+    let _: i64 = redis::cmd("DEL").arg("passed").query(&mut conn).unwrap();
+    let source = concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/waiter_leave.lua"));
+    let passed_at = Instant::now();
+    let passed: i64 = redis::cmd("EVAL")
+        .arg(source)
+        .arg(2)
+        .arg("passed")
+        .arg("redlease_waiters:{passed}")
+        .arg(&first_token)
+        .arg("redisson_lock__channel:{passed}")
+        .arg(0)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(passed, 1, "the spent wake-up was passed on");
+    let (got, at) = second.join().unwrap();
+    assert!(got, "the second waiter got the lock");
+    let waited = at - passed_at;
+    assert!(waited < Duration::from_secs(2), "woken by the passed-on wake-up, not the 5 s re-check: {waited:?}");
+    drop(guard);
+}

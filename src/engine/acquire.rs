@@ -23,7 +23,7 @@ use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
-use crate::kind::{AcquireArgs, Kind, Reply, Role};
+use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
 use crate::transport::Conn;
 use crate::transport::Wake;
 
@@ -91,7 +91,12 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let (lease_millis, watchdog) = prepare(engine, request)?;
     let (name, kind) = (&**request.name, request.kind);
     let owner = engine.current_owner();
-    let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: !matches!(wait, Wait::No) };
+    let args = AcquireArgs {
+        lease_millis,
+        wait_millis: engine.fair_wait_millis(),
+        queue: !matches!(wait, Wait::No),
+        wake_token: engine.topology().wake_token(),
+    };
     let command_timeout = engine.config().command_timeout;
     // A late undo of an earlier acquire by this thread must not take this one's hold away.
     if let Some(bound) = clock::deadline_in(command_timeout.saturating_mul(2)) {
@@ -166,11 +171,13 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             }
         }
     };
-    let result = wait_for(engine, || (kind.wait_channel(name, &owner), Wake::Lock, 1), wait, attempt);
+    let result = wait_for(engine, || (kind.wait_channel(name, &owner), kind.wake(), 1), wait, attempt);
     if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
         // Leave whatever the wait left in Redis (a fair lock's place in the queue).
         let wait_millis = engine.fair_wait_millis();
-        let _ = engine.pool_for(name).run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis));
+        let token = engine.topology().wake_token();
+        let _ =
+            engine.pool_for(name).run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis, token));
     }
     let acquired = result.map_err(|e| e.on_lock(name))?;
     Ok(acquired.map(|(sent, token)| {
@@ -192,7 +199,12 @@ pub(crate) fn attempt_within(
     undo_on_timeout: bool,
 ) -> Option<Reply> {
     let (name, kind) = (&**request.name, request.kind);
-    let args = AcquireArgs { lease_millis, wait_millis: engine.fair_wait_millis(), queue: false };
+    let args = AcquireArgs {
+        lease_millis,
+        wait_millis: engine.fair_wait_millis(),
+        queue: false,
+        wake_token: engine.topology().wake_token(),
+    };
     // The undo of a late node's grant does not hold up the attempt: it goes from a thread
     // of its own, on the node's connection, behind the acquire.
     let command_timeout = engine.config().command_timeout;
@@ -274,8 +286,13 @@ pub(crate) fn wait_for<T>(
             return Ok(None);
         }
         // A lost message costs at most the holder's TTL; a key with no TTL is looked at
-        // again after one watchdog timeout.
-        let until = clock::earliest(now.checked_add(ttl.unwrap_or(engine.config().watchdog_timeout)), deadline);
+        // again after one watchdog timeout. A waiter that registered its client (`Named`)
+        // looks again before its registration runs out, which renews it.
+        let mut recheck = ttl.unwrap_or(engine.config().watchdog_timeout);
+        if wake == Wake::Named {
+            recheck = recheck.min(kind::REGISTRATION);
+        }
+        let until = clock::earliest(now.checked_add(recheck), deadline);
         ticket.park(until);
         // Redis may have refused the subscription meanwhile (after a reconnect).
         ticket.check()?;

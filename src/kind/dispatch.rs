@@ -5,6 +5,7 @@ use crate::keys;
 use crate::kind::protocol::{Release, Reply, Role};
 use crate::kind::{fair, fenced, read_write, reentrant};
 use crate::transport::Conn;
+use crate::transport::Wake;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -24,8 +25,11 @@ pub(crate) struct AcquireArgs {
     pub(crate) lease_millis: u64,
     /// The client's fair wait timeout (how long a queued fair waiter keeps its place).
     pub(crate) wait_millis: u64,
-    /// A fair lock may queue the caller (it is prepared to wait).
+    /// A fair lock may queue the caller (it is prepared to wait); a reentrant or fenced
+    /// lock registers the caller's client as waiting.
     pub(crate) queue: bool,
+    /// The client's wake token (see `lua/acquire.lua`).
+    pub(crate) wake_token: u64,
 }
 
 impl Kind {
@@ -38,12 +42,13 @@ impl Kind {
         args: AcquireArgs,
     ) -> redis::RedisResult<Reply> {
         let lease = args.lease_millis;
+        let token = args.queue.then_some(args.wake_token);
         match self {
-            Kind::Reentrant => reentrant::acquire(conn, name, owner, lease).map(Reply::from_pttl),
+            Kind::Reentrant => reentrant::acquire(conn, name, owner, lease, token).map(Reply::from_pttl),
             Kind::Fair => fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue).map(Reply::from_pttl),
             Kind::Read => read_write::read_acquire(conn, name, owner, lease).map(Reply::from_pttl),
             Kind::Write => read_write::write_acquire(conn, name, owner, lease).map(Reply::from_pttl),
-            Kind::Fenced => fenced::acquire(conn, name, owner, lease),
+            Kind::Fenced => fenced::acquire(conn, name, owner, lease, token),
         }
     }
 
@@ -106,16 +111,33 @@ impl Kind {
         }
     }
 
-    /// Whether a wait that ends without the lock leaves something to remove in Redis.
+    /// Whether a wait that ends without the lock leaves something to remove in Redis: a
+    /// fair lock's place in the queue, a reentrant or fenced lock's waiting client.
     pub(crate) fn queues(self) -> bool {
-        self == Kind::Fair
+        matches!(self, Kind::Fair | Kind::Reentrant | Kind::Fenced)
+    }
+
+    /// How the lock's messages wake its waiters.
+    pub(crate) fn wake(self) -> Wake {
+        match self {
+            Kind::Reentrant | Kind::Fenced => Wake::Named,
+            _ => Wake::Lock,
+        }
     }
 
     /// Removes what a waiter left in Redis when it stops waiting without the lock.
-    pub(crate) fn give_up(self, conn: &mut Conn, name: &str, owner: &str, wait_millis: u64) -> redis::RedisResult<()> {
+    pub(crate) fn give_up(
+        self,
+        conn: &mut Conn,
+        name: &str,
+        owner: &str,
+        wait_millis: u64,
+        wake_token: u64,
+    ) -> redis::RedisResult<()> {
         match self {
             Kind::Fair => fair::give_up(conn, name, owner, wait_millis).map(drop),
-            _ => Ok(()),
+            Kind::Reentrant | Kind::Fenced => reentrant::leave(conn, name, wake_token).map(drop),
+            Kind::Read | Kind::Write => Ok(()),
         }
     }
 }

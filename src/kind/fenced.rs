@@ -4,6 +4,7 @@
 
 use crate::keys;
 use crate::kind::protocol::Reply;
+use crate::kind::reentrant;
 use crate::scripts;
 use crate::transport::Conn;
 
@@ -12,13 +13,22 @@ pub(crate) fn token_key(name: &str) -> String {
     keys::prefixed("redisson_lock_token", name)
 }
 
-pub(crate) fn acquire(conn: &mut Conn, name: &str, owner: &str, lease_millis: u64) -> redis::RedisResult<Reply> {
+pub(crate) fn acquire(
+    conn: &mut Conn,
+    name: &str,
+    owner: &str,
+    lease_millis: u64,
+    token: Option<u64>,
+) -> redis::RedisResult<Reply> {
     let (granted, value): (i64, i64) = scripts::FENCED_ACQUIRE
         .on(conn.pubsub())
         .key(name)
         .key(token_key(name))
+        .key(reentrant::waiters_key(name))
         .arg(lease_millis)
         .arg(owner)
+        .arg(reentrant::token_arg(token))
+        .arg(reentrant::registration_millis())
         .invoke(conn)?;
     Ok(if granted == 1 {
         Reply::Granted { token: u64::try_from(value).ok() }

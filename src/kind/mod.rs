@@ -13,5 +13,6 @@ mod startup;
 
 pub(crate) use dispatch::{AcquireArgs, Kind};
 pub(crate) use protocol::{Release, Reply, Role};
+pub(crate) use reentrant::REGISTRATION;
 pub(crate) use renew::{Entry as RenewEntry, Outcome as RenewOutcome, Renewal, renew};
 pub(crate) use startup::prepare_server;

@@ -2,13 +2,60 @@
 //! released on `redisson_lock__channel:{name}`). The fenced lock releases and is forced
 //! open the same way.
 
+use std::time::Duration;
+
 use crate::keys;
 use crate::kind::protocol::Release;
 use crate::scripts;
 use crate::transport::Conn;
 
-pub(crate) fn acquire(conn: &mut Conn, name: &str, owner: &str, lease_millis: u64) -> redis::RedisResult<Option<i64>> {
-    scripts::ACQUIRE.on(conn.pubsub()).key(name).arg(lease_millis).arg(owner).invoke(conn)
+/// How long a waiting client's registration lasts (see `lua/acquire.lua`); a waiter parked
+/// on a reentrant or fenced lock tries again at least this often, which renews it.
+pub(crate) const REGISTRATION: Duration = Duration::from_secs(5);
+
+/// The sorted set of a lock's waiting redlease clients, by wake token.
+pub(crate) fn waiters_key(name: &str) -> String {
+    keys::prefixed("redlease_waiters", name)
+}
+
+/// The script argument of a wake token: the token, or "" when the caller does not wait.
+pub(crate) fn token_arg(token: Option<u64>) -> String {
+    token.map(|t| t.to_string()).unwrap_or_default()
+}
+
+pub(crate) fn registration_millis() -> u64 {
+    u64::try_from(REGISTRATION.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One acquire; `token` is the client's wake token when the caller waits (it registers).
+pub(crate) fn acquire(
+    conn: &mut Conn,
+    name: &str,
+    owner: &str,
+    lease_millis: u64,
+    token: Option<u64>,
+) -> redis::RedisResult<Option<i64>> {
+    scripts::ACQUIRE
+        .on(conn.pubsub())
+        .key(name)
+        .key(waiters_key(name))
+        .arg(lease_millis)
+        .arg(owner)
+        .arg(token_arg(token))
+        .arg(registration_millis())
+        .invoke(conn)
+}
+
+/// The client stops waiting without the lock: see `lua/waiter_leave.lua`.
+pub(crate) fn leave(conn: &mut Conn, name: &str, token: u64) -> redis::RedisResult<i64> {
+    scripts::WAITER_LEAVE
+        .on(conn.pubsub())
+        .key(name)
+        .key(waiters_key(name))
+        .arg(token)
+        .arg(keys::lock_channel(name))
+        .arg(0)
+        .invoke(conn)
 }
 
 pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
@@ -16,6 +63,7 @@ pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Op
         .on(conn.pubsub())
         .key(r.name)
         .key(keys::unlock_latch(r.name, r.request_id))
+        .key(waiters_key(r.name))
         .arg(0)
         .arg(r.keep_millis)
         .arg(r.owner)

@@ -82,6 +82,8 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
 pub(crate) struct NodeSettings {
     pub(crate) pool_size: usize,
     pub(crate) timing: Timing,
+    /// The client's wake token, which every node's subscriber listens for.
+    pub(crate) wake_token: u64,
     pub(crate) events: Events,
 }
 
@@ -219,8 +221,13 @@ impl Cluster {
         );
         let redirect: Weak<dyn Redirect> = self.me.clone();
         pool.redirect_with(redirect);
-        let subscriber =
-            Subscriber::start(Target::from_info(&info, None)?, PubSub::Sharded, timing, self.settings.events.clone())?;
+        let subscriber = Subscriber::start(
+            Target::from_info(&info, None)?,
+            PubSub::Sharded,
+            self.settings.wake_token,
+            timing,
+            self.settings.events.clone(),
+        )?;
         let node = Arc::new(Node { addr: key.clone(), pool: Arc::new(pool), subscriber: Arc::new(subscriber) });
         let mut nodes = self.nodes.lock();
         let node = nodes.entry(key).or_insert(node);

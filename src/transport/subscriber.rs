@@ -63,6 +63,11 @@ pub(crate) enum Wake {
     /// A lock's release: one waiter, or every waiter for `1` (a read-write lock's write
     /// release, after which every reader may enter).
     Lock,
+    /// A reentrant or fenced lock's release, which may name the one client to wake: a
+    /// client's wake token, then `0`. The named client wakes one waiter; the others take
+    /// the `0` after a name as handled. A `0` alone (a Redisson client's release) wakes one
+    /// waiter, as for `Lock`.
+    Named,
     /// A semaphore's count of available permits: waiters in order whose permits fit in the
     /// count, until it is used up.
     Permits,
@@ -87,6 +92,8 @@ struct Shared {
     target: Target,
     /// Classic `SUBSCRIBE`, or sharded `SSUBSCRIBE` (a cluster node's slots).
     pubsub: PubSub,
+    /// The client's wake token, as a release names it (see [`Wake::Named`]).
+    token: String,
     timing: Timing,
     events: Events,
     state: Mutex<State>,
@@ -139,6 +146,8 @@ struct Channel {
     wake_all_on_confirm: bool,
     /// Redis refused the last `SUBSCRIBE`: its error reply.
     refused: Option<redis::RedisError>,
+    /// `Named`: a release just named a client; the `0` that follows is handled.
+    named: bool,
     /// The channel's slot is served by another node now (a sharded subscription answered
     /// `MOVED`, or Redis ended it as the slot left): its waiters join again where the
     /// cluster says.
@@ -156,16 +165,29 @@ impl Channel {
             confirmed: false,
             wake_all_on_confirm: false,
             refused: None,
+            named: false,
             moved: false,
         }
     }
 
-    /// Wakes the waiters a message `payload` is for.
-    fn deliver(&self, payload: &[u8]) {
+    /// Wakes the waiters a message `payload` is for; `token` is this client's wake token.
+    fn deliver(&mut self, payload: &[u8], token: &[u8]) {
         match self.wake {
             Wake::Lock if payload == b"1" => self.wake_all(),
             Wake::Lock => {
                 self.wake_one();
+            }
+            Wake::Named if payload == b"0" => {
+                if !std::mem::take(&mut self.named) {
+                    self.wake_one();
+                }
+            }
+            Wake::Named => {
+                self.named = true;
+                if payload == token {
+                    // When the waiter is gone, its leaving passes the wake-up on.
+                    self.wake_one();
+                }
             }
             Wake::Latch if payload == b"0" => self.wake_all(),
             Wake::Latch => {}
@@ -259,10 +281,17 @@ pub(crate) struct SubscriberStats {
 }
 
 impl Subscriber {
-    pub(crate) fn start(target: Target, pubsub: PubSub, timing: Timing, events: Events) -> Result<Subscriber> {
+    pub(crate) fn start(
+        target: Target,
+        pubsub: PubSub,
+        token: u64,
+        timing: Timing,
+        events: Events,
+    ) -> Result<Subscriber> {
         let shared = Arc::new(Shared {
             target,
             pubsub,
+            token: token.to_string(),
             timing,
             events,
             state: Mutex::new(State::default()),
@@ -563,6 +592,7 @@ impl Shared {
         for (name, ch) in state.channels.iter_mut() {
             ch.pending_unsubs = 0;
             ch.confirmed = false;
+            ch.named = false;
             ch.pending_subs = u32::from(ch.wanted);
             if ch.wanted {
                 ch.refused = None;
@@ -716,7 +746,7 @@ impl Shared {
         match kind {
             b"message" => {
                 if let Some(redis::Value::BulkString(payload)) = items.next() {
-                    ch.deliver(&payload);
+                    ch.deliver(&payload, self.token.as_bytes());
                 }
             }
             b"subscribe" => {

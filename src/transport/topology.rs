@@ -22,6 +22,10 @@ pub(crate) struct Topology {
     /// The URL, password hidden.
     url: String,
     servers: Servers,
+    /// This client's wake token: a release that names it wakes one of this client's
+    /// waiters (see `lua/acquire.lua`). Random, above 2^32 (never a release message `0` or
+    /// `1`) and below 2^53 (exact in Lua and in Java's `Long`).
+    wake_token: u64,
 }
 
 enum Servers {
@@ -50,8 +54,9 @@ impl Topology {
             command: config.command_timeout,
             ping_interval: config.ping_interval,
         };
+        let wake_token = rand::random_range((1u64 << 32)..(1u64 << 53));
         if url.starts_with(cluster::SCHEME) {
-            return Topology::cluster(url, config, timing, prepare);
+            return Topology::cluster(url, config, timing, wake_token, prepare);
         }
         let mut sentinels = None;
         let (connector, target) = if url.starts_with(sentinel::SCHEME) {
@@ -88,7 +93,8 @@ impl Topology {
                     err
                 }
             })?;
-        let subscriber = Arc::new(Subscriber::start(target, PubSub::Classic, timing, config.events.clone())?);
+        let subscriber =
+            Arc::new(Subscriber::start(target, PubSub::Classic, wake_token, timing, config.events.clone())?);
         let switch_watch = match sentinels {
             Some(sentinels) => {
                 let (moved_pool, moved_subscriber) = (Arc::clone(&pool), Arc::clone(&subscriber));
@@ -106,7 +112,8 @@ impl Topology {
             }
             None => None,
         };
-        Ok((Topology { url: url::redact(url), servers: Servers::One { pool, subscriber, switch_watch } }, prepared))
+        let servers = Servers::One { pool, subscriber, switch_watch };
+        Ok((Topology { url: url::redact(url), servers, wake_token }, prepared))
     }
 
     /// Connects to a cluster: reads its slot map, then runs `prepare` on every master.
@@ -114,6 +121,7 @@ impl Topology {
         url: &str,
         config: &Config,
         timing: Timing,
+        wake_token: u64,
         mut prepare: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
     ) -> Result<(Topology, T)> {
         if config.tls.is_set() {
@@ -121,9 +129,10 @@ impl Topology {
                 "TLS in cluster mode is not supported yet: use redis-cluster:// without TLS settings",
             ));
         }
-        let settings = NodeSettings { pool_size: config.pool_size, timing, events: config.events.clone() };
+        let settings = NodeSettings { pool_size: config.pool_size, timing, wake_token, events: config.events.clone() };
         let cluster = Cluster::connect(url, settings)?;
-        let topology = Topology { url: cluster.url().to_owned(), servers: Servers::Cluster(Arc::clone(&cluster)) };
+        let topology =
+            Topology { url: cluster.url().to_owned(), servers: Servers::Cluster(Arc::clone(&cluster)), wake_token };
         let mut prepared = None;
         for pool in cluster.masters() {
             let done = pool.run_within("connecting", Some(config.connect_timeout), |conn| prepare(conn));
@@ -173,6 +182,11 @@ impl Topology {
     /// The URL, password hidden.
     pub(crate) fn url(&self) -> &str {
         &self.url
+    }
+
+    /// This client's wake token.
+    pub(crate) fn wake_token(&self) -> u64 {
+        self.wake_token
     }
 
     /// The connections that serve `key`.

@@ -1,0 +1,31 @@
+-- A redlease client stops waiting for a reentrant or fenced lock without it (a timeout, an
+-- error): it takes its registration back, and when a release had already named it (its
+-- token is gone while the lock is free), it passes that wake-up on, to the next client
+-- registered or to everyone, so that no waiter sleeps through a free lock.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the lock's waiting redlease clients (see acquire.lua)
+-- ARGV[1]  the client's wake token
+-- ARGV[2]  the lock's release channel
+-- ARGV[3]  the release message ("0")
+--
+-- Returns  1 when a wake-up was passed on, else 0.
+if redis.call('zscore', KEYS[2], ARGV[1]) then
+    redis.call('zrem', KEYS[2], ARGV[1])
+    return 0
+end
+if redis.call('exists', KEYS[1]) == 1 then
+    -- Held: its release wakes the next one.
+    return 0
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local target = redis.call('zrangebyscore', KEYS[2], now, '+inf', 'limit', 0, 1)[1]
+if target then
+    publish(ARGV[2], target)
+end
+publish(ARGV[2], ARGV[3])
+if target then
+    redis.call('zrem', KEYS[2], target)
+end
+return 1
