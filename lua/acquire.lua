@@ -18,27 +18,18 @@
 -- when they next find the lock busy). Both happen before the lock is touched.
 local token = ARGV[3]
 if redis.call('exists', KEYS[1]) == 0 then
-    if token ~= '' then
-        redis.call('zrem', KEYS[2], token)
-    end
+    unregister_waiter(KEYS[2], token)
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    if token ~= '' then
-        redis.call('zrem', KEYS[2], token)
-    end
+    unregister_waiter(KEYS[2], token)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     return nil
 end
-if token ~= '' then
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('zadd', KEYS[2], now + tonumber(ARGV[4]), token)
-    redis.call('pexpire', KEYS[2], ARGV[4])
-end
+register_waiter(KEYS[2], token, ARGV[4])
 return redis.call('pttl', KEYS[1])

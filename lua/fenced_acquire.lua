@@ -16,28 +16,19 @@
 local token = ARGV[3]
 if redis.call('exists', KEYS[1]) == 0 then
     may('incr', KEYS[2])
-    if token ~= '' then
-        redis.call('zrem', KEYS[3], token)
-    end
+    unregister_waiter(KEYS[3], token)
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, redis.call('incr', KEYS[2])}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     may('incr', KEYS[2])
-    if token ~= '' then
-        redis.call('zrem', KEYS[3], token)
-    end
+    unregister_waiter(KEYS[3], token)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     return {1, redis.call('incr', KEYS[2])}
 end
-if token ~= '' then
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), token)
-    redis.call('pexpire', KEYS[3], ARGV[4])
-end
+register_waiter(KEYS[3], token, ARGV[4])
 return {0, redis.call('pttl', KEYS[1])}

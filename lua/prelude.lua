@@ -15,3 +15,22 @@ local function publish(channel, message)
     return redis.call('publish', channel, message)
 end
 
+
+-- A waiting redlease client names itself when it finds a plain or fenced lock busy: its
+-- wake token goes into the lock's sorted set of waiting clients, scored by when the
+-- registration runs out (see acquire.lua); `token` is '' for a caller that does not wait.
+local function register_waiter(waiters, token, window)
+    if token ~= '' then
+        local t = redis.call('time')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        redis.call('zadd', waiters, now + tonumber(window), token)
+        redis.call('pexpire', waiters, window)
+    end
+end
+
+-- A grant takes the client's registration back.
+local function unregister_waiter(waiters, token)
+    if token ~= '' then
+        redis.call('zrem', waiters, token)
+    end
+end

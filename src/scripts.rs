@@ -95,7 +95,7 @@ macro_rules! script {
 }
 
 /// Acquire a reentrant lock: see `lua/acquire.lua`.
-pub(crate) static ACQUIRE: Lua = script!("acquire.lua");
+pub(crate) static ACQUIRE: Lua = script!("acquire.lua", with_prelude);
 /// Release one hold, idempotent per request: see `lua/release.lua`.
 pub(crate) static RELEASE: Lua = script!("release.lua", with_prelude);
 /// Renew a batch of leases: see `lua/renew.lua`.

@@ -24,6 +24,25 @@ fn client(group: &ClusterGroup, watchdog: Duration) -> Client {
         .expect("a cluster client")
 }
 
+/// Starts a thread in `scope` that waits up to `bound` for `name` on `client`, sends the
+/// moment it got the lock, and releases it; returns once the waiter is parked (counted by
+/// the client), with the receiver of that moment.
+fn parked_waiter<'scope>(
+    scope: &'scope thread::Scope<'scope, '_>,
+    client: &'scope Client,
+    name: &'scope str,
+    bound: Duration,
+) -> mpsc::Receiver<Instant> {
+    let (tx, rx) = mpsc::channel();
+    scope.spawn(move || {
+        let got = client.lock(name).try_lock_for(bound).expect("waits");
+        tx.send(Instant::now()).unwrap();
+        drop(got.expect("granted"));
+    });
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "{:?}", client.stats());
+    rx
+}
+
 /// Names whose slots are served by each of the three masters, one per master.
 fn names_on_every_master(group: &ClusterGroup, prefix: &str) -> Vec<String> {
     let mut found: Vec<(u16, String)> = Vec::new();
@@ -83,15 +102,8 @@ fn every_kind_works_on_every_master_and_waiters_wake_across_nodes() {
 
         // A waiter on client b, woken by client a's release.
         let held = a.lock(&name).lock().expect("held");
-        let (tx, rx) = mpsc::channel();
         thread::scope(|scope| {
-            let (b, name) = (&b, &name);
-            scope.spawn(move || {
-                let got = b.lock(name).try_lock_for(Duration::from_secs(20)).expect("waits");
-                tx.send(Instant::now()).unwrap();
-                drop(got.expect("granted"));
-            });
-            assert!(wait_until(Duration::from_secs(5), || b.stats().waiters == 1), "{:?}", b.stats());
+            let rx = parked_waiter(scope, &b, &name, Duration::from_secs(20));
             thread::sleep(Duration::from_millis(200));
             let released = Instant::now();
             held.unlock().expect("release");
@@ -127,15 +139,8 @@ fn a_held_lock_survives_its_slot_moving_and_its_master_failing_over() {
     let name = "moving";
     let slot = group.slot_of(name);
     let guard = a.lock(name).lock().expect("held");
-    let (tx, rx) = mpsc::channel();
     thread::scope(|scope| {
-        let b = &b;
-        scope.spawn(move || {
-            let got = b.lock(name).try_lock_for(Duration::from_secs(30)).expect("waits");
-            tx.send(Instant::now()).unwrap();
-            drop(got.expect("granted"));
-        });
-        assert!(wait_until(Duration::from_secs(5), || b.stats().waiters == 1), "{:?}", b.stats());
+        let rx = parked_waiter(scope, &b, name, Duration::from_secs(30));
         let to = group.migrate_slot(slot);
         thread::sleep(Duration::from_millis(2500));
         assert!(guard.is_held(), "the hold survived the migration");
@@ -279,14 +284,8 @@ fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
     let granted: Option<i64> =
         redis::cmd("EVAL").arg(ACQUIRE).arg(1).arg(name).arg(30_000).arg(java).query(&mut foreign).unwrap();
     assert_eq!(granted, None, "Redisson's acquire");
-    let (tx, rx) = mpsc::channel();
     thread::scope(|scope| {
-        let client = &client;
-        scope.spawn(move || {
-            let got = client.lock(name).try_lock_for(Duration::from_secs(20)).expect("waits");
-            tx.send(Instant::now()).unwrap();
-            drop(got.expect("granted"));
-        });
+        let rx = parked_waiter(scope, &client, name, Duration::from_secs(20));
         let mut master = group.conn_for(name);
         let shard_subscribers = |conn: &mut redis::Connection| -> i64 {
             let reply: Vec<redis::Value> = redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(channel).query(conn).unwrap();
@@ -350,15 +349,8 @@ fn a_held_lock_survives_its_master_being_killed() {
     let name = "killed";
     let slot = group.slot_of(name);
     let guard = a.lock(name).lock().expect("held");
-    let (tx, rx) = mpsc::channel();
     thread::scope(|scope| {
-        let b = &b;
-        scope.spawn(move || {
-            let got = b.lock(name).try_lock_for(Duration::from_secs(40)).expect("waits");
-            tx.send(Instant::now()).unwrap();
-            drop(got.expect("granted"));
-        });
-        assert!(wait_until(Duration::from_secs(5), || b.stats().waiters == 1), "{:?}", b.stats());
+        let rx = parked_waiter(scope, &b, name, Duration::from_secs(40));
         let killed = Instant::now();
         let promoted = group.kill_master_of(slot);
         assert_eq!(group.master_of(slot).port(), promoted);
