@@ -347,7 +347,7 @@ fn an_idle_fair_client_sends_nothing() {
     assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue("fair-idle")) == 1));
     holder.unlock().unwrap();
     assert!(waiting.join().unwrap());
-    assert!(wait_until(Duration::from_secs(2), || client.stats().channels == 0 && other.stats().channels == 0));
+    assert!(wait_until(Duration::from_secs(5), || client.stats().channels == 0 && other.stats().channels == 0));
     let before = commands_served(&mut conn);
     thread::sleep(Duration::from_secs(2));
     assert_eq!(commands_served(&mut conn) - before, 0, "an idle client sent commands");

@@ -143,8 +143,8 @@ fn an_idle_client_sends_nothing_and_holds_no_subscription() {
     thread::sleep(Duration::from_millis(400)); // at least one renewal
     drop(held);
     let mut conn = server.conn();
-    assert!(wait_until(Duration::from_secs(2), || subscribers(&mut conn, "redisson_lock__channel:{idle}") == 0));
-    assert!(wait_until(Duration::from_secs(2), || client.stats().channels == 0));
+    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, "redisson_lock__channel:{idle}") == 0));
+    assert!(wait_until(Duration::from_secs(5), || client.stats().channels == 0));
     let before = commands_served(&mut conn);
     thread::sleep(Duration::from_secs(2));
     let after = commands_served(&mut conn);
@@ -254,4 +254,43 @@ fn a_waiter_that_leaves_unregisters_and_passes_a_spent_wake_up_on() {
     let waited = at - passed_at;
     assert!(waited < Duration::from_secs(2), "woken by the passed-on wake-up, not the 5 s re-check: {waited:?}");
     drop(guard);
+}
+
+/// A thread that waits for the same lock again soon after its last wait (a loop) finds the
+/// subscription kept for it: no `SUBSCRIBE`, and no second attempt before it parks, since
+/// the subscription was confirmed, and silent, since before its first attempt. It is still
+/// woken by the next release. A second later, with nobody waiting, the subscription ends.
+///
+/// Breaks if a wait always subscribes anew and tries twice (2 scripts before parking
+/// instead of 1), if a kept subscription loses the next release, or if it is kept for good.
+#[test]
+fn a_wait_soon_after_the_last_reuses_the_subscription_and_parks_after_one_attempt() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (client(&server), client(&server));
+    let mut conn = server.conn();
+    let wait_once = |waiter: &redlease::Client| {
+        let lock = waiter.lock("again");
+        thread::spawn(move || lock.try_lock_for(Duration::from_secs(10)).unwrap().map(|g| g.unlock().is_ok()))
+    };
+    let guard = holder.lock("again").lock().unwrap();
+    let first = wait_once(&waiter);
+    assert!(wait_until(Duration::from_secs(5), || waiter.stats().waiters == 1));
+    drop(guard);
+    assert_eq!(first.join().unwrap(), Some(true), "the first wait got the lock");
+
+    let guard = holder.lock("again").lock().unwrap();
+    let (subscribes, scripts) = (calls_of(&mut conn, "subscribe"), calls_of(&mut conn, "evalsha"));
+    let second = wait_once(&waiter);
+    assert!(wait_until(Duration::from_secs(5), || waiter.stats().waiters == 1));
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(calls_of(&mut conn, "subscribe") - subscribes, 0, "the kept subscription served");
+    assert_eq!(calls_of(&mut conn, "evalsha") - scripts, 1, "one attempt before parking");
+    let released = Instant::now();
+    drop(guard);
+    assert_eq!(second.join().unwrap(), Some(true), "woken by the release on the kept subscription");
+    assert!(released.elapsed() < Duration::from_secs(2), "by the message: {:?}", released.elapsed());
+    assert!(
+        wait_until(Duration::from_secs(5), || subscribers(&mut conn, "redisson_lock__channel:{again}") == 0),
+        "the kept subscription ends when nobody waits"
+    );
 }

@@ -323,7 +323,7 @@ fn rw_bad_input_and_an_idle_client() {
     assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1));
     w.unlock().unwrap();
     assert!(reader.join().unwrap());
-    assert!(wait_until(Duration::from_secs(2), || client.stats().channels == 0));
+    assert!(wait_until(Duration::from_secs(5), || client.stats().channels == 0));
     let before = commands_served(&mut conn);
     thread::sleep(Duration::from_secs(2));
     assert_eq!(commands_served(&mut conn) - before, 0, "an idle client sent commands");

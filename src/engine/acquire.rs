@@ -261,9 +261,13 @@ pub(crate) fn wait_for<T>(
     // An attempt that could not reach Redis is tried again within the retry budget (an
     // uncertain one was undone first).
     let mut attempt = move || with_retries(engine, deadline, |_| attempt());
-    if let Attempt::Acquired(value) = attempt()? {
-        return Ok(Some(value));
-    }
+    // What the subscribers had read before the first attempt: a subscription confirmed,
+    // and silent, since then has missed nothing after it.
+    let since = engine.topology().message_seq();
+    let first_ttl = match attempt()? {
+        Attempt::Acquired(value) => return Ok(Some(value)),
+        Attempt::Held { ttl } => ttl,
+    };
     if matches!(wait, Wait::No) {
         return Ok(None);
     }
@@ -271,10 +275,17 @@ pub(crate) fn wait_for<T>(
         return Ok(None);
     }
     let (channel, wake, weight) = waiting();
-    let mut ticket = engine.topology().join(&channel, deadline, wake, weight)?;
+    let mut ticket = engine.topology().join(&channel, deadline, wake, weight, since)?;
+    // A subscription kept from an earlier wait, silent since before the first attempt: any
+    // release after that attempt will wake this waiter, so it parks at once.
+    let mut parked_first = ticket.fresh().then_some(first_ttl);
     loop {
         engine.check_running()?;
-        let ttl = match attempt()? {
+        let held = match parked_first.take() {
+            Some(ttl) => Attempt::Held { ttl },
+            None => attempt()?,
+        };
+        let ttl = match held {
             Attempt::Acquired(value) => {
                 ticket.acquired();
                 return Ok(Some(value));

@@ -17,6 +17,7 @@
 //! | a sharded subscription moved | the waiters join again where the map, read again, says |
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,8 @@ pub(crate) struct NodeSettings {
     pub(crate) timing: Timing,
     /// The client's wake token, which every node's subscriber listens for.
     pub(crate) wake_token: u64,
+    /// The client's count of messages and confirmations, which every subscriber adds to.
+    pub(crate) seq: Arc<AtomicU64>,
     pub(crate) events: Events,
 }
 
@@ -225,6 +228,7 @@ impl Cluster {
             Target::from_info(&info, None)?,
             PubSub::Sharded,
             self.settings.wake_token,
+            Arc::clone(&self.settings.seq),
             timing,
             self.settings.events.clone(),
         )?;

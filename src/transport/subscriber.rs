@@ -2,10 +2,15 @@
 //! within about one network round trip, that the lock was released.
 //!
 //! One pub/sub connection per client. Subscriptions are counted per channel: the first
-//! local waiter of a lock subscribes, later ones join, the last one leaving unsubscribes.
+//! local waiter of a lock subscribes, later ones join, and when the last one leaves the
+//! subscription is kept for a second (a thread that takes the lock again soon, as a loop
+//! does, finds it ready), then ended.
 //! A waiter writes `SUBSCRIBE` itself (to a clone of the socket) and waits until the
 //! subscriber thread has read Redis's confirmation; only then does it try the lock again,
-//! so a release between its failed attempt and its subscription cannot be missed.
+//! so a release between its failed attempt and its subscription cannot be missed. A waiter
+//! that finds the subscription confirmed before its first attempt, with no message read
+//! since (a count every message and confirmation adds to, read before the attempt), parks
+//! at once: every release after its attempt will reach it.
 //!
 //! A release message wakes one local waiter (payload `1`, a read-write lock's write
 //! release, wakes them all). A waiter that was woken but leaves without the lock passes its
@@ -35,7 +40,10 @@
 //! | wanted, confirmation pending  | error reply to its `SUBSCRIBE`| refused: every waiter gets the error |
 //! | wanted, confirmation pending  | no reply within the command timeout | connection closed; reconnect |
 //! | ready                         | message                       | ready, one (or every) waiter woken |
-//! | wanted, any                   | last waiter leaves            | unwanted, `UNSUBSCRIBE` sent if something was subscribed |
+//! | ready                         | last waiter leaves            | kept (lingering) for one second |
+//! | kept                          | a waiter joins                | ready; if confirmed, and silent, since before its first attempt, it parks without trying again |
+//! | kept                          | its second is up              | unwanted, `UNSUBSCRIBE` sent |
+//! | wanted, not ready             | last waiter leaves            | unwanted, `UNSUBSCRIBE` sent if something was subscribed |
 //! | unwanted, replies pending     | a waiter joins                | wanted, `SUBSCRIBE` sent again |
 //! | unwanted, nothing pending     | -                             | removed |
 //! | any                           | connection lost               | nothing pending; wanted ones resubscribed on reconnect |
@@ -46,6 +54,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -56,6 +65,11 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
 use crate::transport::conn::PubSub;
 use crate::transport::net::{Connection, Stream, Target};
+
+/// How long a subscription is kept after its last waiter left, for the next one: a thread
+/// that takes the same lock again soon (a loop) then needs no `SUBSCRIBE`, no confirmation
+/// and no second attempt.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// How a channel's messages wake its waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +108,10 @@ struct Shared {
     pubsub: PubSub,
     /// The client's wake token, as a release names it (see [`Wake::Named`]).
     token: String,
+    /// Counts the messages and confirmations read (shared by every subscriber of a client):
+    /// a waiter reads it before its first attempt, and a subscription confirmed, and
+    /// silent, since before then needs no second attempt.
+    seq: Arc<AtomicU64>,
     timing: Timing,
     events: Events,
     state: Mutex<State>,
@@ -148,6 +166,13 @@ struct Channel {
     refused: Option<redis::RedisError>,
     /// `Named`: a release just named a client; the `0` that follows is handled.
     named: bool,
+    /// The count (`Shared::seq`) when Redis last confirmed the subscription.
+    confirmed_seq: u64,
+    /// The count when the last message for this channel was read.
+    message_seq: u64,
+    /// No waiter is left, and the subscription is kept until then for the next one (a
+    /// thread that takes the same lock again soon, as loops do).
+    linger_until: Option<Instant>,
     /// The channel's slot is served by another node now (a sharded subscription answered
     /// `MOVED`, or Redis ended it as the slot left): its waiters join again where the
     /// cluster says.
@@ -166,6 +191,9 @@ impl Channel {
             wake_all_on_confirm: false,
             refused: None,
             named: false,
+            confirmed_seq: 0,
+            message_seq: 0,
+            linger_until: None,
             moved: false,
         }
     }
@@ -217,6 +245,13 @@ impl Channel {
         self.wanted = false;
         self.wake_all_on_confirm = false;
         self.wake_all();
+    }
+
+    /// A lingering subscription (no waiter left) is wanted no more.
+    fn stop_lingering(&mut self) {
+        if self.waiters.is_empty() && self.linger_until.take().is_some() {
+            self.wanted = false;
+        }
     }
 
     fn is_ready(&self) -> bool {
@@ -271,6 +306,8 @@ pub(crate) struct Ticket {
     channel: String,
     waiter: Arc<Waiter>,
     acquired: bool,
+    /// The subscription was confirmed, and silent, since before the caller's first attempt.
+    fresh: bool,
 }
 
 /// Counts for [`crate::ClientStats`].
@@ -285,6 +322,7 @@ impl Subscriber {
         target: Target,
         pubsub: PubSub,
         token: u64,
+        seq: Arc<AtomicU64>,
         timing: Timing,
         events: Events,
     ) -> Result<Subscriber> {
@@ -292,6 +330,7 @@ impl Subscriber {
             target,
             pubsub,
             token: token.to_string(),
+            seq,
             timing,
             events,
             state: Mutex::new(State::default()),
@@ -309,7 +348,19 @@ impl Subscriber {
     /// subscription still unanswered then means a silent connection: it is closed, to be
     /// opened again. The caller's park is bounded by the lock's TTL, so a waiter whose
     /// subscription is late still gets its turn. A refusal by Redis is returned at once.
-    pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>, wake: Wake, weight: u64) -> Result<Ticket> {
+    ///
+    /// `since` is the count of [`Subscriber::seq`] read before the caller's first attempt:
+    /// when the subscription was confirmed before it and no message came since, every
+    /// release after that attempt will reach this waiter, and the ticket says so
+    /// ([`Ticket::fresh`]): the caller parks without trying again.
+    pub(crate) fn join(
+        &self,
+        channel: &str,
+        deadline: Option<Instant>,
+        wake: Wake,
+        weight: u64,
+        since: u64,
+    ) -> Result<Ticket> {
         let shared = &self.shared;
         let timing = shared.timing;
         let waiter = Arc::new(Waiter { woken: Mutex::new(false), cv: Condvar::new(), weight });
@@ -319,8 +370,13 @@ impl Subscriber {
         }
         let (connected, generation) = (state.connected, state.generation);
         let ch = state.channels.entry(channel.to_owned()).or_insert_with(|| Channel::new(wake));
+        let fresh = ch.is_ready() && !ch.moved && ch.confirmed_seq <= since && ch.message_seq <= since;
+        ch.linger_until = None;
         ch.waiters.push_back(Arc::clone(&waiter));
-        let ticket = Ticket { shared: Arc::clone(shared), channel: channel.to_owned(), waiter, acquired: false };
+        let ticket = Ticket { shared: Arc::clone(shared), channel: channel.to_owned(), waiter, acquired: false, fresh };
+        if fresh {
+            return Ok(ticket);
+        }
         if !ch.wanted {
             ch.wanted = true;
             ch.refused = None;
@@ -445,6 +501,13 @@ impl Ticket {
         }
     }
 
+    /// Whether the subscription was confirmed, and silent, since before the caller's first
+    /// attempt: nothing can have been missed, and the caller need not try again before it
+    /// parks.
+    pub(crate) fn fresh(&self) -> bool {
+        self.fresh
+    }
+
     /// Whether the channel moved to another node (a cluster's sharded pub/sub): waiting here
     /// would wait for messages that go elsewhere; join again through the topology.
     pub(crate) fn moved(&self) -> bool {
@@ -467,6 +530,11 @@ impl Drop for Ticket {
         if !self.acquired && *self.waiter.woken.lock() {
             // This wake-up was meant for someone who would take the lock; pass it on.
             ch.wake_one();
+        }
+        if ch.waiters.is_empty() && ch.wanted && connected && ch.is_ready() && !ch.moved {
+            // Kept a moment for the next waiter (the subscriber thread ends it).
+            ch.linger_until = clock::deadline_in(LINGER);
+            return;
         }
         if ch.waiters.is_empty() && ch.wanted {
             ch.wanted = false;
@@ -593,6 +661,7 @@ impl Shared {
             ch.pending_unsubs = 0;
             ch.confirmed = false;
             ch.named = false;
+            ch.stop_lingering();
             ch.pending_subs = u32::from(ch.wanted);
             if ch.wanted {
                 ch.refused = None;
@@ -625,12 +694,25 @@ impl Shared {
         // When an unanswered PING must have been answered by.
         let mut ping_due: Option<Instant> = None;
         loop {
+            // Subscriptions kept for a next waiter end when their time is up.
+            self.end_lingering();
             // Only a connection that carries subscriptions is watched; an idle one blocks.
-            let active = self.state.lock().channels.values().any(Channel::is_active);
-            let wake_at = match (active, ping_due) {
+            let (active, lingering) = {
+                let state = self.state.lock();
+                let active = state.channels.values().any(Channel::is_active);
+                (active, state.channels.values().filter_map(|c| c.linger_until).min())
+            };
+            let ping_at = match (active, ping_due) {
                 (false, _) => None,
                 (true, Some(due)) => Some(due),
                 (true, None) => heard.checked_add(timing.ping_interval),
+            };
+            // While subscriptions exist, look again at least every `LINGER`: a waiter that
+            // leaves may start keeping one while this thread is reading.
+            let wake_at = if active {
+                clock::earliest(clock::earliest(ping_at, lingering), clock::deadline_in(LINGER))
+            } else {
+                ping_at
             };
             let timeout = wake_at.map(|at| at.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
             if let Err(err) = reader.set_read_timeout(timeout) {
@@ -652,7 +734,7 @@ impl Shared {
                         )
                         .connection();
                     }
-                    if ping_due.is_none() && active && wake_at.is_some_and(|at| now >= at) {
+                    if ping_due.is_none() && active && ping_at.is_some_and(|at| now >= at) {
                         ping_due = clock::deadline_in(timing.command);
                         drop(self.send(self.state.lock(), &redis::cmd("PING"), Expected::Ping));
                     }
@@ -669,6 +751,33 @@ impl Shared {
         }
     }
 
+    /// Unsubscribes the channels kept for a next waiter whose time is up.
+    fn end_lingering(&self) {
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        let connected = state.connected;
+        let ended: Vec<String> = state
+            .channels
+            .iter_mut()
+            .filter(|(_, ch)| ch.waiters.is_empty() && ch.linger_until.is_some_and(|until| until <= now))
+            .map(|(name, ch)| {
+                ch.linger_until = None;
+                ch.wanted = false;
+                name.clone()
+            })
+            .collect();
+        for name in ended {
+            let Some(ch) = state.channels.get_mut(&name) else { continue };
+            if connected && (ch.confirmed || ch.pending_subs > 0) {
+                ch.pending_unsubs += 1;
+                let unsubscribe = self.unsubscribe(&name);
+                state = self.send(state, &unsubscribe, Expected::Unsubscribe);
+            } else if ch.is_idle() {
+                state.channels.remove(&name);
+            }
+        }
+    }
+
     /// Forgets the lost connection. False at shutdown.
     fn uninstall(&self) -> bool {
         let mut state = self.state.lock();
@@ -680,6 +789,7 @@ impl Shared {
             ch.pending_subs = 0;
             ch.pending_unsubs = 0;
             ch.confirmed = false;
+            ch.stop_lingering();
         }
         state.channels.retain(|_, ch| !ch.is_idle());
         self.changed.notify_all();
@@ -745,6 +855,7 @@ impl Shared {
         let Some(ch) = state.channels.get_mut(&channel) else { return false };
         match kind {
             b"message" => {
+                ch.message_seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
                 if let Some(redis::Value::BulkString(payload)) = items.next() {
                     ch.deliver(&payload, self.token.as_bytes());
                 }
@@ -752,6 +863,7 @@ impl Shared {
             b"subscribe" => {
                 ch.pending_subs = ch.pending_subs.saturating_sub(1);
                 ch.confirmed = true;
+                ch.confirmed_seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
                 if ch.is_ready() && std::mem::take(&mut ch.wake_all_on_confirm) {
                     ch.wake_all();
                 }

@@ -4,6 +4,7 @@
 //! channel's slot.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
@@ -26,6 +27,9 @@ pub(crate) struct Topology {
     /// waiters (see `lua/acquire.lua`). Random, above 2^32 (never a release message `0` or
     /// `1`) and below 2^53 (exact in Lua and in Java's `Long`).
     wake_token: u64,
+    /// Messages and confirmations read by this client's subscribers (see
+    /// [`Subscriber::join`]).
+    seq: Arc<AtomicU64>,
 }
 
 enum Servers {
@@ -55,8 +59,9 @@ impl Topology {
             ping_interval: config.ping_interval,
         };
         let wake_token = rand::random_range((1u64 << 32)..(1u64 << 53));
+        let seq = Arc::new(AtomicU64::new(0));
         if url.starts_with(cluster::SCHEME) {
-            return Topology::cluster(url, config, timing, wake_token, prepare);
+            return Topology::cluster(url, config, timing, wake_token, seq, prepare);
         }
         let mut sentinels = None;
         let (connector, target) = if url.starts_with(sentinel::SCHEME) {
@@ -93,8 +98,14 @@ impl Topology {
                     err
                 }
             })?;
-        let subscriber =
-            Arc::new(Subscriber::start(target, PubSub::Classic, wake_token, timing, config.events.clone())?);
+        let subscriber = Arc::new(Subscriber::start(
+            target,
+            PubSub::Classic,
+            wake_token,
+            Arc::clone(&seq),
+            timing,
+            config.events.clone(),
+        )?);
         let switch_watch = match sentinels {
             Some(sentinels) => {
                 let (moved_pool, moved_subscriber) = (Arc::clone(&pool), Arc::clone(&subscriber));
@@ -113,7 +124,7 @@ impl Topology {
             None => None,
         };
         let servers = Servers::One { pool, subscriber, switch_watch };
-        Ok((Topology { url: url::redact(url), servers, wake_token }, prepared))
+        Ok((Topology { url: url::redact(url), servers, wake_token, seq }, prepared))
     }
 
     /// Connects to a cluster: reads its slot map, then runs `prepare` on every master.
@@ -122,6 +133,7 @@ impl Topology {
         config: &Config,
         timing: Timing,
         wake_token: u64,
+        seq: Arc<AtomicU64>,
         mut prepare: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
     ) -> Result<(Topology, T)> {
         if config.tls.is_set() {
@@ -129,10 +141,16 @@ impl Topology {
                 "TLS in cluster mode is not supported yet: use redis-cluster:// without TLS settings",
             ));
         }
-        let settings = NodeSettings { pool_size: config.pool_size, timing, wake_token, events: config.events.clone() };
+        let settings = NodeSettings {
+            pool_size: config.pool_size,
+            timing,
+            wake_token,
+            seq: Arc::clone(&seq),
+            events: config.events.clone(),
+        };
         let cluster = Cluster::connect(url, settings)?;
-        let topology =
-            Topology { url: cluster.url().to_owned(), servers: Servers::Cluster(Arc::clone(&cluster)), wake_token };
+        let servers = Servers::Cluster(Arc::clone(&cluster));
+        let topology = Topology { url: cluster.url().to_owned(), servers, wake_token, seq };
         let mut prepared = None;
         for pool in cluster.masters() {
             let done = pool.run_within("connecting", Some(config.connect_timeout), |conn| prepare(conn));
@@ -206,12 +224,26 @@ impl Topology {
         }
     }
 
+    /// The count of messages and confirmations this client's subscribers have read: read it
+    /// before a first attempt and give it to [`join`](Topology::join).
+    pub(crate) fn message_seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
     /// Joins the waiters of `channel` on the connection that receives it (see
-    /// [`Subscriber::join`]).
-    pub(crate) fn join(&self, channel: &str, deadline: Option<Instant>, wake: Wake, weight: u64) -> Result<Ticket> {
+    /// [`Subscriber::join`]); `since` is [`message_seq`](Topology::message_seq) as read
+    /// before the caller's first attempt.
+    pub(crate) fn join(
+        &self,
+        channel: &str,
+        deadline: Option<Instant>,
+        wake: Wake,
+        weight: u64,
+        since: u64,
+    ) -> Result<Ticket> {
         match &self.servers {
-            Servers::One { subscriber, .. } => subscriber.join(channel, deadline, wake, weight),
-            Servers::Cluster(cluster) => cluster.subscriber_for(channel).join(channel, deadline, wake, weight),
+            Servers::One { subscriber, .. } => subscriber.join(channel, deadline, wake, weight, since),
+            Servers::Cluster(cluster) => cluster.subscriber_for(channel).join(channel, deadline, wake, weight, since),
         }
     }
 
@@ -221,7 +253,8 @@ impl Topology {
         if let Servers::Cluster(cluster) = &self.servers {
             cluster.refresh(Duration::ZERO);
         }
-        self.join(channel, deadline, wake, weight)
+        // Never fresh: the caller looks at its lock again.
+        self.join(channel, deadline, wake, weight, 0)
     }
 
     pub(crate) fn subscriber_stats(&self) -> SubscriberStats {
