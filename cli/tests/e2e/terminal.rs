@@ -12,9 +12,14 @@ use crate::support::*;
 
 /// Runs `shell` (a command line) under `script` on a new pseudo-terminal, typing `input`
 /// once `ready` exists (at once without one); returns everything the terminal showed.
+///
+/// `script` runs the line with `$SHELL -c`. The line is `exec`ed so that no shell stays
+/// between the terminal and redlease: a non-interactive dash that waits for a command
+/// dies of the terminal's SIGINT itself, which would make the exit code the shell's.
 fn on_a_terminal(shell: &str, ready: Option<PathBuf>, input: &[u8]) -> (Option<i32>, String) {
     let mut child = Command::new("script")
-        .args(["-qec", shell, "/dev/null"])
+        .args(["-qec", &format!("exec {shell}"), "/dev/null"])
+        .env("SHELL", "/bin/sh")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
