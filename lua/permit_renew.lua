@@ -6,26 +6,45 @@
 -- ARGV[1]        lease in milliseconds
 -- ARGV[i + 1]    the ids of lease i, concatenated (16 bytes each)
 --
--- Returns  an array of n integers: 1 when every permit of the lease was renewed, 0 when
---          one was gone or past its deadline (the lease is lost; the others are left alone).
+-- Returns  an array of n entries: 1 when every permit of the lease was renewed, 0 when
+--          one was gone or past its deadline (the lease is lost; the others are left
+--          alone), or the error text when Redis refused it.
+--
+-- In a cluster the batch holds the leases of one master, whose slots differ, and a
+-- command's declared keys must share one slot: there KEYS is empty and lease i is
+-- ARGV[2i] (the sorted set) and ARGV[2i + 1] (the ids). A semaphore whose slot this
+-- master no longer serves answers with Redis's "non local key" error text.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local deadline = now + tonumber(ARGV[1])
-local renewed = {}
-for i = 1, #KEYS do
-    local ids = ARGV[i + 1]
-    local ok = 1
+local declared = #KEYS > 0
+local count = declared and #KEYS or (#ARGV - 1) / 2
+
+local function renew(key, ids)
     for at = 1, #ids, 16 do
-        local current = redis.call('zscore', KEYS[i], string.sub(ids, at, at + 15))
+        local current = redis.call('zscore', key, string.sub(ids, at, at + 15))
         if not current or tonumber(current) <= now then
-            ok = 0
+            return 0
         end
     end
-    if ok == 1 then
-        for at = 1, #ids, 16 do
-            redis.call('zadd', KEYS[i], 'XX', deadline, string.sub(ids, at, at + 15))
-        end
+    for at = 1, #ids, 16 do
+        redis.call('zadd', key, 'XX', deadline, string.sub(ids, at, at + 15))
     end
-    renewed[i] = ok
+    return 1
+end
+
+local renewed = {}
+for i = 1, count do
+    local ok, outcome
+    if declared then
+        ok, outcome = pcall(renew, KEYS[i], ARGV[i + 1])
+    else
+        ok, outcome = pcall(renew, ARGV[2 * i], ARGV[2 * i + 1])
+    end
+    if ok then
+        renewed[i] = outcome
+    else
+        renewed[i] = type(outcome) == 'table' and outcome.err or tostring(outcome)
+    end
 end
 return renewed

@@ -16,7 +16,21 @@
 --          reset, 0 when it is gone (the lease is lost; nothing is touched for it), or the
 --          error text when Redis refused it (an ACL rule): one lease refused does not
 --          keep the others in the batch from being renewed.
+--
+-- In a cluster the batch holds the leases of one master, whose slots differ, and a
+-- command's declared keys must share one slot: there KEYS is empty and lease i is
+-- ARGV[3i - 1] (the lock hash), ARGV[3i] (the field), ARGV[3i + 1] (how). A lock whose
+-- slot this master no longer serves answers with Redis's "non local key" error text.
 local lease = tonumber(ARGV[1])
+local declared = #KEYS > 0
+local count = declared and #KEYS or (#ARGV - 1) / 3
+
+local function entry(i)
+    if declared then
+        return KEYS[i], ARGV[2 * i], ARGV[2 * i + 1]
+    end
+    return ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+end
 
 local function lengthen(key)
     if redis.call('pttl', key) < lease then
@@ -56,8 +70,8 @@ local function renew(key, field, how)
 end
 
 local renewed = {}
-for i = 1, #KEYS do
-    local ok, outcome = pcall(renew, KEYS[i], ARGV[2 * i], ARGV[2 * i + 1])
+for i = 1, count do
+    local ok, outcome = pcall(renew, entry(i))
     if ok then
         renewed[i] = outcome
     else

@@ -13,7 +13,8 @@ pub(crate) struct Lua {
     code: &'static str,
     /// What goes before the sharded build's source: a script that touches the keys of
     /// several locks (a renewal batch) declares that it may, which a cluster requires of
-    /// a script whose keys span slots (they must still be on one node).
+    /// a script whose keys span slots (they must still be on one node). Such a script
+    /// takes those keys as arguments there: a command's declared keys must share a slot.
     sharded_header: &'static str,
     classic: LazyLock<redis::Script>,
     sharded: LazyLock<redis::Script>,

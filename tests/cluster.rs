@@ -161,6 +161,67 @@ fn a_held_lock_survives_its_slot_moving_and_its_master_failing_over() {
     });
 }
 
+/// Leases of every kind in many slots of every master, held under a short watchdog
+/// (1.5 s): 24 locks, read and write holds, permits of three semaphores. A batch holds one
+/// master's leases, whose slots differ, so it cannot declare their keys (a cluster refuses
+/// a command whose keys span slots): every lease is still held after three leases, with a
+/// TTL on the master that serves it, and the watchdog made about one script per master per
+/// kind of lease per pass. One held lock's slot is migrating meanwhile (its keys already
+/// on the new master, the old one answering `ASK`), then moved: that lease, met by a batch
+/// on its old master, is renewed alone where its slot is.
+///
+/// Breaks if a batch declares keys of several slots (CROSSSLOT: every lease lost), if a
+/// lease whose slot moved is not followed (it expires under its guard), or if renewal
+/// falls back to a round trip per lease.
+#[test]
+fn leases_in_many_slots_are_renewed_one_batch_per_master_and_follow_a_moving_slot() {
+    let group = ClusterGroup::start();
+    let watchdog = Duration::from_millis(1500);
+    let c = client(&group, watchdog);
+    let names: Vec<String> = (0..24).map(|i| format!("many-{i}")).collect();
+    let locks: Vec<_> = names.iter().map(|n| c.lock(n).lock().expect("a lock")).collect();
+    let rws: Vec<_> = (0..3).map(|i| c.read_write_lock(format!("many-rw-{i}"))).collect();
+    let reads: Vec<_> = rws.iter().map(|rw| rw.read().lock().expect("a read hold")).collect();
+    let write = c.read_write_lock("many-rw-w").write().lock().expect("a write hold");
+    let permits: Vec<_> = (0..3)
+        .map(|i| {
+            let semaphore = c.permit_expirable_semaphore(format!("many-permits-{i}"));
+            assert!(semaphore.try_set_permits(2).expect("set permits"));
+            semaphore.acquire(1).expect("a permit")
+        })
+        .collect();
+    let masters: std::collections::HashSet<u16> =
+        names.iter().map(|n| group.master_of(group.slot_of(n)).port()).collect();
+    assert_eq!(masters.len(), 3, "the locks are on every master");
+    let before = c.stats();
+
+    let moving = &names[0];
+    let slot = group.slot_of(moving);
+    let to = group.begin_migration(slot);
+    thread::sleep(watchdog * 3 / 2);
+    assert!(locks[0].is_held(), "renewed through ASK while its slot migrates");
+    group.end_migration(slot, to);
+    thread::sleep(watchdog * 3 / 2);
+
+    for (name, guard) in names.iter().zip(&locks) {
+        assert!(guard.is_held(), "{name} is still held");
+        let left = pttl(&mut group.master_of(group.slot_of(name)).conn(), name);
+        assert!(left > 0, "{name} is renewed where its slot is: PTTL {left}");
+    }
+    assert_eq!(group.master_of(slot).port(), to);
+    assert!(reads.iter().all(|g| g.is_held()) && write.is_held(), "read and write holds renewed");
+    assert!(permits.iter().all(|p| p.is_held()), "permits renewed");
+    let after = c.stats();
+    let passes = after.renewal_passes - before.renewal_passes;
+    let round_trips = after.renewal_round_trips - before.renewal_round_trips;
+    assert!(passes >= 2, "renewed in the window: {passes} passes");
+    // At most one script for locks and one for permits on each master per pass, and a
+    // lease renewed alone now and then while its slot moves.
+    assert!(round_trips <= passes * 6 + 6, "{round_trips} round trips in {passes} passes");
+    assert!(after.leases_renewed - before.leases_renewed >= passes * 31, "every lease renewed each pass: {after:?}");
+    drop((locks, reads, write, permits));
+}
+
 /// THREADS threads of one process take the lock "contended" on the cluster URL in a loop
 /// for MILLIS, incrementing a counter on RECORD_URL non-atomically inside; says
 /// "done sections=N" (N: sections entered).

@@ -31,8 +31,7 @@ use crate::config::Config;
 use crate::engine::lease::{Lease, LeaseInner, LeaseState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
-use crate::kind::semaphore::{self, PermitEntry};
-use crate::kind::{self, RenewEntry, RenewOutcome, Renewal};
+use crate::kind::{self, PermitEntry, RenewEntry, RenewOutcome, Renewal};
 use crate::transport::{Pool, Topology};
 use crate::wheel::Wheel;
 
@@ -252,17 +251,19 @@ impl Worker {
             return;
         }
         let sent = Instant::now();
-        let outcomes = self.renew_chunk(pool, &chunk);
-        self.count(sent.elapsed(), outcomes.iter().filter(|o| **o == Some(true)).count());
+        let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
+        self.count(sent.elapsed(), round_trips, outcomes.iter().filter(|o| **o == Some(true)).count());
         for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
             self.settle(lease, sent, renewed);
         }
     }
 
-    /// One round trip for the locks of `chunk` and one for its permits (when it has both):
-    /// per lease, renewed, gone, or `None` when the round trip failed.
-    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> Vec<Option<bool>> {
+    /// One round trip for the locks of `chunk` and one for its permits (when it has both),
+    /// and one more for each lease whose slot its node no longer serves: per lease,
+    /// renewed, gone, or `None` when it could not be renewed; and the round trips made.
+    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> (Vec<Option<bool>>, u64) {
         let mut outcomes = vec![None; chunk.len()];
+        let mut round_trips = 0;
         let (permits, locks): (Vec<usize>, Vec<usize>) = (0..chunk.len()).partition(|&i| chunk[i].0.permits.is_some());
         if !locks.is_empty() {
             let entries: Vec<RenewEntry<'_>> = locks
@@ -280,30 +281,67 @@ impl Worker {
                     }
                 })
                 .collect();
-            match pool.run("renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries)) {
-                Ok(replies) => {
-                    for (&i, reply) in locks.iter().zip(replies) {
-                        outcomes[i] = self.outcome(&chunk[i].0, reply);
-                    }
-                }
-                Err(err) => self.config.events.renewal_failed(&err),
-            }
+            let replies = pool.run("renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries));
+            round_trips += 1 + self.take_replies(chunk, &locks, replies, &mut outcomes, |j| {
+                let one = std::slice::from_ref(&entries[j]);
+                self.topology
+                    .pool_for(entries[j].name)
+                    .run("renewing a lease", |conn| kind::renew(conn, self.lease_millis, one))
+            });
         }
         if !permits.is_empty() {
             let entries: Vec<PermitEntry<'_>> = permits
                 .iter()
                 .filter_map(|&i| chunk[i].0.permits.as_deref().map(|ids| PermitEntry { name: &chunk[i].0.name, ids }))
                 .collect();
-            match pool.run("renewing permits", |conn| semaphore::renew_permits(conn, self.lease_millis, &entries)) {
-                Ok(replies) => {
-                    for (&i, renewed) in permits.iter().zip(replies) {
-                        outcomes[i] = Some(renewed);
+            let replies = pool.run("renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, &entries));
+            round_trips += 1 + self.take_replies(chunk, &permits, replies, &mut outcomes, |j| {
+                let one = std::slice::from_ref(&entries[j]);
+                self.topology
+                    .pool_for(&keys::permit_timeouts(entries[j].name))
+                    .run("renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, one))
+            });
+        }
+        (outcomes, round_trips)
+    }
+
+    /// Records the replies of one renew script for the leases `indexes` of `chunk` into
+    /// `outcomes`. A lease its node no longer serves is renewed again by `alone` (its
+    /// position in `indexes`), with its key declared, so that `MOVED` and `ASK` take it
+    /// where its slot is now. Returns the round trips `alone` made.
+    fn take_replies(
+        &self,
+        chunk: &[(Arc<Lease>, bool)],
+        indexes: &[usize],
+        replies: Result<Vec<RenewOutcome>>,
+        outcomes: &mut [Option<bool>],
+        alone: impl Fn(usize) -> Result<Vec<RenewOutcome>>,
+    ) -> u64 {
+        let replies = match replies {
+            Ok(replies) => replies,
+            Err(err) => {
+                self.config.events.renewal_failed(&err);
+                return 0;
+            }
+        };
+        let mut round_trips = 0;
+        for (j, (&i, reply)) in indexes.iter().zip(replies).enumerate() {
+            let reply = match reply {
+                RenewOutcome::Elsewhere => {
+                    round_trips += 1;
+                    match alone(j) {
+                        Ok(mut one) => one.pop().unwrap_or(RenewOutcome::Elsewhere),
+                        Err(err) => {
+                            self.config.events.renewal_failed(&err);
+                            continue;
+                        }
                     }
                 }
-                Err(err) => self.config.events.renewal_failed(&err),
-            }
+                reply => reply,
+            };
+            outcomes[i] = self.outcome(&chunk[i].0, reply);
         }
-        outcomes
+        round_trips
     }
 
     /// One lease's outcome: renewed, gone, or refused by Redis (reported, and retried like
@@ -312,6 +350,8 @@ impl Worker {
         match outcome {
             RenewOutcome::Renewed => Some(true),
             RenewOutcome::Gone => Some(false),
+            // Still not where its slot is, alone: tried again soon, with a fresh map.
+            RenewOutcome::Elsewhere => None,
             RenewOutcome::Refused(text) => {
                 let kind = if text.starts_with("NOPERM") { ErrorKind::PermissionDenied } else { ErrorKind::Redis };
                 let err = Error::new(kind, format!("Redis refused to renew the lease: {text}")).on_lock(&lease.name);
@@ -321,9 +361,9 @@ impl Worker {
         }
     }
 
-    fn count(&self, took: Duration, renewed: usize) {
+    fn count(&self, took: Duration, round_trips: u64, renewed: usize) {
         let counters = &mut self.shared.state.lock().counters;
-        counters.round_trips += 1;
+        counters.round_trips += round_trips;
         counters.renewed += renewed as u64;
         counters.busy += took;
     }

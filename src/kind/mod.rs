@@ -14,5 +14,5 @@ mod startup;
 pub(crate) use dispatch::{AcquireArgs, Kind};
 pub(crate) use protocol::{Release, Reply, Role};
 pub(crate) use reentrant::REGISTRATION;
-pub(crate) use renew::{Entry as RenewEntry, Outcome as RenewOutcome, Renewal, renew};
+pub(crate) use renew::{Entry as RenewEntry, Outcome as RenewOutcome, PermitEntry, Renewal, renew, renew_permits};
 pub(crate) use startup::prepare_server;

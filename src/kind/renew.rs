@@ -1,5 +1,15 @@
-//! The watchdog's batched renew script: one call renews many leases of one client.
+//! The watchdog's batched renew scripts: one call renews many leases of one client, the
+//! locks' in one script and the permits' in another.
+//!
+//! On one Redis a batch declares its keys (`KEYS`). On a cluster node the leases of a
+//! batch are that master's, in slots that differ, and a command's declared keys must share
+//! one slot: there a batch of more than one lease passes its keys as arguments instead (the
+//! scripts' cluster build may touch keys of several slots of its node). A lease whose slot
+//! the node no longer serves answers [`Outcome::Elsewhere`]; renewed alone, with its key
+//! declared, it follows `MOVED` and `ASK` like any other command.
 
+use crate::keys;
+use crate::kind::semaphore::PermitId;
 use crate::scripts;
 use crate::transport::Conn;
 
@@ -21,25 +31,45 @@ pub(crate) struct Entry<'a> {
     pub(crate) how: Renewal<'a>,
 }
 
+/// One lease of permits in a batch: its semaphore and the permits' ids.
+pub(crate) struct PermitEntry<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) ids: &'a [PermitId],
+}
+
 /// What Redis answered for one lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Renewed,
-    /// The owner's field is gone: the lease is lost.
+    /// The owner's field (or a permit) is gone: the lease is lost.
     Gone,
+    /// The node that ran the batch no longer serves the lease's slot (a slot moved or
+    /// moving): nothing was done for it there.
+    Elsewhere,
     /// Redis refused to renew it (an ACL rule); its text.
     Refused(String),
+}
+
+/// Whether a batch of `leases` on `conn` passes its keys as arguments.
+fn keys_as_arguments(conn: &Conn, leases: usize) -> bool {
+    conn.in_cluster() && leases > 1
 }
 
 /// Renews `entries` for `lease_millis`, in one script call. The reply has one outcome per
 /// entry, in order.
 pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -> redis::RedisResult<Vec<Outcome>> {
+    let as_arguments = keys_as_arguments(conn, entries.len());
     let mut call = scripts::RENEW.on(conn.pubsub()).prepare_invoke();
-    for entry in entries {
-        call.key(entry.name);
+    if !as_arguments {
+        for entry in entries {
+            call.key(entry.name);
+        }
     }
     call.arg(lease_millis);
     for entry in entries {
+        if as_arguments {
+            call.arg(entry.name);
+        }
         let how = match entry.how {
             Renewal::Reset => "",
             Renewal::LengthenOnly => "+",
@@ -47,20 +77,74 @@ pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -
         };
         call.arg(entry.field).arg(how);
     }
-    let replies: Vec<redis::Value> = call.invoke(conn)?;
-    if replies.len() != entries.len() {
+    outcomes(call.invoke(conn)?, entries.len())
+}
+
+/// Renews every lease of `entries` for `lease_millis`, in one script call: per entry,
+/// renewed when all its permits were still there in time.
+pub(crate) fn renew_permits(
+    conn: &mut Conn,
+    lease_millis: u64,
+    entries: &[PermitEntry<'_>],
+) -> redis::RedisResult<Vec<Outcome>> {
+    let as_arguments = keys_as_arguments(conn, entries.len());
+    let mut call = scripts::PERMIT_RENEW.on(conn.pubsub()).prepare_invoke();
+    if !as_arguments {
+        for entry in entries {
+            call.key(keys::permit_timeouts(entry.name));
+        }
+    }
+    call.arg(lease_millis);
+    for entry in entries {
+        if as_arguments {
+            call.arg(keys::permit_timeouts(entry.name));
+        }
+        call.arg(entry.ids.concat());
+    }
+    outcomes(call.invoke(conn)?, entries.len())
+}
+
+/// A renew script's reply: one outcome per lease.
+fn outcomes(replies: Vec<redis::Value>, leases: usize) -> redis::RedisResult<Vec<Outcome>> {
+    if replies.len() != leases {
         return Err(redis::RedisError::from((
             redis::ErrorKind::Parse,
             "the renew script answered for the wrong number of leases",
         )));
     }
-    Ok(replies
-        .into_iter()
-        .map(|reply| match reply {
-            redis::Value::Int(1) => Outcome::Renewed,
-            redis::Value::Int(_) => Outcome::Gone,
-            redis::Value::BulkString(text) => Outcome::Refused(String::from_utf8_lossy(&text).into_owned()),
-            other => Outcome::Refused(format!("{other:?}")),
-        })
-        .collect())
+    Ok(replies.into_iter().map(outcome).collect())
+}
+
+fn outcome(reply: redis::Value) -> Outcome {
+    match reply {
+        redis::Value::Int(1) => Outcome::Renewed,
+        redis::Value::Int(_) => Outcome::Gone,
+        redis::Value::BulkString(text) => {
+            let text = String::from_utf8_lossy(&text).into_owned();
+            // Redis's words for a key of a slot the node does not serve now (moved, or
+            // migrating and already gone from it), met by a script.
+            if text.contains("non local key") { Outcome::Elsewhere } else { Outcome::Refused(text) }
+        }
+        other => Outcome::Refused(format!("{other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_names_each_lease_outcome() {
+        let text = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
+        let replies = vec![
+            redis::Value::Int(1),
+            redis::Value::Int(0),
+            text("ERR Script attempted to access a non local key in a cluster node script: f_1"),
+            text("NOPERM this user has no permissions to access one of the keys"),
+        ];
+        let got = outcomes(replies, 4).unwrap();
+        assert_eq!(got[..3], [Outcome::Renewed, Outcome::Gone, Outcome::Elsewhere]);
+        assert!(matches!(&got[3], Outcome::Refused(t) if t.starts_with("NOPERM")));
+        assert!(outcomes(vec![redis::Value::Int(1)], 2).is_err(), "a reply of the wrong length");
+    }
 }

@@ -92,37 +92,6 @@ pub(crate) fn release_permits(conn: &mut Conn, name: &str, ids: &[PermitId]) -> 
     Ok(Returned { in_time, late, gone })
 }
 
-/// One lease of permits in a renew batch: its semaphore and the permits' ids.
-pub(crate) struct PermitEntry<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) ids: &'a [PermitId],
-}
-
-/// Renews every lease of `entries` for `lease_millis`: per entry, whether all its permits
-/// were still there in time.
-pub(crate) fn renew_permits(
-    conn: &mut Conn,
-    lease_millis: u64,
-    entries: &[PermitEntry<'_>],
-) -> redis::RedisResult<Vec<bool>> {
-    let mut call = scripts::PERMIT_RENEW.on(conn.pubsub()).prepare_invoke();
-    for entry in entries {
-        call.key(keys::permit_timeouts(entry.name));
-    }
-    call.arg(lease_millis);
-    for entry in entries {
-        call.arg(entry.ids.concat());
-    }
-    let renewed: Vec<i64> = call.invoke(conn)?;
-    if renewed.len() != entries.len() {
-        return Err(redis::RedisError::from((
-            redis::ErrorKind::Parse,
-            "the permit renew script answered for the wrong number of leases",
-        )));
-    }
-    Ok(renewed.into_iter().map(|r| r == 1).collect())
-}
-
 /// Counts a latch down; the count left.
 pub(crate) fn count_down(conn: &mut Conn, name: &str) -> redis::RedisResult<u64> {
     scripts::LATCH_COUNT_DOWN.on(conn.pubsub()).key(name).arg(keys::latch_channel(name)).invoke(conn)

@@ -20,6 +20,12 @@ impl Conn {
     pub(crate) fn pubsub(&self) -> PubSub {
         self.pubsub
     }
+
+    /// Whether this is a connection to a cluster node (the only deployment with sharded
+    /// pub/sub): a command's declared keys must share one slot there.
+    pub(crate) fn in_cluster(&self) -> bool {
+        self.pubsub == PubSub::Sharded
+    }
 }
 
 impl Deref for Conn {

@@ -156,9 +156,19 @@ impl ClusterGroup {
         cmd_on(self.master_of(self.slot_of(key)))
     }
 
-    /// Moves `slot`, keys and all, from the master that serves it to another master, the
-    /// way `redis-cli --cluster reshard` does. Returns the new master's port.
+    /// Moves `slot` to another master with all its keys (`SETSLOT IMPORTING/MIGRATING`,
+    /// `MIGRATE`, `SETSLOT NODE` on every master), the way `redis-cli --cluster reshard`
+    /// does. Returns the new master's port.
     pub fn migrate_slot(&self, slot: u16) -> u16 {
+        let to = self.begin_migration(slot);
+        self.end_migration(slot, to);
+        to
+    }
+
+    /// The first half of [`ClusterGroup::migrate_slot`]: `slot` is marked migrating from its
+    /// master to another and its keys are moved there, but the old master still serves it
+    /// (a command for a key it no longer has gets `ASK`). Returns the new master's port.
+    pub fn begin_migration(&self, slot: u16) -> u16 {
         let from = self.master_of(slot);
         let to = *self.masters().iter().find(|m| m.port() != from.port()).expect("another master");
         let (from_id, to_id) = (node_id(from), node_id(to));
@@ -182,6 +192,14 @@ impl ClusterGroup {
                 .query::<()>(&mut src)
                 .unwrap();
         }
+        to.port()
+    }
+
+    /// The second half of [`ClusterGroup::migrate_slot`]: every master is told that the
+    /// master at port `to` serves `slot` now.
+    pub fn end_migration(&self, slot: u16, to: u16) {
+        let to = *self.masters().iter().find(|m| m.port() == to).expect("the new master");
+        let to_id = node_id(to);
         for server in self.masters() {
             redis::cmd("CLUSTER")
                 .arg("SETSLOT")
@@ -191,7 +209,6 @@ impl ClusterGroup {
                 .query::<()>(&mut cmd_on(server))
                 .unwrap();
         }
-        to.port()
     }
 
     /// Fails the master that serves `slot` over to its replica (`CLUSTER FAILOVER` on the
