@@ -7,7 +7,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::experiments::cluster::cluster_handoff_child;
 use crate::experiments::handoff::handoff_child;
+use crate::experiments::herd::herd_child;
 use crate::experiments::throughput::throughput_child;
 
 /// Names the role of a child process; unset in the parent.
@@ -28,6 +30,8 @@ pub(crate) fn child_main(role: &str) {
     match role {
         "handoff" => handoff_child(),
         "throughput" => throughput_child(),
+        "cluster-handoff" => cluster_handoff_child(),
+        "herd" => herd_child(),
         other => panic!("unknown bench role {other:?}"),
     }
     let _ = std::io::stdout().flush();

@@ -29,6 +29,12 @@
 //!    and the watchdog renewing 100,000 permits.
 //! 9. Peers: `rlock` and `redis-lock` on the same server: the uncontended pair, the
 //!    hand-off to a waiter in another process, and throughput on one lock in 2 processes.
+//! 10. The herd: 2, 4, 8 and 16 processes of one thread each on one lock, plain and fair:
+//!     acquisitions per second, scripts and Redis time per acquisition.
+//! 11. Redis Cluster (3 masters, a replica each): the pair through a cluster client against
+//!     two trivial keyed calls sent straight to the lock's master, with what every master
+//!     served per pair; the hand-off to a waiter in another process; the watchdog renewing
+//!     100,000 leases spread over the masters, against each master's pipelined limit.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -51,12 +57,15 @@ mod stats;
 
 use std::time::Instant;
 
+use redlease_testkit::cluster::ClusterGroup;
 use redlease_testkit::server::RedisServer;
 
 use child::{ROLE_ENV, child_main};
 use experiments::LockKind;
+use experiments::cluster::measure_cluster;
 use experiments::contenders::Subject;
 use experiments::handoff::measure_handoffs;
+use experiments::herd::measure_herd;
 use experiments::limit::measure_limit;
 use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
@@ -119,7 +128,17 @@ fn main() {
     let semaphores = measure_semaphores(&server, &plan);
     meter.step("9. peers");
     let peers = measure_peers(&server, &plan);
+    meter.step("10. the herd");
+    let herd = measure_herd(&server, &plan);
+    meter.step("11. Redis Cluster");
+    let group = ClusterGroup::start();
+    for node in group.masters().into_iter().chain(group.replicas()) {
+        placement.pin_server(node);
+        meter.add_server(node);
+    }
+    let cluster = measure_cluster(&group, &plan);
     meter.step("");
+    drop(group);
     let other_work = meter.steps;
 
     let results = Results {
@@ -136,6 +155,8 @@ fn main() {
         tls,
         semaphores,
         peers,
+        herd,
+        cluster,
     };
     let report = results.report();
     println!("\n{report}");

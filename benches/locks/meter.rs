@@ -78,7 +78,7 @@ impl CpuMeter {
 }
 
 /// utime + stime of a process (and of its reaped children when `children`), in ticks.
-fn process_ticks(pid: &str, children: bool) -> u64 {
+pub(crate) fn process_ticks(pid: &str, children: bool) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after "pid (comm) ": state is field 3; utime, stime, cutime, cstime are 14–17.
     let Some((_, rest)) = stat.rsplit_once(") ") else { return 0 };

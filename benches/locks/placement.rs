@@ -12,8 +12,8 @@ use crate::plan::PIN_ENV;
 /// every round trip crosses CPUs, as it would cross a network. Left to the scheduler,
 /// client and server sometimes share a CPU, and a round trip then costs a fraction of a
 /// cross-CPU one (on a VM, waking an idle vCPU is what costs): ratios taken minutes apart
-/// would compare different limits. The Redlock nodes started later go to the server's CPU
-/// too ([`Placement::pin_server`]).
+/// would compare different limits. The Redlock nodes, the TLS server and the cluster's
+/// servers started later go to the server's CPU too ([`Placement::pin_server`]).
 pub(crate) struct Placement {
     pub(crate) description: String,
     /// The CPU the servers are pinned to, when pinning worked.
@@ -48,7 +48,7 @@ impl Placement {
     /// Puts another server where the first one is (nothing when unpinned).
     pub(crate) fn pin_server(&self, server: &RedisServer) {
         if let Some(cpu) = self.server_cpu {
-            assert!(pin_process(server, cpu), "pin a Redlock node to CPU {cpu}");
+            assert!(pin_process(server, cpu), "pin another server to CPU {cpu}");
         }
     }
 }

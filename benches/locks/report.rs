@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::experiments::LockKind;
+use crate::experiments::cluster::{ClusterPairKind, ClusterRenewal, ClusterRun, Layout};
 use crate::experiments::contenders::{Peer, Subject};
 use crate::experiments::handoff::{HANDOFF_BLOCKS, Handoffs};
+use crate::experiments::herd::{HERD_PROCESSES, HERD_WORK, HerdRun};
 use crate::experiments::limit::{Limit, PIPELINE};
 use crate::experiments::peers::{CROWD, LIBRARY_FIXED_LEASE, Peers};
 use crate::experiments::redlock::{RED_NODE_TIMEOUT, RedlockRun};
@@ -30,6 +32,10 @@ const TARGET_PAIR_RATIO: f64 = 1.15;
 const TARGET_HANDOFF_P50_RATIO: f64 = 4.0;
 const TARGET_HANDOFF_P99_RATIO: f64 = 20.0;
 const TARGET_RENEWAL_FRACTION: f64 = 0.5;
+/// Scripts per acquisition on one contended lock, whatever the number of processes.
+const TARGET_HERD_SCRIPTS: f64 = 3.0;
+/// Plain throughput with 16 processes as a share of that with 2.
+const TARGET_HERD_KEPT: f64 = 0.9;
 
 pub(crate) struct Results {
     pub(crate) machine: Machine,
@@ -46,6 +52,8 @@ pub(crate) struct Results {
     pub(crate) tls: TlsRun,
     pub(crate) semaphores: Semaphores,
     pub(crate) peers: Peers,
+    pub(crate) herd: Vec<HerdRun>,
+    pub(crate) cluster: ClusterRun,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -67,6 +75,8 @@ impl Results {
         self.report_tls(&mut out);
         self.report_semaphores(&mut out);
         self.report_peers(&mut out);
+        self.report_herd(&mut out);
+        self.report_cluster(&mut out);
         self.report_other_work(&mut out);
         out
     }
@@ -364,6 +374,325 @@ impl Results {
         for t in &p.throughput {
             throughput_row(out, &format!("{}, one shared lock", t.subject.as_str()), t, rtt);
         }
+        let _ = writeln!(out);
+    }
+
+    fn report_herd(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "### 10. The herd: N processes of one thread each loop `lock()` + {} µs of work + release on one lock \
+             for {:.0} s (N = {}); Redis's `INFO commandstats` over the window\n",
+            HERD_WORK.as_micros(),
+            self.herd.first().map_or(0.0, |r| r.window.as_secs_f64()),
+            HERD_PROCESSES.map(|n| n.to_string()).join(", ")
+        );
+        let _ = writeln!(
+            out,
+            "Scripts per acquisition: every `EVALSHA` Redis ran (acquires, releases, the attempts of woken waiters, \
+             waiters leaving) over the acquisitions. Targets: ≤ {TARGET_HERD_SCRIPTS} for both kinds whatever N; plain \
+             throughput with 16 processes ≥ {TARGET_HERD_KEPT} × that with 2; fair Redis time per acquisition flat in \
+             N.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| kind | processes | acquisitions | acquisitions/s | per process: fewest – most | scripts per acquisition | \
+             Redis µs per acquisition |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+        for r in &self.herd {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.0} | {} – {} | {:.2} | {:.1} |",
+                r.kind.as_str(),
+                r.processes,
+                r.acquisitions,
+                r.per_sec,
+                r.per_process.0,
+                r.per_process.1,
+                r.scripts,
+                r.server_usec
+            );
+        }
+        let _ = writeln!(out);
+        let of = |kind: LockKind, n: usize| self.herd.iter().find(|r| r.kind == kind && r.processes == n);
+        let _ = writeln!(out, "| figure | value | target |");
+        let _ = writeln!(out, "|---|---:|---|");
+        for kind in [LockKind::Plain, LockKind::Fair] {
+            let most = self.herd.iter().filter(|r| r.kind == kind).map(|r| r.scripts).fold(0.0, f64::max);
+            let _ = writeln!(
+                out,
+                "| {} scripts per acquisition, the most over N | {most:.2} | ≤ {TARGET_HERD_SCRIPTS}: {} |",
+                kind.as_str(),
+                verdict(most <= TARGET_HERD_SCRIPTS)
+            );
+        }
+        if let (Some(two), Some(sixteen)) = (of(LockKind::Plain, 2), of(LockKind::Plain, 16)) {
+            let kept = sixteen.per_sec / two.per_sec;
+            let _ = writeln!(
+                out,
+                "| plain acquisitions/s with 16 processes ÷ with 2 | {kept:.2} | ≥ {TARGET_HERD_KEPT}: {} |",
+                verdict(kept >= TARGET_HERD_KEPT)
+            );
+        }
+        if let (Some(two), Some(sixteen)) = (of(LockKind::Fair, 2), of(LockKind::Fair, 16)) {
+            let _ = writeln!(
+                out,
+                "| fair Redis µs per acquisition with 16 processes ÷ with 2 | {:.2} | flat |",
+                sixteen.server_usec / two.server_usec
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn report_cluster(&self, out: &mut String) {
+        let c = &self.cluster;
+        let owner = master_letter(c.owner);
+        let rtt = c.masters[c.owner].rtt.mean;
+        let _ = writeln!(
+            out,
+            "### 11. Redis Cluster: {} masters with a replica each (the test kit's `ClusterGroup`), all {} servers \
+             pinned with the first one; cluster clients on `redis-cluster://` with the masters as seeds\n",
+            c.masters.len(),
+            c.masters.len() * 2
+        );
+        let _ = writeln!(out, "| master | slots | RTT mean µs | p50 µs | p99 µs |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+        for (i, m) in c.masters.iter().enumerate() {
+            let what = if i == c.owner {
+                format!("{} (serves the locks of the pairs and hand-offs)", master_letter(i))
+            } else {
+                master_letter(i).to_string()
+            };
+            let _ = writeln!(out, "| {what} | {} | {:.1} | {:.1} | {:.1} |", m.slots, m.rtt.mean, m.rtt.p50, m.rtt.p99);
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Uncontended acquire + release, one thread, {PAIR_BLOCKS} blocks per kind, interleaved, on one lock \
+             whose slot master {owner} serves. The limit pair is two trivial `EVALSHA`s with the lock's name as \
+             `KEYS[1]` on a plain connection to {owner}. Every master's `INFO commandstats` is reset before each \
+             block and read after it: the commands clients sent it, those its scripts ran, and its replica's \
+             `REPLCONF` (acknowledgements); the CPU time of {owner} and of its replica is read from `/proc` \
+             around each block (ticks of 10 ms). RTT: {owner}'s. Target ≤ {TARGET_PAIR_RATIO}.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | sent to {owner}, per pair | \
+             run by {owner}'s scripts, per pair | {owner}'s replica's `REPLCONF`, per pair | other masters: commands \
+             in all (their replicas' `REPLCONF`) | server µs/`EVALSHA` on {owner} | CPU µs per pair: {owner} / its \
+             replica | mean / (2 × RTT) | mean / limit pair | target |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|");
+        let limit_pair =
+            c.pairs.iter().find(|p| p.kind == ClusterPairKind::Limit).map_or(f64::NAN, |p| p.stats.pair.mean);
+        for p in &c.pairs {
+            let what: String = match p.kind {
+                ClusterPairKind::Limit => format!("two trivial keyed `EVALSHA`s straight to {owner} (the limit pair)"),
+                ClusterPairKind::Raw => format!("the two scripts sent raw to {owner}"),
+                ClusterPairKind::NoSync => {
+                    "**cluster client `try_lock()` + `unlock()`, `sync_replicas(false)`**".into()
+                }
+                ClusterPairKind::Default => {
+                    "**cluster client `try_lock()` + `unlock()`, default (each grant waits for a replica)**".into()
+                }
+            };
+            let judged = !matches!(p.kind, ClusterPairKind::Limit | ClusterPairKind::Raw);
+            let x = &p.stats;
+            let own = &p.served[c.owner];
+            let sent: Vec<String> = own.sent.iter().map(|(name, n)| format!("{name} {}", per_pair(*n))).collect();
+            let others: Vec<String> = p
+                .served
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != c.owner)
+                .map(|(i, s)| format!("{}: {} ({})", master_letter(i), s.calls, s.replication_calls))
+                .collect();
+            let (to_rtt, to_pair) = (x.pair.mean / (2.0 * rtt), x.pair.mean / limit_pair);
+            let target = if judged {
+                format!("{} / {}", verdict(to_rtt <= TARGET_PAIR_RATIO), verdict(to_pair <= TARGET_PAIR_RATIO))
+            } else {
+                "–".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} ({}) | {} | {} | {} | {:.2} | {:.0} / {:.0} \
+                 | {to_rtt:.3} | {to_pair:.3} | {target} |",
+                x.pair.n,
+                x.pair.mean,
+                x.pair.p50,
+                x.pair.p99,
+                x.acquire.mean,
+                x.release.mean,
+                per_pair(own.sent_total()),
+                sent.join(", "),
+                per_pair(own.in_scripts),
+                per_pair(own.replication),
+                others.join("; "),
+                x.server_usec,
+                p.cpu_owner_us,
+                p.cpu_replica_us
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Hand-off to a waiter parked in another process (a cluster client of its own, subscribed to the lock's \
+             channel on {owner}'s shard), holder and waiter with the same replica setting, alternating \
+             ({HANDOFF_BLOCKS} blocks each); RTT: {owner}'s, {rtt:.1} µs:\n"
+        );
+        let _ = writeln!(out, "| hand-off | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (sync, h) in &c.handoffs {
+            let what = if *sync {
+                "**cluster client, default (the waiter's grant waits for a replica)**"
+            } else {
+                "**cluster client, `sync_replicas(false)`**"
+            };
+            handoff_row(out, what, h, rtt, Some("target"));
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Renewal: watchdog leases spread over the {} masters, held by one thread of one cluster client (watchdog \
+             {} s, renewal every {} s, `sync_replicas(false)`: renewals never wait for replicas); target: \
+             renewals/s ≥ {TARGET_RENEWAL_FRACTION} × the pipelined limit. Per master, from its `INFO commandstats` \
+             over the window: the renew scripts it ran (one per round trip) and the leases they looked at \
+             (`HEXISTS`) and renewed (`PEXPIRE`). The watchdog is one thread that sends one batch at a time, master \
+             after master, and here the masters share one vCPU: so the limit it is set against is the masters' \
+             pipelined limits in series (the time the limit takes for the same number of calls on each master, one \
+             master after the other: the renewed leases over the sum of renewed on a master / its limit), not their \
+             sum, which only masters on separate hosts renewed in parallel could approach (shown too).\n",
+            c.masters.len(),
+            RENEWAL_WATCHDOG.as_secs(),
+            RENEWAL_WATCHDOG.as_secs() / 3
+        );
+        for r in &c.renewals {
+            self.report_cluster_renewal(out, r);
+        }
+    }
+
+    fn report_cluster_renewal(&self, out: &mut String, r: &ClusterRenewal) {
+        let passes = r.passes.max(1) as f64;
+        let layout = match r.layout {
+            Layout::Spread => "names `bench:cluster:lease:<i>`, spread over the slots as names without a hash tag are",
+            Layout::OneSlotPerMaster => {
+                "names `{<tag>}:lease:<i>` with one hash tag per master, so that each master's leases share one slot"
+            }
+        };
+        let _ = writeln!(out, "Renewal of {} leases, {layout}:\n", r.leases);
+        let _ = writeln!(
+            out,
+            "| master | leases on it (keys before) | renew round trips | leases looked at / renewed | round trips per \
+             pass / ceil(renewed per pass / {RENEW_BATCH}) | round trips vs the least possible (ceil(renewed / \
+             {RENEW_BATCH}) … that + passes) | Redis running the scripts: s (µs per lease) | pipelined limit: calls/s \
+             (µs per call) | keys with TTL > 0 after the window (smallest TTL) | lease keys left after the drop |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (i, n) in r.nodes.iter().enumerate() {
+            let floor = n.renewed.div_ceil(RENEW_BATCH);
+            let ideal_per_pass = (n.renewed as f64 / passes / RENEW_BATCH as f64).ceil();
+            let _ = writeln!(
+                out,
+                "| {} | {} ({}) | {} | {} / {} | {:.2} / {ideal_per_pass:.0} | {} vs {floor} … {} | {:.3} ({:.2}) | \
+                 {:.0} ({:.2}) | {} of {} ({} ms) | {} |",
+                master_letter(i),
+                n.leases,
+                n.keys_before,
+                n.round_trips,
+                n.looked_at,
+                n.renewed,
+                n.round_trips as f64 / passes,
+                n.round_trips,
+                floor + r.passes,
+                n.server_time.as_secs_f64(),
+                n.server_time.as_secs_f64() * 1e6 / n.renewed.max(1) as f64,
+                n.pipelined_per_sec,
+                1e6 / n.pipelined_per_sec,
+                n.keys_alive,
+                n.leases,
+                n.min_ttl_ms,
+                n.keys_left
+            );
+        }
+        let _ = writeln!(out);
+        let renewed_at_masters: u64 = r.nodes.iter().map(|n| n.renewed).sum();
+        let series_secs: f64 = r.nodes.iter().map(|n| n.renewed as f64 / n.pipelined_per_sec).sum();
+        let series = renewed_at_masters as f64 / series_secs;
+        let sum: f64 = r.nodes.iter().map(|n| n.pipelined_per_sec).sum();
+        let server_secs: f64 = r.nodes.iter().map(|n| n.server_time.as_secs_f64()).sum();
+        let _ = writeln!(out, "| figure | value |");
+        let _ = writeln!(out, "|---|---:|");
+        let mut row = |what: &str, value: String| {
+            let _ = writeln!(out, "| {what} | {value} |");
+        };
+        row(
+            "acquiring them, one `try_lock` each",
+            format!(
+                "{:.2} s; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}",
+                r.acquire_time.as_secs_f64(),
+                r.acquire_each.mean,
+                r.acquire_each.p50,
+                r.acquire_each.p90,
+                r.acquire_each.p99,
+                r.acquire_each.max
+            ),
+        );
+        row("window held", format!("{:.1} s", r.window.as_secs_f64()));
+        row("renewal passes in the window", r.passes.to_string());
+        row(
+            "renew round trips in the window: the client's count / scripts the masters ran",
+            format!("{} / {}", r.round_trips, r.nodes.iter().map(|n| n.round_trips).sum::<u64>()),
+        );
+        row(
+            "leases renewed in the window: the client's count / `PEXPIRE`s at the masters",
+            format!("{} / {renewed_at_masters}", r.renewed),
+        );
+        row(
+            "time in renew round trips (of which Redis running the scripts)",
+            if r.renewed == 0 {
+                format!("{:.3} s ({server_secs:.3} s), none renewed", r.renew_time.as_secs_f64())
+            } else {
+                format!(
+                    "{:.3} s ({server_secs:.3} s): {:.2} µs per lease ({:.2} µs)",
+                    r.renew_time.as_secs_f64(),
+                    r.renew_time.as_secs_f64() * 1e6 / r.renewed as f64,
+                    server_secs * 1e6 / r.renewed as f64
+                )
+            },
+        );
+        let rate = if r.renewed == 0 || renewed_at_masters == 0 {
+            "none renewed: 0 × the pipelined limit (missed)".to_string()
+        } else {
+            let (to_series, to_sum) = (r.per_sec() / series, r.per_sec() / sum);
+            format!(
+                "{:.0} = {to_series:.3} × the masters' pipelined limits in series ({series:.0} calls/s; {}); \
+                 {to_sum:.3} × their sum ({sum:.0} calls/s); {:.3} × the one server's renewal of step 4",
+                r.per_sec(),
+                verdict(to_series >= TARGET_RENEWAL_FRACTION),
+                r.per_sec() / self.renewal.per_sec()
+            )
+        };
+        row("renewals/s (renewed / time in round trips)", rate);
+        row("guards `is_held()` after the window", format!("{} of {}", r.held, r.leases));
+        row("leases lost / renewals failed (event hook)", format!("{} / {}", r.lost_events, r.failed_renewals));
+        if let Some(error) = &r.first_error {
+            row("the first failed renewal's error (event hook)", format!("`{}`", error.replace('|', "\\|")));
+        }
+        row(
+            "dropping all guards, one by one (the watchdog still renewing the rest)",
+            format!(
+                "{:.2} s; each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}; {} took over 10 ms; {} \
+                 releases failed",
+                r.drop_time.as_secs_f64(),
+                r.drop_each.mean,
+                r.drop_each.p50,
+                r.drop_each.p90,
+                r.drop_each.p99,
+                r.drop_each.max,
+                r.drop_over_10ms,
+                r.failed_releases
+            ),
+        );
         let _ = writeln!(out);
     }
 
@@ -737,6 +1066,16 @@ fn handoff_row(out: &mut String, what: &str, h: &Summary, rtt: f64, label: Optio
         judged(p50, TARGET_HANDOFF_P50_RATIO),
         judged(p99, TARGET_HANDOFF_P99_RATIO)
     );
+}
+
+/// The name of the `i`-th master in the report.
+fn master_letter(i: usize) -> &'static str {
+    ["A", "B", "C", "D", "E", "F"].get(i).copied().unwrap_or("?")
+}
+
+/// A count per pair: two decimals, or four when it is below 0.01 but not nothing.
+fn per_pair(n: f64) -> String {
+    if n > 0.0 && n < 0.01 { format!("{n:.4}") } else { format!("{n:.2}") }
 }
 
 /// One row of a throughput table.

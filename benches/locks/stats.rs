@@ -120,9 +120,50 @@ pub(crate) fn measure_pairs_counting(
     counted: &[&[&str]],
     warmup: usize,
     pairs: usize,
-    mut stats: Option<&mut redis::Connection>,
+    stats: Option<&mut redis::Connection>,
 ) -> Vec<PairStats> {
     assert_eq!(ops.len(), counted.len(), "the commands counted for every op");
+    match stats {
+        Some(conn) => measure_pairs_with(ops, warmup, pairs, Some(&mut OneServer { conn, counted })),
+        None => measure_pairs_with(ops, warmup, pairs, None),
+    }
+}
+
+/// What is read on the server (or servers) around each block of pairs.
+pub(crate) trait BlockCounters {
+    /// Before a block of `ops[op]`.
+    fn reset(&mut self, op: usize);
+    /// After it: the calls and the server microseconds to count for `ops[op]`.
+    fn read(&mut self, op: usize) -> (u64, u64);
+}
+
+/// The commands `counted[op]` on one server.
+struct OneServer<'a, 'b> {
+    conn: &'a mut redis::Connection,
+    counted: &'a [&'b [&'b str]],
+}
+
+impl BlockCounters for OneServer<'_, '_> {
+    fn reset(&mut self, _op: usize) {
+        reset_server_stats(self.conn);
+    }
+
+    fn read(&mut self, op: usize) -> (u64, u64) {
+        self.counted[op].iter().fold((0, 0), |(calls, usec), command| {
+            let (c, u) = server_command_stats(self.conn, command);
+            (calls + c, usec + u)
+        })
+    }
+}
+
+/// Runs every op `warmup` times, then `pairs` times each in `PAIR_BLOCKS` interleaved
+/// blocks, with `counters` reset before each block and read after it.
+pub(crate) fn measure_pairs_with(
+    ops: &mut [PairOp],
+    warmup: usize,
+    pairs: usize,
+    mut counters: Option<&mut dyn BlockCounters>,
+) -> Vec<PairStats> {
     for op in ops.iter_mut() {
         for _ in 0..warmup {
             op();
@@ -130,9 +171,9 @@ pub(crate) fn measure_pairs_counting(
     }
     let mut samples: Vec<PairSamples> = ops.iter().map(|_| PairSamples::default()).collect();
     for _ in 0..PAIR_BLOCKS {
-        for ((op, kind), commands) in ops.iter_mut().zip(&mut samples).zip(counted) {
-            if let Some(conn) = stats.as_deref_mut() {
-                reset_server_stats(conn);
+        for (i, (op, kind)) in ops.iter_mut().zip(&mut samples).enumerate() {
+            if let Some(counters) = counters.as_deref_mut() {
+                counters.reset(i);
             }
             for _ in 0..pairs / PAIR_BLOCKS {
                 let start = Instant::now();
@@ -142,12 +183,10 @@ pub(crate) fn measure_pairs_counting(
                 kind.acquire.push(first);
                 kind.release.push(pair - first);
             }
-            if let Some(conn) = stats.as_deref_mut() {
-                for command in commands.iter() {
-                    let (calls, usec) = server_command_stats(conn, command);
-                    kind.server_calls += calls;
-                    kind.server_usec += usec;
-                }
+            if let Some(counters) = counters.as_deref_mut() {
+                let (calls, usec) = counters.read(i);
+                kind.server_calls += calls;
+                kind.server_usec += usec;
             }
         }
     }
@@ -185,4 +224,19 @@ pub(crate) fn server_command_stats(conn: &mut redis::Connection, command: &str) 
     let field =
         |name: &str| fields.split(',').find_map(|f| f.strip_prefix(name)).and_then(|v| v.parse().ok()).unwrap_or(0);
     (field("calls="), field("usec="))
+}
+
+/// Every command's calls and server microseconds since the last reset (`INFO
+/// commandstats`), by name (`evalsha`, `config|resetstat`, ...). Commands a script runs are
+/// counted under their own names too.
+pub(crate) fn server_all_command_stats(conn: &mut redis::Connection) -> Vec<(String, u64, u64)> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO commandstats");
+    info.lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter_map(|line| {
+            let (name, fields) = line.split_once(':')?;
+            let field = |f: &str| fields.split(',').find_map(|x| x.strip_prefix(f)).and_then(|v| v.parse().ok());
+            Some((name.to_string(), field("calls=")?, field("usec=")?))
+        })
+        .collect()
 }

@@ -17,12 +17,12 @@ use crate::plan::Plan;
 use crate::stats::Summary;
 
 /// Rounds before the measured ones (they open the child's pub/sub connection).
-const HANDOFF_WARMUP: usize = 20;
+pub(crate) const HANDOFF_WARMUP: usize = 20;
 /// Rounds before the measured ones for a waiter that polls (no pub/sub connection to open,
 /// and each round lasts a poll interval).
 const POLLING_WARMUP: usize = 2;
 /// How long a subscribed waiter is given to retry and park before the release.
-const HANDOFF_SETTLE: Duration = Duration::from_millis(2);
+pub(crate) const HANDOFF_SETTLE: Duration = Duration::from_millis(2);
 /// The subjects of one measurement alternate in this many blocks each.
 pub(crate) const HANDOFF_BLOCKS: usize = 8;
 
@@ -165,7 +165,12 @@ pub(crate) fn measure_handoffs(server: &RedisServer, plan: &Plan) -> Handoffs {
 /// reports.
 pub(crate) fn handoff_child() {
     let subject = Subject::parse(&child_env(KIND_ENV));
-    let mut waiter = Process::open(subject, &child_env(URL_ENV)).contender(&child_env(LOCK_ENV));
+    serve_handoffs(Process::open(subject, &child_env(URL_ENV)).contender(&child_env(LOCK_ENV)));
+}
+
+/// A child's side of the hand-offs, with `waiter`: on each "go", says "waiting", blocks in
+/// its acquire, notes the time it returned, releases, and says "acquired <time>".
+pub(crate) fn serve_handoffs(mut waiter: Box<dyn Contender>) {
     say("ready");
     for line in std::io::stdin().lock().lines() {
         match line.expect("read the parent's order").as_str() {

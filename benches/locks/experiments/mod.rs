@@ -1,7 +1,9 @@
 //! The experiments, one module each in the order of the report, and the lock kinds they use.
 
+pub(crate) mod cluster;
 pub(crate) mod contenders;
 pub(crate) mod handoff;
+pub(crate) mod herd;
 pub(crate) mod limit;
 pub(crate) mod peers;
 pub(crate) mod permit_renewal;

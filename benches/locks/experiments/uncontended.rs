@@ -10,9 +10,74 @@ use crate::experiments::limit::trivial_call;
 use crate::plan::Plan;
 use crate::stats::{PairOp, PairStats, measure_pairs};
 
-const ACQUIRE_LUA: &str = include_str!("../../../lua/acquire.lua");
-/// As the library loads it: the release script calls `publish` of the prelude.
+/// As the library loads them: both scripts call functions of the prelude.
+const ACQUIRE_LUA: &str = concat!(include_str!("../../../lua/prelude.lua"), include_str!("../../../lua/acquire.lua"));
 const RELEASE_LUA: &str = concat!(include_str!("../../../lua/prelude.lua"), include_str!("../../../lua/release.lua"));
+
+/// `lua/acquire.lua` and `lua/release.lua` as the library loads them (in the sharded build
+/// of a cluster when `sharded`), sent raw with the arguments the library sends for
+/// `try_lock()` and `unlock()` of a client with id `client_id`, on the lock `name`.
+pub(crate) struct RawPair {
+    acquire: redis::Script,
+    release: redis::Script,
+    name: String,
+    waiters: String,
+    client_id: String,
+    owner: String,
+    request: u64,
+}
+
+impl RawPair {
+    pub(crate) fn new(client_id: &str, name: &str, sharded: bool) -> RawPair {
+        let build = |source: &str| {
+            redis::Script::new(&if sharded { source.replace("'publish'", "'spublish'") } else { source.to_string() })
+        };
+        RawPair {
+            acquire: build(ACQUIRE_LUA),
+            release: build(RELEASE_LUA),
+            name: name.to_string(),
+            waiters: format!("redlease_waiters:{{{name}}}"),
+            client_id: client_id.to_string(),
+            owner: format!("{client_id}:1"),
+            request: 0,
+        }
+    }
+
+    /// One acquire and one release on `conn`; returns how long the acquire took.
+    pub(crate) fn run(&mut self, conn: &mut redis::Connection) -> Duration {
+        let start = Instant::now();
+        // No wake token: the caller does not wait (as `try_lock`).
+        let reply: Option<i64> = self
+            .acquire
+            .key(&self.name)
+            .key(&self.waiters)
+            .arg(30_000)
+            .arg(&self.owner)
+            .arg("")
+            .arg(5_000)
+            .invoke(conn)
+            .expect("raw acquire");
+        assert_eq!(reply, None, "raw acquire of a free lock");
+        let first = start.elapsed();
+        self.request += 1;
+        // The request id as the library makes it: the client's UUID and a counter.
+        let reply: Option<i64> = self
+            .release
+            .key(&self.name)
+            .key(format!("redisson_unlock_latch:{{{}}}:{}:{}", self.name, self.client_id, self.request))
+            .key(&self.waiters)
+            .arg(0)
+            .arg(30_000)
+            .arg(&self.owner)
+            .arg(12_000)
+            .arg(format!("redisson_lock__channel:{{{}}}", self.name))
+            .arg("0")
+            .invoke(conn)
+            .expect("raw release");
+        assert_eq!(reply, Some(1), "raw release of a held lock");
+        first
+    }
+}
 
 /// `try_lock()` (which must succeed) then `unlock()`; returns how long the acquire took.
 pub(crate) fn library_pair(lock: &AnyLock) -> Duration {
@@ -48,10 +113,7 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
     ];
     let (mut trivial_conn, mut raw_conn, mut stats_conn) = (server.conn(), server.conn(), server.conn());
     let trivial = trivial_call(&mut trivial_conn);
-    let (acquire_script, release_script) = (redis::Script::new(ACQUIRE_LUA), redis::Script::new(RELEASE_LUA));
-    let raw_name = "bench:uncontended:raw";
-    let owner = format!("{}:1", client.id());
-    let mut request = 0u64;
+    let mut raw = RawPair::new(client.id(), "bench:uncontended:raw", false);
 
     let mut ops: Vec<PairOp> = vec![
         Box::new(|| {
@@ -61,28 +123,7 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
             let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
             first
         }),
-        Box::new(|| {
-            let start = Instant::now();
-            let reply: Option<i64> =
-                acquire_script.key(raw_name).arg(30_000).arg(&owner).invoke(&mut raw_conn).expect("raw acquire");
-            assert_eq!(reply, None, "raw acquire of a free lock");
-            let first = start.elapsed();
-            request += 1;
-            // The request id as the library makes it: the client's UUID and a counter.
-            let reply: Option<i64> = release_script
-                .key(raw_name)
-                .key(format!("redisson_unlock_latch:{{{raw_name}}}:{}:{request}", client.id()))
-                .arg(0)
-                .arg(30_000)
-                .arg(&owner)
-                .arg(12_000)
-                .arg(format!("redisson_lock__channel:{{{raw_name}}}"))
-                .arg("0")
-                .invoke(&mut raw_conn)
-                .expect("raw release");
-            assert_eq!(reply, Some(1), "raw release of a held lock");
-            first
-        }),
+        Box::new(|| raw.run(&mut raw_conn)),
     ];
     for lock in &locks {
         ops.push(Box::new(move || library_pair(lock)));

@@ -1,0 +1,692 @@
+//! Step 11, Redis Cluster: three masters with a replica each (the test kit's
+//! `ClusterGroup`), every server pinned with the first one. The uncontended pair through a
+//! cluster client against two trivial keyed `EVALSHA`s sent straight to the master that
+//! owns the lock's slot, with what each master served per pair; the hand-off to a waiter in
+//! another process, in round trips of that master; the watchdog renewing many leases spread
+//! over the three masters, against the pipelined limit of each.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{AnyLock, Client, LockEvents, LockGuard};
+use redlease_testkit::cluster::ClusterGroup;
+use redlease_testkit::server::RedisServer;
+
+use crate::child::{LOCK_ENV, URL_ENV, Worker, child_env};
+use crate::clock::{mono_ns, nanos};
+use crate::experiments::LockKind;
+use crate::experiments::contenders::{Contender, Process, Subject};
+use crate::experiments::handoff::{HANDOFF_BLOCKS, HANDOFF_SETTLE, HANDOFF_WARMUP, serve_handoffs};
+use crate::experiments::limit::{PIPELINE, pipelined_rate, trivial_call};
+use crate::experiments::renewal::{EventCounts, RENEWAL_WATCHDOG, over_10ms};
+use crate::experiments::uncontended::{RawPair, library_pair};
+use crate::meter::process_ticks;
+use crate::plan::Plan;
+use crate::stats::{
+    BlockCounters, PairOp, PairStats, Summary, measure_pairs_with, reset_server_stats, server_all_command_stats,
+    server_command_stats, time_each, twice,
+};
+
+/// Whether a child's cluster client waits for a replica after each grant ("1") or not.
+pub(crate) const SYNC_ENV: &str = "REDLEASE_BENCH_SYNC";
+/// Round trips made for this long before the masters' round trips are measured (a VM's
+/// idle vCPU wakes slower after a quiet spell).
+const RTT_WARMUP: Duration = Duration::from_secs(1);
+
+/// One master of the cluster, in the order the test kit made them.
+pub(crate) struct Master {
+    /// Slots it serves.
+    pub(crate) slots: usize,
+    /// A trivial `EVALSHA` round trip on a plain connection to it.
+    pub(crate) rtt: Summary,
+}
+
+/// The kinds of pair measured, in the order of [`ClusterRun::pairs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClusterPairKind {
+    /// Two trivial `EVALSHA`s with the lock's name as `KEYS[1]`, straight to its master.
+    Limit,
+    /// The library's acquire and release scripts (sharded build) sent raw to the master,
+    /// with the arguments the library sends: what the pair costs without the client.
+    Raw,
+    /// `try_lock()` + `unlock()` through a cluster client with `sync_replicas(false)`.
+    NoSync,
+    /// The same with the default settings: every grant waits for a replica (`WAIT 1`).
+    Default,
+}
+
+/// What one master served during the blocks of one kind of pair, per pair.
+#[derive(Default)]
+pub(crate) struct Served {
+    /// Commands sent to it by clients, by name, most first.
+    pub(crate) sent: Vec<(String, f64)>,
+    /// Commands run by the scripts it ran.
+    pub(crate) in_scripts: f64,
+    /// `REPLCONF` from its replica (acknowledgements).
+    pub(crate) replication: f64,
+    /// Calls in all (not per pair): clients' commands and the scripts' commands, and
+    /// `REPLCONF` from its replica.
+    pub(crate) calls: u64,
+    pub(crate) replication_calls: u64,
+}
+
+impl Served {
+    pub(crate) fn sent_total(&self) -> f64 {
+        self.sent.iter().map(|(_, n)| n).sum()
+    }
+}
+
+pub(crate) struct ClusterPair {
+    pub(crate) kind: ClusterPairKind,
+    pub(crate) stats: PairStats,
+    /// Per master, in the order of [`ClusterRun::masters`].
+    pub(crate) served: Vec<Served>,
+    /// CPU time of the owning master and of its replica per pair, µs (`/proc/<pid>/stat`,
+    /// in ticks of 10 ms added up over the blocks).
+    pub(crate) cpu_owner_us: f64,
+    pub(crate) cpu_replica_us: f64,
+}
+
+pub(crate) struct ClusterRun {
+    pub(crate) masters: Vec<Master>,
+    /// The master (an index into `masters`) that owns the slots of the pairs' and the
+    /// hand-offs' locks.
+    pub(crate) owner: usize,
+    pub(crate) pairs: Vec<ClusterPair>,
+    /// Hand-offs with and without replica sync: (`sync_replicas`, summary).
+    pub(crate) handoffs: Vec<(bool, Summary)>,
+    /// The renewal with the leases' names spread over every slot, then with one hash tag
+    /// per master.
+    pub(crate) renewals: Vec<ClusterRenewal>,
+}
+
+/// How the renewal's lease names land on the masters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `bench:cluster:lease:<i>`: spread over the slots, as names without a hash tag are.
+    Spread,
+    /// `{<tag of the master>}:lease:<i>`: each master's leases in one slot of it.
+    OneSlotPerMaster,
+}
+
+/// The renewal of many leases spread over the masters.
+pub(crate) struct ClusterRenewal {
+    pub(crate) layout: Layout,
+    pub(crate) leases: usize,
+    pub(crate) acquire_time: Duration,
+    pub(crate) acquire_each: Summary,
+    pub(crate) window: Duration,
+    pub(crate) passes: u64,
+    pub(crate) round_trips: u64,
+    pub(crate) renewed: u64,
+    pub(crate) renew_time: Duration,
+    /// Per master, in the order of [`ClusterRun::masters`].
+    pub(crate) nodes: Vec<NodeRenewal>,
+    pub(crate) held: usize,
+    pub(crate) lost_events: u64,
+    pub(crate) failed_renewals: u64,
+    /// The first error the event hook reported for a renewal, if any.
+    pub(crate) first_error: Option<String>,
+    pub(crate) drop_time: Duration,
+    pub(crate) drop_each: Summary,
+    pub(crate) drop_over_10ms: usize,
+    pub(crate) failed_releases: u64,
+}
+
+impl ClusterRenewal {
+    pub(crate) fn per_sec(&self) -> f64 {
+        self.renewed as f64 / self.renew_time.as_secs_f64()
+    }
+}
+
+/// One master's share of the renewal, from its `INFO commandstats` over the window.
+#[derive(Default)]
+pub(crate) struct NodeRenewal {
+    /// Keys in its database before the leases were taken.
+    pub(crate) keys_before: u64,
+    /// Leases whose slot it serves.
+    pub(crate) leases: usize,
+    /// Trivial `EVALSHA`s per second on it, `PIPELINE` per pipeline, measured just before
+    /// the leases were taken.
+    pub(crate) pipelined_per_sec: f64,
+    /// Renew scripts it ran (`EVALSHA`): the watchdog's round trips to it.
+    pub(crate) round_trips: u64,
+    /// Leases looked at (`HEXISTS`) and renewed (`PEXPIRE`) by those scripts.
+    pub(crate) looked_at: u64,
+    pub(crate) renewed: u64,
+    /// Time it spent running them.
+    pub(crate) server_time: Duration,
+    /// Its lease keys with a TTL > 0 after the window, and the smallest TTL (ms).
+    pub(crate) keys_alive: usize,
+    pub(crate) min_ttl_ms: i64,
+    /// Its lease keys left after every guard dropped.
+    pub(crate) keys_left: u64,
+}
+
+/// Which master serves each slot, from `CLUSTER SLOTS`, as indexes into `ports`.
+struct SlotMap {
+    ports: Vec<u16>,
+    owner: Vec<usize>,
+}
+
+impl SlotMap {
+    fn read(conn: &mut redis::Connection, ports: Vec<u16>) -> SlotMap {
+        let ranges: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(conn).expect("CLUSTER SLOTS");
+        let mut owner = vec![usize::MAX; 16384];
+        for range in ranges {
+            let redis::Value::Array(fields) = range else { panic!("CLUSTER SLOTS: a range that is no array") };
+            let (Some(redis::Value::Int(from)), Some(redis::Value::Int(to)), Some(redis::Value::Array(master))) =
+                (fields.first(), fields.get(1), fields.get(2))
+            else {
+                panic!("CLUSTER SLOTS: a range of an unknown form");
+            };
+            let Some(redis::Value::Int(port)) = master.get(1) else { panic!("CLUSTER SLOTS: a master with no port") };
+            let index = ports.iter().position(|&p| i64::from(p) == *port).expect("a master of the group");
+            for slot in *from..=*to {
+                owner[usize::try_from(slot).expect("a slot")] = index;
+            }
+        }
+        assert!(owner.iter().all(|&o| o != usize::MAX), "every slot has a master");
+        SlotMap { ports, owner }
+    }
+
+    /// The master (index) of each of `keys`, from `CLUSTER KEYSLOT` (pipelined).
+    fn masters_of(&self, conn: &mut redis::Connection, keys: &[String]) -> Vec<usize> {
+        let mut masters = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(PIPELINE) {
+            let mut pipe = redis::pipe();
+            for key in chunk {
+                pipe.cmd("CLUSTER").arg("KEYSLOT").arg(key);
+            }
+            let slots: Vec<usize> = pipe.query(conn).expect("CLUSTER KEYSLOT");
+            masters.extend(slots.into_iter().map(|slot| self.owner[slot]));
+        }
+        masters
+    }
+
+    /// The first name `prefix-<i>` whose slot `master` serves.
+    fn name_on(&self, conn: &mut redis::Connection, prefix: &str, master: usize) -> String {
+        (0..1000)
+            .map(|i| format!("{prefix}-{i}"))
+            .find(|name| self.masters_of(conn, std::slice::from_ref(name))[0] == master)
+            .unwrap_or_else(|| panic!("no name {prefix}-<i> on the master at port {}", self.ports[master]))
+    }
+}
+
+pub(crate) fn measure_cluster(group: &ClusterGroup, plan: &Plan) -> ClusterRun {
+    let servers: Vec<&RedisServer> = group.masters();
+    assert_eq!(servers.len(), 3, "three masters");
+    let ports: Vec<u16> = servers.iter().map(|s| s.port()).collect();
+    let slots = SlotMap::read(&mut servers[0].conn(), ports.clone());
+    let url = group.url();
+
+    // The pairs' lock is on the master that serves "bench:cluster:pair-0"; the hand-offs'
+    // locks on the same master.
+    let mut any = servers[0].conn();
+    let owner = slots.masters_of(&mut any, &["bench:cluster:pair-0".to_string()])[0];
+    let pair_name = slots.name_on(&mut any, "bench:cluster:pair", owner);
+    let raw_name = slots.name_on(&mut any, "bench:cluster:raw", owner);
+
+    // The round trip of each master, one after the other.
+    let mut rtts = Vec::new();
+    for server in &servers {
+        let mut conn = server.conn();
+        let call = trivial_call(&mut conn);
+        let warm_until = Instant::now() + RTT_WARMUP / 3;
+        while Instant::now() < warm_until {
+            let _: i64 = call.query(&mut conn).expect("trivial EVALSHA");
+        }
+        rtts.push(time_each(plan.warmup, plan.round_trips / 2, || {
+            let one: i64 = call.query(&mut conn).expect("trivial EVALSHA");
+            assert_eq!(one, 1);
+        }));
+    }
+
+    let replica = replica_of(group, servers[owner]);
+    let pairs = measure_cluster_pairs(&url, &servers, owner, replica, &pair_name, &raw_name, plan);
+    let handoffs = measure_cluster_handoffs(&url, servers[owner], &slots, owner, plan);
+    let renewals = [Layout::Spread, Layout::OneSlotPerMaster]
+        .into_iter()
+        .map(|layout| {
+            let names: Vec<String> = match layout {
+                Layout::Spread => (0..plan.leases).map(|i| format!("bench:cluster:lease:{i}")).collect(),
+                Layout::OneSlotPerMaster => {
+                    let tags: Vec<String> = (0..servers.len())
+                        .map(|m| slots.name_on(&mut any, &format!("bench:cluster:tag-{m}"), m))
+                        .collect();
+                    (0..plan.leases).map(|i| format!("{{{}}}:lease:{i}", tags[i % tags.len()])).collect()
+                }
+            };
+            measure_cluster_renewal(&url, &servers, &slots, layout, &names, plan)
+        })
+        .collect();
+
+    let masters = (0..servers.len())
+        .map(|i| Master { slots: slots.owner.iter().filter(|&&o| o == i).count(), rtt: rtts[i] })
+        .collect();
+    ClusterRun { masters, owner, pairs, handoffs, renewals }
+}
+
+/// The replica of `master` (`INFO replication` of each replica names its master's port).
+fn replica_of<'a>(group: &'a ClusterGroup, master: &RedisServer) -> &'a RedisServer {
+    group
+        .replicas()
+        .into_iter()
+        .find(|r| {
+            let info: String = redis::cmd("INFO").arg("replication").query(&mut r.conn()).expect("INFO replication");
+            info.contains(&format!("master_port:{}\r", master.port()))
+        })
+        .expect("the master's replica")
+}
+
+/// `EVALSHA` of `return 1` (loaded with `SCRIPT LOAD` on `conn`) with `key` as `KEYS[1]`.
+fn keyed_trivial_call(conn: &mut redis::Connection, key: &str) -> redis::Cmd {
+    let sha: String =
+        redis::cmd("SCRIPT").arg("LOAD").arg("return 1").query(conn).expect("SCRIPT LOAD of the trivial script");
+    let mut call = redis::cmd("EVALSHA");
+    call.arg(sha).arg(1).arg(key);
+    call
+}
+
+/// How a command seen in `INFO commandstats` came to a master.
+#[derive(PartialEq, Eq)]
+enum Origin {
+    /// The benchmark's own reading and resetting of the counters.
+    Benchmark,
+    /// Its replica's acknowledgements (`REPLCONF ACK`).
+    Replication,
+    /// A client sent it.
+    Client,
+    /// A script ran it (every command a client of this benchmark does not send itself).
+    Script,
+}
+
+fn origin(command: &str) -> Origin {
+    let base = command.split('|').next().unwrap_or(command);
+    match base {
+        "info" | "config" => Origin::Benchmark,
+        "replconf" | "psync" | "sync" => Origin::Replication,
+        "evalsha" | "eval" | "evalsha_ro" | "eval_ro" | "fcall" | "fcall_ro" | "wait" | "role" | "ping" | "asking"
+        | "readonly" | "readwrite" | "select" | "hello" | "auth" | "echo" | "quit" | "multi" | "exec" | "discard"
+        | "script" | "cluster" | "client" | "pubsub" | "command" | "ssubscribe" | "sunsubscribe" | "subscribe"
+        | "unsubscribe" | "psubscribe" | "punsubscribe" => Origin::Client,
+        _ => Origin::Script,
+    }
+}
+
+/// Every master's counters, reset before each block and added up per kind of pair after
+/// it; the server time counted for a pair is the `EVALSHA`s' on the owning master.
+struct MasterCounters {
+    conns: Vec<redis::Connection>,
+    owner: usize,
+    /// Per kind of pair, per master: calls by command.
+    calls: Vec<Vec<HashMap<String, u64>>>,
+    /// The owning master's and its replica's process ids, their CPU ticks when the block
+    /// started, and per kind of pair the ticks added up.
+    pids: [String; 2],
+    ticks_at_reset: [u64; 2],
+    ticks: Vec<[u64; 2]>,
+}
+
+impl MasterCounters {
+    fn cpu_ticks(&self) -> [u64; 2] {
+        [process_ticks(&self.pids[0], false), process_ticks(&self.pids[1], false)]
+    }
+}
+
+impl BlockCounters for MasterCounters {
+    fn reset(&mut self, _op: usize) {
+        for conn in &mut self.conns {
+            reset_server_stats(conn);
+        }
+        self.ticks_at_reset = self.cpu_ticks();
+    }
+
+    fn read(&mut self, op: usize) -> (u64, u64) {
+        let now = self.cpu_ticks();
+        for (total, (now, then)) in self.ticks[op].iter_mut().zip(now.iter().zip(self.ticks_at_reset)) {
+            *total += now.saturating_sub(then);
+        }
+        let mut counted = (0, 0);
+        for (i, conn) in self.conns.iter_mut().enumerate() {
+            for (command, calls, usec) in server_all_command_stats(conn) {
+                if i == self.owner && command == "evalsha" {
+                    counted = (calls, usec);
+                }
+                *self.calls[op][i].entry(command).or_default() += calls;
+            }
+        }
+        counted
+    }
+}
+
+fn measure_cluster_pairs(
+    url: &str,
+    servers: &[&RedisServer],
+    owner: usize,
+    replica: &RedisServer,
+    name: &str,
+    raw_name: &str,
+    plan: &Plan,
+) -> Vec<ClusterPair> {
+    let no_sync = Client::builder(url).sync_replicas(false).build().expect("cluster client without replica sync");
+    let default = Client::open(url).expect("cluster client");
+    let no_sync_lock: AnyLock = no_sync.lock(name).into();
+    let default_lock: AnyLock = default.lock(name).into();
+    let mut limit_conn = servers[owner].conn();
+    let limit = keyed_trivial_call(&mut limit_conn, name);
+    let mut raw_conn = servers[owner].conn();
+    let mut raw = RawPair::new(no_sync.id(), raw_name, true);
+    let kinds = [ClusterPairKind::Limit, ClusterPairKind::Raw, ClusterPairKind::NoSync, ClusterPairKind::Default];
+    let mut counters = MasterCounters {
+        conns: servers.iter().map(|s| s.conn()).collect(),
+        owner,
+        calls: kinds.iter().map(|_| servers.iter().map(|_| HashMap::new()).collect()).collect(),
+        pids: [servers[owner], replica].map(|s| s.pid().expect("a running server").to_string()),
+        ticks_at_reset: [0; 2],
+        ticks: vec![[0; 2]; kinds.len()],
+    };
+    let mut ops: Vec<PairOp> = vec![
+        twice(|| {
+            let one: i64 = limit.query(&mut limit_conn).expect("keyed trivial EVALSHA");
+            assert_eq!(one, 1);
+        }),
+        Box::new(|| raw.run(&mut raw_conn)),
+        Box::new(|| library_pair(&no_sync_lock)),
+        Box::new(|| library_pair(&default_lock)),
+    ];
+    let stats = measure_pairs_with(&mut ops, plan.warmup, plan.pairs / 2, Some(&mut counters));
+    drop(ops);
+    kinds
+        .into_iter()
+        .zip(stats)
+        .zip(counters.calls)
+        .zip(counters.ticks)
+        .map(|(((kind, stats), per_master), ticks)| {
+            let pairs = stats.pair.n as f64;
+            // USER_HZ ticks of 10 ms.
+            let [cpu_owner_us, cpu_replica_us] = ticks.map(|t| t as f64 * 10_000.0 / pairs);
+            let served = per_master
+                .into_iter()
+                .map(|calls| {
+                    let mut served = Served::default();
+                    for (command, n) in calls {
+                        match origin(&command) {
+                            Origin::Benchmark => {}
+                            Origin::Replication => {
+                                served.replication += n as f64 / pairs;
+                                served.replication_calls += n;
+                            }
+                            Origin::Client => {
+                                served.sent.push((command, n as f64 / pairs));
+                                served.calls += n;
+                            }
+                            Origin::Script => {
+                                served.in_scripts += n as f64 / pairs;
+                                served.calls += n;
+                            }
+                        }
+                    }
+                    served.sent.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                    served
+                })
+                .collect();
+            ClusterPair { kind, stats, served, cpu_owner_us, cpu_replica_us }
+        })
+        .collect()
+}
+
+/// One holder here and one waiter in a child process, each with a cluster client that does
+/// (or does not) wait for a replica after its grants, handing a lock back and forth.
+struct ClusterHandoffRig {
+    channel: String,
+    holder: Box<dyn Contender>,
+    child: Worker,
+    /// To the master that serves the lock's slot (and its channel's shard).
+    raw: redis::Connection,
+}
+
+impl ClusterHandoffRig {
+    fn new(url: &str, owner: &RedisServer, name: String, sync: bool) -> ClusterHandoffRig {
+        let client = Client::builder(url).sync_replicas(sync).build().expect("cluster client for the hand-offs");
+        let mut holder = Process::with_client(Subject::Lock(LockKind::Plain), &client).contender(&name);
+        let child = Worker::spawn(
+            "cluster-handoff",
+            &[(URL_ENV, url.to_string()), (LOCK_ENV, name.clone()), (SYNC_ENV, u8::from(sync).to_string())],
+        );
+        child.expect("ready");
+        assert!(holder.try_take(), "the hand-off lock starts free");
+        ClusterHandoffRig { channel: format!("redisson_lock__channel:{{{name}}}"), holder, child, raw: owner.conn() }
+    }
+
+    /// One hand-off, as step 2's: from just before the release to the child's return from
+    /// `lock()`, in nanoseconds.
+    fn round(&mut self) -> u64 {
+        self.child.send("go");
+        self.child.expect("waiting");
+        // Parked: subscribed to the lock's channel on its shard.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, count): (String, u64) = redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .arg(&self.channel)
+                .query(&mut self.raw)
+                .expect("PUBSUB SHARDNUMSUB");
+            if count >= 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the waiting child did not park on {} within 10 s", self.channel);
+            thread::sleep(Duration::from_micros(100));
+        }
+        thread::sleep(HANDOFF_SETTLE);
+        let t0 = mono_ns();
+        self.holder.give_back();
+        let t1: u64 = self.child.expect("acquired ").parse().expect("the child's acquisition time");
+        assert!(self.holder.try_take(), "the child has released");
+        t1.checked_sub(t0).expect("the child acquired after the release")
+    }
+
+    fn finish(mut self) {
+        self.holder.give_back();
+        self.child.send("quit");
+        self.child.finish();
+    }
+}
+
+/// Hand-offs without and with replica sync, in alternating blocks, on locks served by
+/// `owner`.
+fn measure_cluster_handoffs(
+    url: &str,
+    owner_server: &RedisServer,
+    slots: &SlotMap,
+    owner: usize,
+    plan: &Plan,
+) -> Vec<(bool, Summary)> {
+    let mut conn = owner_server.conn();
+    let mut rigs: Vec<(bool, ClusterHandoffRig)> = [false, true]
+        .into_iter()
+        .map(|sync| {
+            let name = slots.name_on(&mut conn, &format!("bench:cluster:handoff:sync-{sync}"), owner);
+            (sync, ClusterHandoffRig::new(url, owner_server, name, sync))
+        })
+        .collect();
+    for (_, rig) in &mut rigs {
+        for _ in 0..HANDOFF_WARMUP {
+            rig.round();
+        }
+    }
+    let mut samples: Vec<Vec<u64>> = rigs.iter().map(|_| Vec::with_capacity(plan.handoffs)).collect();
+    for _ in 0..HANDOFF_BLOCKS {
+        for ((_, rig), samples) in rigs.iter_mut().zip(&mut samples) {
+            for _ in 0..(plan.handoffs / HANDOFF_BLOCKS).max(1) {
+                samples.push(rig.round());
+            }
+        }
+    }
+    let syncs: Vec<bool> = rigs.iter().map(|(sync, _)| *sync).collect();
+    for (_, rig) in rigs {
+        rig.finish();
+    }
+    syncs.into_iter().zip(samples.into_iter().map(Summary::of_nanos)).collect()
+}
+
+/// Child: the waiter of the cluster hand-offs, with a cluster client that waits for a
+/// replica after its grants when `SYNC_ENV` is "1".
+pub(crate) fn cluster_handoff_child() {
+    let sync = child_env(SYNC_ENV) == "1";
+    let client = Client::builder(child_env(URL_ENV)).sync_replicas(sync).build().expect("cluster client of the waiter");
+    serve_handoffs(Process::with_client(Subject::Lock(LockKind::Plain), &client).contender(&child_env(LOCK_ENV)));
+    let _ = std::io::stdout().flush();
+}
+
+/// Counts what the client reports through its event hook, and keeps the first renewal
+/// error's text.
+#[derive(Default)]
+struct ClusterEvents {
+    counts: EventCounts,
+    first_error: Mutex<Option<String>>,
+}
+
+impl LockEvents for ClusterEvents {
+    fn lease_lost(&self, lock: &str) {
+        self.counts.lease_lost(lock);
+    }
+    fn renewal_failed(&self, error: &redlease::Error) {
+        self.counts.renewal_failed(error);
+        self.first_error.lock().expect("first error").get_or_insert_with(|| error.to_string());
+    }
+    fn release_failed(&self, lock: &str, error: &redlease::Error) {
+        self.counts.release_failed(lock, error);
+    }
+}
+
+/// The watchdog of one cluster client renewing the leases `names`, held by one thread,
+/// with the pipelined limit of each master measured just before they were taken.
+fn measure_cluster_renewal(
+    url: &str,
+    servers: &[&RedisServer],
+    slots: &SlotMap,
+    layout: Layout,
+    names: &[String],
+    plan: &Plan,
+) -> ClusterRenewal {
+    let events = Arc::new(ClusterEvents::default());
+    // No replica sync: the grants are not what is measured here (renewals never wait), and
+    // 100,000 `WAIT`s would only lengthen the run.
+    let client = Client::builder(url)
+        .watchdog_timeout(RENEWAL_WATCHDOG)
+        .pool_size(4)
+        .sync_replicas(false)
+        .events(events.clone())
+        .build()
+        .expect("cluster client for the renewal run");
+    let mut conns: Vec<redis::Connection> = servers.iter().map(|s| s.conn()).collect();
+    let master_of = slots.masters_of(&mut conns[0], names);
+    let mut on_node: Vec<Vec<&String>> = servers.iter().map(|_| Vec::new()).collect();
+    for (name, &master) in names.iter().zip(&master_of) {
+        on_node[master].push(name);
+    }
+    let mut nodes: Vec<NodeRenewal> = on_node
+        .iter()
+        .zip(&mut conns)
+        .map(|(names, conn)| NodeRenewal {
+            keys_before: redis::cmd("DBSIZE").query(conn).expect("DBSIZE"),
+            leases: names.len(),
+            ..NodeRenewal::default()
+        })
+        .collect();
+    for (node, conn) in nodes.iter_mut().zip(&mut conns) {
+        node.pipelined_per_sec = pipelined_rate(conn, plan.pipelines);
+    }
+
+    let mut acquire_samples = Vec::with_capacity(names.len());
+    let start = Instant::now();
+    let guards: Vec<LockGuard> = names
+        .iter()
+        .map(|name| {
+            let one = Instant::now();
+            let guard = client.lock(name.as_str()).try_lock().expect("try_lock").expect("a fresh lease lock is free");
+            acquire_samples.push(nanos(one.elapsed()));
+            guard
+        })
+        .collect();
+    let acquire_time = start.elapsed();
+
+    for conn in &mut conns {
+        reset_server_stats(conn);
+    }
+    let before = client.stats();
+    let window = RENEWAL_WATCHDOG / 3 * plan.hold_periods;
+    thread::sleep(window);
+    let after = client.stats();
+    assert_eq!(after.leases, names.len(), "every lease is still registered");
+    for (node, conn) in nodes.iter_mut().zip(&mut conns) {
+        let (round_trips, usec) = server_command_stats(conn, "evalsha");
+        node.round_trips = round_trips;
+        node.server_time = Duration::from_micros(usec);
+        node.looked_at = server_command_stats(conn, "hexists").0;
+        node.renewed = server_command_stats(conn, "pexpire").0;
+    }
+
+    let held = guards.iter().filter(|g| g.is_held()).count();
+    for ((node, conn), names) in nodes.iter_mut().zip(&mut conns).zip(&on_node) {
+        node.min_ttl_ms = i64::MAX;
+        for chunk in names.chunks(PIPELINE) {
+            let mut pipe = redis::pipe();
+            for name in chunk {
+                pipe.cmd("PTTL").arg(name.as_str());
+            }
+            let ttls: Vec<i64> = pipe.query(conn).expect("PTTL of the lease keys");
+            node.keys_alive += ttls.iter().filter(|&&t| t > 0).count();
+            node.min_ttl_ms = ttls.into_iter().fold(node.min_ttl_ms, i64::min);
+        }
+    }
+
+    // Dropped one by one while the watchdog keeps renewing those still held.
+    let mut drop_samples = Vec::with_capacity(names.len());
+    let start = Instant::now();
+    for guard in guards {
+        let one = Instant::now();
+        drop(guard);
+        drop_samples.push(nanos(one.elapsed()));
+    }
+    let drop_time = start.elapsed();
+    for ((node, conn), names) in nodes.iter_mut().zip(&mut conns).zip(&on_node) {
+        for chunk in names.chunks(PIPELINE) {
+            // One key per command: a cluster node refuses keys of several slots in one.
+            let mut pipe = redis::pipe();
+            for name in chunk {
+                pipe.cmd("EXISTS").arg(name.as_str());
+            }
+            let left: Vec<u64> = pipe.query(conn).expect("EXISTS of the lease keys");
+            node.keys_left += left.iter().sum::<u64>();
+        }
+    }
+    assert_eq!(client.stats().leases, 0, "every lease is forgotten after its guard dropped");
+
+    let counts = &events.counts;
+    ClusterRenewal {
+        layout,
+        leases: names.len(),
+        acquire_time,
+        acquire_each: Summary::of_nanos(acquire_samples),
+        window,
+        passes: after.renewal_passes - before.renewal_passes,
+        round_trips: after.renewal_round_trips - before.renewal_round_trips,
+        renewed: after.leases_renewed - before.leases_renewed,
+        renew_time: after.renewal_time - before.renewal_time,
+        nodes,
+        held,
+        lost_events: counts.lost.load(Ordering::Relaxed),
+        failed_renewals: counts.renewal_failed.load(Ordering::Relaxed),
+        first_error: events.first_error.lock().expect("first error").clone(),
+        drop_time,
+        drop_over_10ms: over_10ms(&drop_samples),
+        drop_each: Summary::of_nanos(drop_samples),
+        failed_releases: counts.release_failed.load(Ordering::Relaxed),
+    }
+}

@@ -1,0 +1,122 @@
+//! Step 11, the herd: N processes of one thread each loop `lock()` + 200 µs of work +
+//! release on one lock, for N = 2, 4, 8, 16, plain and fair. What a release costs as the
+//! number of waiting processes grows: acquisitions per second, the scripts Redis ran per
+//! acquisition (acquire, release, and every attempt of a woken waiter), and Redis's time
+//! per acquisition.
+
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+use redlease::Client;
+use redlease_testkit::server::RedisServer;
+
+use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, say};
+use crate::clock::{mono_ns, nanos, sleep_until_mono};
+use crate::experiments::LockKind;
+use crate::plan::Plan;
+use crate::stats::{reset_server_stats, server_command_stats};
+
+/// The numbers of processes measured.
+pub(crate) const HERD_PROCESSES: [usize; 4] = [2, 4, 8, 16];
+/// The work done while holding the lock.
+pub(crate) const HERD_WORK: Duration = Duration::from_micros(200);
+
+/// One kind with one number of processes.
+pub(crate) struct HerdRun {
+    pub(crate) kind: LockKind,
+    pub(crate) processes: usize,
+    pub(crate) window: Duration,
+    pub(crate) acquisitions: u64,
+    pub(crate) per_sec: f64,
+    /// The fewest and the most acquisitions of one process.
+    pub(crate) per_process: (u64, u64),
+    /// `EVALSHA`s Redis ran per acquisition.
+    pub(crate) scripts: f64,
+    /// Redis's time running them per acquisition, µs.
+    pub(crate) server_usec: f64,
+}
+
+pub(crate) fn measure_herd(server: &RedisServer, plan: &Plan) -> Vec<HerdRun> {
+    let mut runs = Vec::new();
+    for kind in [LockKind::Plain, LockKind::Fair] {
+        for processes in HERD_PROCESSES {
+            runs.push(herd_run(server, plan, kind, processes));
+        }
+    }
+    runs
+}
+
+fn herd_run(server: &RedisServer, plan: &Plan, kind: LockKind, processes: usize) -> HerdRun {
+    let name = format!("bench:herd:{}:{processes}", kind.as_str());
+    let mut workers: Vec<Worker> = (0..processes)
+        .map(|_| {
+            Worker::spawn(
+                "herd",
+                &[(URL_ENV, server.url()), (KIND_ENV, kind.as_str().to_string()), (LOCK_ENV, name.clone())],
+            )
+        })
+        .collect();
+    for worker in &workers {
+        worker.expect("ready");
+    }
+    let mut stats = server.conn();
+    reset_server_stats(&mut stats);
+    let start = mono_ns() + nanos(Duration::from_millis(100));
+    let end = start + nanos(plan.throughput_for);
+    for worker in &mut workers {
+        worker.send(&format!("start {start} {end}"));
+    }
+    let counts: Vec<u64> =
+        workers.iter().map(|w| w.expect("count ").parse::<u64>().expect("acquisition count")).collect();
+    // Every process has released for the last time: the window's scripts (and the last
+    // attempts of those that acquired after its end) are counted.
+    let (scripts, usec) = server_command_stats(&mut stats, "evalsha");
+    for worker in workers {
+        worker.finish();
+    }
+    let acquisitions: u64 = counts.iter().sum();
+    HerdRun {
+        kind,
+        processes,
+        window: plan.throughput_for,
+        acquisitions,
+        per_sec: acquisitions as f64 / plan.throughput_for.as_secs_f64(),
+        per_process: (counts.iter().copied().min().unwrap_or(0), counts.iter().copied().max().unwrap_or(0)),
+        scripts: scripts as f64 / acquisitions.max(1) as f64,
+        server_usec: usec as f64 / acquisitions.max(1) as f64,
+    }
+}
+
+/// Child: one client, one thread, looping `lock()` + `HERD_WORK` + release between the
+/// start and end times the parent sends; says how many acquisitions fell in the window.
+pub(crate) fn herd_child() {
+    let kind = LockKind::parse(&child_env(KIND_ENV));
+    let client = Client::open(&child_env(URL_ENV)).expect("client of a herd process");
+    let lock = kind.handle(&client, child_env(LOCK_ENV));
+    // Open the pooled connection before the clock starts.
+    let warm = client.lock(format!("bench:herd:warm:{}", std::process::id()));
+    for _ in 0..5 {
+        warm.try_lock().expect("warm-up try_lock").expect("the warm-up lock is free").unlock().expect("unlock");
+    }
+    say("ready");
+    let mut order = String::new();
+    std::io::stdin().lock().read_line(&mut order).expect("read the start order");
+    let times: Vec<u64> = order.split_whitespace().skip(1).map(|s| s.parse().expect("start and end times")).collect();
+    let (start, end) = (times[0], times[1]);
+    sleep_until_mono(start);
+    let mut count = 0u64;
+    loop {
+        let guard = lock.lock().expect("lock");
+        if mono_ns() >= end {
+            drop(guard);
+            break;
+        }
+        let work = Instant::now();
+        while work.elapsed() < HERD_WORK {
+            std::hint::spin_loop();
+        }
+        drop(guard);
+        count += 1;
+    }
+    say(&format!("count {count}"));
+}
