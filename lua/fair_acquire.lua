@@ -12,14 +12,17 @@
 -- Returns  nil when acquired (first hold or reentrant); otherwise how many milliseconds
 --          the caller may sleep before it polls again: the head of the queue until the
 --          holder's lease ends (-1 when the lock has no expiry), any other waiter until
---          the head's deadline.
+--          the head's deadline, and never longer than the wait timeout.
 --
 -- Deadlines. The head's deadline is when its turn came (or will come at the latest: the
 -- holder's lease end) plus the wait timeout; a head past its deadline is taken for dead
 -- and dropped. Whenever a waiter becomes the head, and whenever the lock is freed, the
--- head's deadline is set anew and the head and the waiter behind it are woken: the head to
--- take the lock or learn the holder's lease, the second to watch the head's deadline. So a
--- dead waiter delays the queue by at most one wait timeout. Behind the head, deadlines are
+-- head's deadline is set anew and the head alone is woken: to take the lock, or to learn
+-- the new holder's lease, whose end it must poll at when the lease runs out unreleased. A
+-- waiter behind the head is not woken: it sleeps until the head's deadline and never longer
+-- than the wait timeout, so it polls before any deadline set since its last poll (a freed
+-- lock sets the head's to now + the wait timeout) and drops a dead head then. So a dead
+-- waiter delays the queue by at most one wait timeout. Behind the head, deadlines are
 -- chained (each the one before it plus the wait timeout, as Redisson keeps them) and move
 -- one wait timeout earlier whenever a waiter ahead leaves. A waiter that polls refreshes
 -- its deadline, so a live waiter keeps its place however long the holder holds. "Now" is
@@ -36,13 +39,13 @@ local function wake(position)
     end
 end
 
--- A new head: its turn comes when the holder's lease ends at the latest.
+-- A new head: its turn comes when the holder's lease ends at the latest. It is woken to
+-- take the lock or learn the holder's lease.
 local function crown()
     local head = redis.call('lindex', queue, 0)
     if head then
         redis.call('zadd', timeouts, now + math.max(redis.call('pttl', lock), 0) + wait, head)
         wake(0)
-        wake(1)
     end
 end
 
@@ -118,4 +121,4 @@ end
 local before = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, position - 1))) or now
 redis.call('zadd', timeouts, math.max(mine, before + wait), owner)
 local head_deadline = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, 0))) or now
-return math.max(head_deadline - now, 1)
+return math.max(math.min(head_deadline - now, wait), 1)

@@ -1,5 +1,6 @@
 -- Delete a fair lock whoever holds it. As after a release, the head's turn has come: its
--- deadline becomes now + the wait timeout, and it and the waiter behind it are woken.
+-- deadline becomes now + the wait timeout, and it is woken (the waiters behind it poll by
+-- their own timers: see fair_acquire.lua).
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue list
@@ -17,10 +18,6 @@ end
 local head = redis.call('lindex', KEYS[2], 0)
 if head then
     publish(ARGV[3] .. ':' .. head, ARGV[1])
-    local second = redis.call('lindex', KEYS[2], 1)
-    if second then
-        publish(ARGV[3] .. ':' .. second, ARGV[1])
-    end
 end
 redis.call('del', KEYS[1])
 if head then

@@ -1,6 +1,6 @@
 -- A waiter of a fair lock gives up: it leaves the queue, the deadlines behind it move one
--- wait timeout earlier, and the waiters whose place changed in a way that matters are woken
--- (see fair_acquire.lua for the deadline rules).
+-- wait timeout earlier, and when it was the head the new head is woken, since the lock may
+-- be free for it (see fair_acquire.lua for the deadline rules).
 --
 -- KEYS[1]  the lock hash (read for its lease)
 -- KEYS[2]  the queue list
@@ -20,17 +20,12 @@ if not position then
     redis.call('zrem', timeouts, owner)
     return 0
 end
--- Leaving the head makes a new head (woken with the one behind it); leaving second place
--- makes a new second, which must watch the head's deadline.
-local woken = {}
+-- Leaving the head makes a new head, which may find the lock free. The others poll by
+-- their own timers, which the wait timeout bounds.
 if position == 0 then
-    woken = {redis.call('lindex', queue, 1), redis.call('lindex', queue, 2)}
-elseif position == 1 then
-    woken = {redis.call('lindex', queue, 2)}
-end
-for _, waiter in ipairs(woken) do
-    if waiter then
-        redis.pcall('publish', channel .. ':' .. waiter, 0)
+    local head = redis.call('lindex', queue, 1)
+    if head then
+        redis.pcall('publish', channel .. ':' .. head, 0)
     end
 end
 redis.call('zrem', timeouts, owner)

@@ -1,6 +1,7 @@
 -- Release one hold of a fair lock, idempotently per request. When the lock is freed, the
--- head's turn has come: its deadline becomes now + the wait timeout, and it and the waiter
--- behind it are woken (see fair_acquire.lua for the deadline rules). Nobody else wakes.
+-- head's turn has come: its deadline becomes now + the wait timeout, and it is woken (see
+-- fair_acquire.lua for the deadline rules: the waiters behind it poll by their own timers,
+-- which the wait timeout bounds). Nobody else wakes.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue list
@@ -18,7 +19,7 @@
 --          of the same request replays a stored 0; after the last hold it finds nothing of
 --          this owner and acts on nothing.
 -- When the lock is freed, the queue is read first (dead heads, past their deadline, are
--- skipped), the live head and the one behind it are woken, and only then is anything
+-- skipped), the live head is woken, and only then is anything
 -- written: a user refused the channels leaves the lock as it was.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[6]
 if ARGV[7] == '1' then
@@ -56,10 +57,6 @@ while true do
 end
 if head then
     publish(channel .. ':' .. head, ARGV[1])
-    local second = redis.call('lindex', queue, dead + 1)
-    if second then
-        publish(channel .. ':' .. second, ARGV[1])
-    end
 end
 redis.call('del', lock)
 if dead > 0 then
