@@ -7,6 +7,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::clock::{mono_ns, nanos};
 use crate::experiments::cluster::cluster_handoff_child;
 use crate::experiments::handoff::handoff_child;
 use crate::experiments::herd::herd_child;
@@ -144,4 +145,22 @@ impl Drop for Worker {
             let _ = self.process.wait();
         }
     }
+}
+
+/// Parent: tells every worker the window to run in, from 100 ms from now for `length`
+/// (CLOCK_MONOTONIC nanoseconds, shared by the processes of one host).
+pub(crate) fn send_window(workers: &mut [Worker], length: Duration) {
+    let start = mono_ns() + nanos(Duration::from_millis(100));
+    let end = start + nanos(length);
+    for worker in workers {
+        worker.send(&format!("start {start} {end}"));
+    }
+}
+
+/// Child: reads the window the parent sends ([`send_window`]): (start, end).
+pub(crate) fn read_window() -> (u64, u64) {
+    let mut order = String::new();
+    std::io::stdin().lock().read_line(&mut order).expect("read the start order");
+    let times: Vec<u64> = order.split_whitespace().skip(1).map(|s| s.parse().expect("start and end times")).collect();
+    (times[0], times[1])
 }

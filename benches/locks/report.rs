@@ -507,12 +507,7 @@ impl Results {
                 .filter(|(i, _)| *i != c.owner)
                 .map(|(i, s)| format!("{}: {} ({})", master_letter(i), s.calls, s.replication_calls))
                 .collect();
-            let (to_rtt, to_pair) = (x.pair.mean / (2.0 * rtt), x.pair.mean / limit_pair);
-            let target = if judged {
-                format!("{} / {}", verdict(to_rtt <= TARGET_PAIR_RATIO), verdict(to_pair <= TARGET_PAIR_RATIO))
-            } else {
-                "–".to_string()
-            };
+            let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
             let _ = writeln!(
                 out,
                 "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} ({}) | {} | {} | {} | {:.2} | {:.0} / {:.0} \
@@ -741,12 +736,7 @@ impl Results {
             ("**write lock `try_lock()` + `unlock()`**", &u.write, true),
         ];
         for (what, x, judged) in rows {
-            let (to_rtt, to_pair) = (x.pair.mean / (2.0 * rtt), x.pair.mean / limit_pair);
-            let target = if judged {
-                format!("{} / {}", verdict(to_rtt <= TARGET_PAIR_RATIO), verdict(to_pair <= TARGET_PAIR_RATIO))
-            } else {
-                "–".to_string()
-            };
+            let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
             let _ = writeln!(
                 out,
                 "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
@@ -1069,6 +1059,18 @@ fn handoff_row(out: &mut String, what: &str, h: &Summary, rtt: f64, label: Optio
 }
 
 /// The name of the `i`-th master in the report.
+/// A pair's mean over two round trips and over the limit pair, and its verdict against the
+/// target on both when it is `judged` ("–" otherwise).
+fn pair_ratios(x: &PairStats, rtt: f64, limit_pair: f64, judged: bool) -> (f64, f64, String) {
+    let (to_rtt, to_pair) = (x.pair.mean / (2.0 * rtt), x.pair.mean / limit_pair);
+    let target = if judged {
+        format!("{} / {}", verdict(to_rtt <= TARGET_PAIR_RATIO), verdict(to_pair <= TARGET_PAIR_RATIO))
+    } else {
+        "–".to_string()
+    };
+    (to_rtt, to_pair, target)
+}
+
 fn master_letter(i: usize) -> &'static str {
     ["A", "B", "C", "D", "E", "F"].get(i).copied().unwrap_or("?")
 }

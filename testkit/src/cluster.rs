@@ -136,19 +136,40 @@ impl ClusterGroup {
 
     /// The master that serves `slot` now.
     pub fn master_of(&self, slot: u16) -> &RedisServer {
+        let port = self.slot_masters()[usize::from(slot)].unwrap_or_else(|| panic!("no master serves slot {slot}"));
+        self.servers.iter().find(|s| s.port() == port).expect("a node of the group")
+    }
+
+    /// The port of the master that serves each of the 16384 slots now (`CLUSTER SLOTS`);
+    /// `None` for a slot nobody serves.
+    pub fn slot_masters(&self) -> Vec<Option<u16>> {
         let slots: Vec<redis::Value> =
             redis::cmd("CLUSTER").arg("SLOTS").query(&mut cmd_on(self.live())).expect("CLUSTER SLOTS");
+        let mut masters = vec![None; 16384];
         for range in slots {
             if let redis::Value::Array(fields) = range
                 && let (Some(redis::Value::Int(from)), Some(redis::Value::Int(to)), Some(redis::Value::Array(master))) =
                     (fields.first(), fields.get(1), fields.get(2))
-                && (*from..=*to).contains(&i64::from(slot))
                 && let Some(redis::Value::Int(port)) = master.get(1)
             {
-                return self.servers.iter().find(|s| i64::from(s.port()) == *port).expect("a node of the group");
+                let port = u16::try_from(*port).expect("a port");
+                for slot in *from..=*to {
+                    masters[usize::try_from(slot).expect("a slot")] = Some(port);
+                }
             }
         }
-        panic!("no master serves slot {slot}");
+        masters
+    }
+
+    /// The replica of the master at `port` (its `INFO replication` names that master).
+    pub fn replica_of(&self, port: u16) -> &RedisServer {
+        self.replicas()
+            .into_iter()
+            .find(|r| {
+                let info: String = redis::cmd("INFO").arg("replication").query(&mut cmd_on(r)).unwrap_or_default();
+                info.contains(&format!("master_port:{port}\r"))
+            })
+            .expect("the master's replica")
     }
 
     /// A connection to the master that serves `key` now.
@@ -214,22 +235,12 @@ impl ClusterGroup {
     /// Fails the master that serves `slot` over to its replica (`CLUSTER FAILOVER` on the
     /// replica: it catches up first, then takes over). Returns the new master's port.
     pub fn failover(&self, slot: u16) -> u16 {
-        let old = self.master_of(slot);
-        let old_id = node_id(old);
-        let replica = self
-            .replicas()
-            .into_iter()
-            .find(|r| {
-                let info: String = redis::cmd("INFO").arg("replication").query(&mut cmd_on(r)).unwrap_or_default();
-                info.contains(&format!("master_port:{}", old.port()))
-            })
-            .expect("the master's replica");
+        let replica = self.replica_of(self.master_of(slot).port());
         redis::cmd("CLUSTER").arg("FAILOVER").query::<()>(&mut cmd_on(replica)).expect("CLUSTER FAILOVER");
         let new_port = replica.port();
         self.wait_until("the replica to take over", Duration::from_secs(20), |g| {
             g.master_of(slot).port() == new_port && role(replica) == "master"
         });
-        let _ = old_id;
         self.wait_healthy(Duration::from_secs(30));
         new_port
     }
@@ -240,15 +251,7 @@ impl ClusterGroup {
     /// healthy. Returns the new master's port.
     pub fn kill_master_of(&mut self, slot: u16) -> u16 {
         let old_port = self.master_of(slot).port();
-        let replica_port = self
-            .replicas()
-            .into_iter()
-            .find(|r| {
-                let info: String = redis::cmd("INFO").arg("replication").query(&mut cmd_on(r)).unwrap_or_default();
-                info.contains(&format!("master_port:{old_port}"))
-            })
-            .expect("the master's replica")
-            .port();
+        let replica_port = self.replica_of(old_port).port();
         let index = self.servers.iter().position(|s| s.port() == old_port).expect("the master");
         self.servers[index].kill();
         self.wait_until("the replica to take over from the killed master", Duration::from_secs(30), |g| {

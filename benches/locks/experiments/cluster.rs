@@ -7,22 +7,21 @@
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{AnyLock, Client, LockEvents, LockGuard};
+use redlease::{AnyLock, Client};
 use redlease_testkit::cluster::ClusterGroup;
 use redlease_testkit::server::RedisServer;
 
 use crate::child::{LOCK_ENV, URL_ENV, Worker, child_env};
-use crate::clock::{mono_ns, nanos};
 use crate::experiments::LockKind;
 use crate::experiments::contenders::{Contender, Process, Subject};
-use crate::experiments::handoff::{HANDOFF_BLOCKS, HANDOFF_SETTLE, HANDOFF_WARMUP, serve_handoffs};
+use crate::experiments::handoff::{HANDOFF_BLOCKS, HANDOFF_WARMUP, serve_handoffs, timed_release};
 use crate::experiments::limit::{PIPELINE, pipelined_rate, trivial_call};
-use crate::experiments::renewal::{EventCounts, RENEWAL_WATCHDOG, over_10ms};
+use crate::experiments::renewal::{EventCounts, RENEWAL_WATCHDOG, drop_leases, over_10ms, take_leases, ttls};
 use crate::experiments::uncontended::{RawPair, library_pair};
 use crate::meter::process_ticks;
 use crate::plan::Plan;
@@ -174,23 +173,15 @@ struct SlotMap {
 }
 
 impl SlotMap {
-    fn read(conn: &mut redis::Connection, ports: Vec<u16>) -> SlotMap {
-        let ranges: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(conn).expect("CLUSTER SLOTS");
-        let mut owner = vec![usize::MAX; 16384];
-        for range in ranges {
-            let redis::Value::Array(fields) = range else { panic!("CLUSTER SLOTS: a range that is no array") };
-            let (Some(redis::Value::Int(from)), Some(redis::Value::Int(to)), Some(redis::Value::Array(master))) =
-                (fields.first(), fields.get(1), fields.get(2))
-            else {
-                panic!("CLUSTER SLOTS: a range of an unknown form");
-            };
-            let Some(redis::Value::Int(port)) = master.get(1) else { panic!("CLUSTER SLOTS: a master with no port") };
-            let index = ports.iter().position(|&p| i64::from(p) == *port).expect("a master of the group");
-            for slot in *from..=*to {
-                owner[usize::try_from(slot).expect("a slot")] = index;
-            }
-        }
-        assert!(owner.iter().all(|&o| o != usize::MAX), "every slot has a master");
+    fn read(group: &ClusterGroup, ports: Vec<u16>) -> SlotMap {
+        let owner = group
+            .slot_masters()
+            .into_iter()
+            .map(|port| {
+                let port = port.expect("every slot has a master");
+                ports.iter().position(|&p| p == port).expect("a master of the group")
+            })
+            .collect();
         SlotMap { ports, owner }
     }
 
@@ -221,7 +212,7 @@ pub(crate) fn measure_cluster(group: &ClusterGroup, plan: &Plan) -> ClusterRun {
     let servers: Vec<&RedisServer> = group.masters();
     assert_eq!(servers.len(), 3, "three masters");
     let ports: Vec<u16> = servers.iter().map(|s| s.port()).collect();
-    let slots = SlotMap::read(&mut servers[0].conn(), ports.clone());
+    let slots = SlotMap::read(group, ports.clone());
     let url = group.url();
 
     // The pairs' lock is on the master that serves "bench:cluster:pair-0"; the hand-offs'
@@ -246,7 +237,7 @@ pub(crate) fn measure_cluster(group: &ClusterGroup, plan: &Plan) -> ClusterRun {
         }));
     }
 
-    let replica = replica_of(group, servers[owner]);
+    let replica = group.replica_of(servers[owner].port());
     let pairs = measure_cluster_pairs(&url, &servers, owner, replica, &pair_name, &raw_name, plan);
     let handoffs = measure_cluster_handoffs(&url, servers[owner], &slots, owner, plan);
     let renewals = [Layout::Spread, Layout::OneSlotPerMaster]
@@ -269,18 +260,6 @@ pub(crate) fn measure_cluster(group: &ClusterGroup, plan: &Plan) -> ClusterRun {
         .map(|i| Master { slots: slots.owner.iter().filter(|&&o| o == i).count(), rtt: rtts[i] })
         .collect();
     ClusterRun { masters, owner, pairs, handoffs, renewals }
-}
-
-/// The replica of `master` (`INFO replication` of each replica names its master's port).
-fn replica_of<'a>(group: &'a ClusterGroup, master: &RedisServer) -> &'a RedisServer {
-    group
-        .replicas()
-        .into_iter()
-        .find(|r| {
-            let info: String = redis::cmd("INFO").arg("replication").query(&mut r.conn()).expect("INFO replication");
-            info.contains(&format!("master_port:{}\r", master.port()))
-        })
-        .expect("the master's replica")
 }
 
 /// `EVALSHA` of `return 1` (loaded with `SCRIPT LOAD` on `conn`) with `key` as `KEYS[1]`.
@@ -482,12 +461,7 @@ impl ClusterHandoffRig {
             assert!(Instant::now() < deadline, "the waiting child did not park on {} within 10 s", self.channel);
             thread::sleep(Duration::from_micros(100));
         }
-        thread::sleep(HANDOFF_SETTLE);
-        let t0 = mono_ns();
-        self.holder.give_back();
-        let t1: u64 = self.child.expect("acquired ").parse().expect("the child's acquisition time");
-        assert!(self.holder.try_take(), "the child has released");
-        t1.checked_sub(t0).expect("the child acquired after the release")
+        timed_release(self.holder.as_mut(), &self.child)
     }
 
     fn finish(mut self) {
@@ -543,27 +517,6 @@ pub(crate) fn cluster_handoff_child() {
     let _ = std::io::stdout().flush();
 }
 
-/// Counts what the client reports through its event hook, and keeps the first renewal
-/// error's text.
-#[derive(Default)]
-struct ClusterEvents {
-    counts: EventCounts,
-    first_error: Mutex<Option<String>>,
-}
-
-impl LockEvents for ClusterEvents {
-    fn lease_lost(&self, lock: &str) {
-        self.counts.lease_lost(lock);
-    }
-    fn renewal_failed(&self, error: &redlease::Error) {
-        self.counts.renewal_failed(error);
-        self.first_error.lock().expect("first error").get_or_insert_with(|| error.to_string());
-    }
-    fn release_failed(&self, lock: &str, error: &redlease::Error) {
-        self.counts.release_failed(lock, error);
-    }
-}
-
 /// The watchdog of one cluster client renewing the leases `names`, held by one thread,
 /// with the pipelined limit of each master measured just before they were taken.
 fn measure_cluster_renewal(
@@ -574,7 +527,7 @@ fn measure_cluster_renewal(
     names: &[String],
     plan: &Plan,
 ) -> ClusterRenewal {
-    let events = Arc::new(ClusterEvents::default());
+    let events = Arc::new(EventCounts::default());
     // No replica sync: the grants are not what is measured here (renewals never wait), and
     // 100,000 `WAIT`s would only lengthen the run.
     let client = Client::builder(url)
@@ -603,18 +556,7 @@ fn measure_cluster_renewal(
         node.pipelined_per_sec = pipelined_rate(conn, plan.pipelines);
     }
 
-    let mut acquire_samples = Vec::with_capacity(names.len());
-    let start = Instant::now();
-    let guards: Vec<LockGuard> = names
-        .iter()
-        .map(|name| {
-            let one = Instant::now();
-            let guard = client.lock(name.as_str()).try_lock().expect("try_lock").expect("a fresh lease lock is free");
-            acquire_samples.push(nanos(one.elapsed()));
-            guard
-        })
-        .collect();
-    let acquire_time = start.elapsed();
+    let (guards, acquire_time, acquire_samples) = take_leases(&client, names);
 
     for conn in &mut conns {
         reset_server_stats(conn);
@@ -634,27 +576,9 @@ fn measure_cluster_renewal(
 
     let held = guards.iter().filter(|g| g.is_held()).count();
     for ((node, conn), names) in nodes.iter_mut().zip(&mut conns).zip(&on_node) {
-        node.min_ttl_ms = i64::MAX;
-        for chunk in names.chunks(PIPELINE) {
-            let mut pipe = redis::pipe();
-            for name in chunk {
-                pipe.cmd("PTTL").arg(name.as_str());
-            }
-            let ttls: Vec<i64> = pipe.query(conn).expect("PTTL of the lease keys");
-            node.keys_alive += ttls.iter().filter(|&&t| t > 0).count();
-            node.min_ttl_ms = ttls.into_iter().fold(node.min_ttl_ms, i64::min);
-        }
+        (node.keys_alive, node.min_ttl_ms) = ttls(conn, names);
     }
-
-    // Dropped one by one while the watchdog keeps renewing those still held.
-    let mut drop_samples = Vec::with_capacity(names.len());
-    let start = Instant::now();
-    for guard in guards {
-        let one = Instant::now();
-        drop(guard);
-        drop_samples.push(nanos(one.elapsed()));
-    }
-    let drop_time = start.elapsed();
+    let (drop_time, drop_samples) = drop_leases(guards);
     for ((node, conn), names) in nodes.iter_mut().zip(&mut conns).zip(&on_node) {
         for chunk in names.chunks(PIPELINE) {
             // One key per command: a cluster node refuses keys of several slots in one.
@@ -668,7 +592,7 @@ fn measure_cluster_renewal(
     }
     assert_eq!(client.stats().leases, 0, "every lease is forgotten after its guard dropped");
 
-    let counts = &events.counts;
+    let counts = &events;
     ClusterRenewal {
         layout,
         leases: names.len(),
@@ -683,7 +607,7 @@ fn measure_cluster_renewal(
         held,
         lost_events: counts.lost.load(Ordering::Relaxed),
         failed_renewals: counts.renewal_failed.load(Ordering::Relaxed),
-        first_error: events.first_error.lock().expect("first error").clone(),
+        first_error: counts.first_renewal_error.lock().expect("first renewal error").clone(),
         drop_time,
         drop_over_10ms: over_10ms(&drop_samples),
         drop_each: Summary::of_nanos(drop_samples),

@@ -22,7 +22,7 @@ pub(crate) const HANDOFF_WARMUP: usize = 20;
 /// and each round lasts a poll interval).
 const POLLING_WARMUP: usize = 2;
 /// How long a subscribed waiter is given to retry and park before the release.
-pub(crate) const HANDOFF_SETTLE: Duration = Duration::from_millis(2);
+const HANDOFF_SETTLE: Duration = Duration::from_millis(2);
 /// The subjects of one measurement alternate in this many blocks each.
 pub(crate) const HANDOFF_BLOCKS: usize = 8;
 
@@ -38,6 +38,18 @@ struct HandoffRig {
     holder: Box<dyn Contender>,
     child: Worker,
     raw: redis::Connection,
+}
+
+/// Once a child's waiter is parked: lets it settle, releases, and returns the time from
+/// just before the release to the child's return from its blocking acquire (nanoseconds);
+/// takes the lock back after the child released it.
+pub(crate) fn timed_release(holder: &mut dyn Contender, child: &Worker) -> u64 {
+    thread::sleep(HANDOFF_SETTLE);
+    let t0 = mono_ns();
+    holder.give_back();
+    let t1: u64 = child.expect("acquired ").parse().expect("the child's acquisition time");
+    assert!(holder.try_take(), "the child has released");
+    t1.checked_sub(t0).expect("the child acquired after the release")
 }
 
 impl HandoffRig {
@@ -59,12 +71,7 @@ impl HandoffRig {
         self.child.send("go");
         self.child.expect("waiting");
         self.wait_until_parked();
-        thread::sleep(HANDOFF_SETTLE);
-        let t0 = mono_ns();
-        self.holder.give_back();
-        let t1: u64 = self.child.expect("acquired ").parse().expect("the child's acquisition time");
-        assert!(self.holder.try_take(), "the child has released");
-        t1.checked_sub(t0).expect("the child acquired after the release")
+        timed_release(self.holder.as_mut(), &self.child)
     }
 
     /// Until the child waits where a release will wake it: subscribed to the lock's channel

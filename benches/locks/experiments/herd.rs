@@ -4,14 +4,13 @@
 //! acquisition (acquire, release, and every attempt of a woken waiter), and Redis's time
 //! per acquisition.
 
-use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use redlease::Client;
 use redlease_testkit::server::RedisServer;
 
-use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, say};
-use crate::clock::{mono_ns, nanos, sleep_until_mono};
+use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, read_window, say, send_window};
+use crate::clock::{mono_ns, sleep_until_mono};
 use crate::experiments::LockKind;
 use crate::plan::Plan;
 use crate::stats::{reset_server_stats, server_command_stats};
@@ -61,11 +60,7 @@ fn herd_run(server: &RedisServer, plan: &Plan, kind: LockKind, processes: usize)
     }
     let mut stats = server.conn();
     reset_server_stats(&mut stats);
-    let start = mono_ns() + nanos(Duration::from_millis(100));
-    let end = start + nanos(plan.throughput_for);
-    for worker in &mut workers {
-        worker.send(&format!("start {start} {end}"));
-    }
+    send_window(&mut workers, plan.throughput_for);
     let counts: Vec<u64> =
         workers.iter().map(|w| w.expect("count ").parse::<u64>().expect("acquisition count")).collect();
     // Every process has released for the last time: the window's scripts (and the last
@@ -99,10 +94,7 @@ pub(crate) fn herd_child() {
         warm.try_lock().expect("warm-up try_lock").expect("the warm-up lock is free").unlock().expect("unlock");
     }
     say("ready");
-    let mut order = String::new();
-    std::io::stdin().lock().read_line(&mut order).expect("read the start order");
-    let times: Vec<u64> = order.split_whitespace().skip(1).map(|s| s.parse().expect("start and end times")).collect();
-    let (start, end) = (times[0], times[1]);
+    let (start, end) = read_window();
     sleep_until_mono(start);
     let mut count = 0u64;
     loop {

@@ -1,8 +1,8 @@
 //! Step 4, renewal at scale: the watchdog renewing many leases held by one thread, and what
 //! is left after their guards drop.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,20 +19,23 @@ pub(crate) const RENEW_BATCH: u64 = 1000;
 /// Watchdog timeout of the renewal run: a renewal every second.
 pub(crate) const RENEWAL_WATCHDOG: Duration = Duration::from_secs(3);
 
-/// Counts what the client reports through its event hook.
+/// Counts what the client reports through its event hook, and keeps the first renewal
+/// error's text.
 #[derive(Default)]
 pub(crate) struct EventCounts {
     pub(crate) lost: AtomicU64,
     pub(crate) renewal_failed: AtomicU64,
     pub(crate) release_failed: AtomicU64,
+    pub(crate) first_renewal_error: Mutex<Option<String>>,
 }
 
 impl LockEvents for EventCounts {
     fn lease_lost(&self, _lock: &str) {
         self.lost.fetch_add(1, Ordering::Relaxed);
     }
-    fn renewal_failed(&self, _error: &redlease::Error) {
+    fn renewal_failed(&self, error: &redlease::Error) {
         self.renewal_failed.fetch_add(1, Ordering::Relaxed);
+        self.first_renewal_error.lock().expect("first renewal error").get_or_insert_with(|| error.to_string());
     }
     fn release_failed(&self, _lock: &str, _error: &redlease::Error) {
         self.release_failed.fetch_add(1, Ordering::Relaxed);
@@ -91,18 +94,7 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
     let keys_before: u64 = redis::cmd("DBSIZE").query(&mut conn).expect("DBSIZE");
     let pipelined_before = pipelined_rate(&mut conn, plan.pipelines);
 
-    let mut acquire_samples = Vec::with_capacity(plan.leases);
-    let start = Instant::now();
-    let guards: Vec<LockGuard> = names
-        .iter()
-        .map(|name| {
-            let one = Instant::now();
-            let guard = client.lock(name.as_str()).try_lock().expect("try_lock").expect("a fresh lease lock is free");
-            acquire_samples.push(nanos(one.elapsed()));
-            guard
-        })
-        .collect();
-    let acquire_time = start.elapsed();
+    let (guards, acquire_time, acquire_samples) = take_leases(&client, &names);
 
     reset_server_stats(&mut conn);
     let before = client.stats();
@@ -113,27 +105,8 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
     let (_, server_usec) = server_command_stats(&mut conn, "evalsha");
 
     let held = guards.iter().filter(|g| g.is_held()).count();
-    let mut keys_alive = 0;
-    let mut min_ttl_ms = i64::MAX;
-    for chunk in names.chunks(PIPELINE) {
-        let mut pipe = redis::pipe();
-        for name in chunk {
-            pipe.cmd("PTTL").arg(name);
-        }
-        let ttls: Vec<i64> = pipe.query(&mut conn).expect("PTTL of the lease keys");
-        keys_alive += ttls.iter().filter(|&&t| t > 0).count();
-        min_ttl_ms = ttls.into_iter().fold(min_ttl_ms, i64::min);
-    }
-
-    // Dropped one by one while the watchdog keeps renewing those still held.
-    let mut drop_samples = Vec::with_capacity(plan.leases);
-    let start = Instant::now();
-    for guard in guards {
-        let one = Instant::now();
-        drop(guard);
-        drop_samples.push(nanos(one.elapsed()));
-    }
-    let drop_time = start.elapsed();
+    let (keys_alive, min_ttl_ms) = ttls(&mut conn, &names);
+    let (drop_time, drop_samples) = drop_leases(guards);
     let mut keys_left = 0;
     for chunk in names.chunks(PIPELINE) {
         let left: u64 = redis::cmd("EXISTS").arg(chunk).query(&mut conn).expect("EXISTS of the lease keys");
@@ -167,6 +140,52 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         latches_left,
         failed_releases: events.release_failed.load(Ordering::Relaxed),
     }
+}
+
+/// Takes each of `names` with one `try_lock` (every one must be free): the guards, the
+/// time they took in all, and each one's in nanoseconds.
+pub(crate) fn take_leases(client: &Client, names: &[String]) -> (Vec<LockGuard>, Duration, Vec<u64>) {
+    let mut samples = Vec::with_capacity(names.len());
+    let start = Instant::now();
+    let guards = names
+        .iter()
+        .map(|name| {
+            let one = Instant::now();
+            let guard = client.lock(name.as_str()).try_lock().expect("try_lock").expect("a fresh lease lock is free");
+            samples.push(nanos(one.elapsed()));
+            guard
+        })
+        .collect();
+    (guards, start.elapsed(), samples)
+}
+
+/// Drops `guards` one by one, while the watchdog keeps renewing those still held: the time
+/// in all, and each drop's in nanoseconds.
+pub(crate) fn drop_leases(guards: Vec<LockGuard>) -> (Duration, Vec<u64>) {
+    let mut samples = Vec::with_capacity(guards.len());
+    let start = Instant::now();
+    for guard in guards {
+        let one = Instant::now();
+        drop(guard);
+        samples.push(nanos(one.elapsed()));
+    }
+    (start.elapsed(), samples)
+}
+
+/// Of the keys `names` on `conn` (pipelined `PTTL`, one key per command): how many have a
+/// TTL > 0, and the smallest TTL seen (ms).
+pub(crate) fn ttls(conn: &mut redis::Connection, names: &[impl AsRef<str>]) -> (usize, i64) {
+    let (mut alive, mut min_ttl_ms) = (0, i64::MAX);
+    for chunk in names.chunks(PIPELINE) {
+        let mut pipe = redis::pipe();
+        for name in chunk {
+            pipe.cmd("PTTL").arg(name.as_ref());
+        }
+        let ttls: Vec<i64> = pipe.query(conn).expect("PTTL of the lease keys");
+        alive += ttls.iter().filter(|&&t| t > 0).count();
+        min_ttl_ms = ttls.into_iter().fold(min_ttl_ms, i64::min);
+    }
+    (alive, min_ttl_ms)
 }
 
 pub(crate) fn over_10ms(samples: &[u64]) -> usize {

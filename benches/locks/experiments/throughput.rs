@@ -2,15 +2,13 @@
 //! shared lock or on one lock each; step 9 runs the same with the peers' locks.
 
 use std::fmt::Write as _;
-use std::io::BufRead;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
-use std::time::Duration;
 
 use redlease_testkit::server::RedisServer;
 
-use crate::child::{KIND_ENV, PROCESS_ENV, SHARED_ENV, URL_ENV, Worker, child_env, say};
-use crate::clock::{mono_ns, nanos, sleep_until_mono};
+use crate::child::{KIND_ENV, PROCESS_ENV, SHARED_ENV, URL_ENV, Worker, child_env, read_window, say, send_window};
+use crate::clock::{mono_ns, sleep_until_mono};
 use crate::experiments::LockKind;
 use crate::experiments::contenders::{Process, Subject};
 use crate::plan::Plan;
@@ -60,11 +58,7 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Sub
     }
     let mut stats = server.conn();
     reset_server_stats(&mut stats);
-    let start = mono_ns() + nanos(Duration::from_millis(100));
-    let end = start + nanos(plan.throughput_for);
-    for worker in &mut workers {
-        worker.send(&format!("start {start} {end}"));
-    }
+    send_window(&mut workers, plan.throughput_for);
     let exclusive = shared && subject != Subject::Lock(LockKind::Read);
     let mut per_process = Vec::new();
     // (time, process, thread) of every acquisition.
@@ -169,10 +163,7 @@ pub(crate) fn throughput_child() {
         .collect();
     ready.wait();
     say("ready");
-    let mut order = String::new();
-    std::io::stdin().lock().read_line(&mut order).expect("read the start order");
-    let times: Vec<u64> = order.split_whitespace().skip(1).map(|s| s.parse().expect("start and end times")).collect();
-    window.set((times[0], times[1])).expect("the window is set once");
+    window.set(read_window()).expect("the window is set once");
     ready.wait();
     let stamps: Vec<(u64, usize)> = threads.into_iter().flat_map(|t| t.join().expect("throughput thread")).collect();
     say(&format!("count {}", stamps.len()));
