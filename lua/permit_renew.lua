@@ -16,7 +16,8 @@
 -- master no longer serves answers with Redis's "non local key" error text.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local deadline = now + tonumber(ARGV[1])
+-- Formatted once: a Lua number given to a command is formatted again at every call.
+local deadline = string.format('%d', now + tonumber(ARGV[1]))
 local declared = #KEYS > 0
 local count = declared and #KEYS or (#ARGV - 1) / 2
 
@@ -33,18 +34,25 @@ local function renew(key, ids)
     return 1
 end
 
+-- One pcall covers the batch, entered again after a lease that raised.
 local renewed = {}
-for i = 1, count do
-    local ok, outcome
-    if declared then
-        ok, outcome = pcall(renew, KEYS[i], ARGV[i + 1])
-    else
-        ok, outcome = pcall(renew, ARGV[2 * i], ARGV[2 * i + 1])
+local i = 1
+local function run()
+    while i <= count do
+        if declared then
+            renewed[i] = renew(KEYS[i], ARGV[i + 1])
+        else
+            renewed[i] = renew(ARGV[2 * i], ARGV[2 * i + 1])
+        end
+        i = i + 1
     end
-    if ok then
-        renewed[i] = outcome
-    else
-        renewed[i] = type(outcome) == 'table' and outcome.err or tostring(outcome)
+end
+
+while i <= count do
+    local ok, refusal = pcall(run)
+    if not ok then
+        renewed[i] = type(refusal) == 'table' and refusal.err or tostring(refusal)
+        i = i + 1
     end
 end
 return renewed

@@ -1,16 +1,19 @@
 -- Renew a batch of leases held by one client (the watchdog's single round trip).
 --
--- KEYS[1..n]     lock hashes
--- ARGV[1]        lease in milliseconds
--- ARGV[2i]       the hash field of the hold renewed in KEYS[i]: the owner, or for a
---                read-write lock's write hold "<owner>:write"
--- ARGV[2i + 1]   how to renew it:
---                ""    the hold is the field alone: reset the lock's expiry to the lease
---                "+"   the same, but only ever lengthen it (the owner also has fixed-lease
---                      holds, which may need longer)
---                other the prefix of the owner's per-hold read timeout keys: holds
---                      1..count are "<prefix>:<k>"; each key and the hash are only ever
---                      lengthened (a read lock's hash keeps the longest lease of any hold)
+-- ARGV[1]   lease in milliseconds
+-- ARGV[2]   n, the number of leases
+-- ARGV[3]   r: leases 1..r are renewed by a plain reset, leases r+1..n as their "how" says
+-- keys      the lock hashes: KEYS[1..n], or, when KEYS is empty, ARGV[4..n+3]
+-- fields    then, for every lease, the hash field of the hold renewed: the owner, or for
+--           a read-write lock's write hold "<owner>:write"
+-- hows      then, for leases r+1..n, how to renew each:
+--           "+"   the hold is the field alone, but only ever lengthen the lock's expiry
+--                 (the owner also has fixed-lease holds, which may need longer)
+--           other the prefix of the owner's per-hold read timeout keys: holds 1..count
+--                 are "<prefix>:<k>"; each key and the hash are only ever lengthened (a
+--                 read lock's hash keeps the longest lease of any hold)
+--           A plain reset (leases 1..r) sets the lock's expiry to the lease when the field
+--           is there.
 --
 -- Returns  an array of n entries: 1 when the hold was still there and its lease was
 --          reset, 0 when it is gone (the lease is lost; nothing is touched for it), or the
@@ -18,34 +21,30 @@
 --          keep the others in the batch from being renewed.
 --
 -- In a cluster the batch holds the leases of one master, whose slots differ, and a
--- command's declared keys must share one slot: there KEYS is empty and lease i is
--- ARGV[3i - 1] (the lock hash), ARGV[3i] (the field), ARGV[3i + 1] (how). A lock whose
--- slot this master no longer serves answers with Redis's "non local key" error text.
-local lease = tonumber(ARGV[1])
-local declared = #KEYS > 0
-local count = declared and #KEYS or (#ARGV - 1) / 3
-
-local function entry(i)
-    if declared then
-        return KEYS[i], ARGV[2 * i], ARGV[2 * i + 1]
-    end
-    return ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+-- command's declared keys must share one slot: there the keys come as arguments. A lock
+-- whose slot this master no longer serves answers with Redis's "non local key" error text.
+--
+-- Cost: Redis spends most of a batch in the two commands of each plain reset, so that loop
+-- does nothing else: the lease goes to PEXPIRE as the string it came as (a Lua number would
+-- be formatted again for every lease), and one pcall covers the whole batch, entered again
+-- after the lease that raised, instead of one per lease.
+local lease_arg = ARGV[1]
+local lease = tonumber(lease_arg)
+local count, resets = tonumber(ARGV[2]), tonumber(ARGV[3])
+local keys, keys_at = KEYS, 0
+if #KEYS == 0 then
+    keys, keys_at = ARGV, 3
 end
+local fields_at = keys_at == 0 and 3 or 3 + count
+local hows_at = fields_at + count - resets
 
 local function lengthen(key)
     if redis.call('pttl', key) < lease then
-        redis.call('pexpire', key, lease)
+        redis.call('pexpire', key, lease_arg)
     end
 end
 
 local function renew(key, field, how)
-    if how == '' then
-        if redis.call('hexists', key, field) == 0 then
-            return 0
-        end
-        redis.call('pexpire', key, lease)
-        return 1
-    end
     if how == '+' then
         if redis.call('hexists', key, field) == 0 then
             return 0
@@ -53,16 +52,16 @@ local function renew(key, field, how)
         lengthen(key)
         return 1
     end
-    local count = tonumber(redis.call('hget', key, field))
-    if not count then
+    local holds = tonumber(redis.call('hget', key, field))
+    if not holds then
         return 0
     end
     -- The field is what holds the lock; a hold key that expired (a fixed lease inside a
     -- renewed one) is made again, since every hold it counts is alive.
-    for k = 1, count do
+    for k = 1, holds do
         local hold = how .. ':' .. k
         if redis.call('pttl', hold) < lease then
-            redis.call('set', hold, 1, 'px', lease)
+            redis.call('set', hold, 1, 'px', lease_arg)
         end
     end
     lengthen(key)
@@ -70,12 +69,29 @@ local function renew(key, field, how)
 end
 
 local renewed = {}
-for i = 1, count do
-    local ok, outcome = pcall(renew, entry(i))
-    if ok then
-        renewed[i] = outcome
-    else
-        renewed[i] = type(outcome) == 'table' and outcome.err or tostring(outcome)
+local i = 1
+local function run()
+    while i <= resets do
+        local key = keys[keys_at + i]
+        if redis.call('hexists', key, ARGV[fields_at + i]) == 1 then
+            redis.call('pexpire', key, lease_arg)
+            renewed[i] = 1
+        else
+            renewed[i] = 0
+        end
+        i = i + 1
+    end
+    while i <= count do
+        renewed[i] = renew(keys[keys_at + i], ARGV[fields_at + i], ARGV[hows_at + i])
+        i = i + 1
+    end
+end
+
+while i <= count do
+    local ok, refusal = pcall(run)
+    if not ok then
+        renewed[i] = type(refusal) == 'table' and refusal.err or tostring(refusal)
+        i = i + 1
     end
 end
 return renewed

@@ -1010,6 +1010,50 @@ fn panicking_loss_and_renewal_hooks_neither_stop_the_watchdog_nor_block_an_unloc
     assert_eq!(next("the unlock of lock 2"), "hooked-2: Ok(())");
 }
 
+/// One renewal batch holds leases of every kind: plain, read, write, a plain lock also held
+/// with a fixed lease (renewed only ever longer), one whose key was deleted (lost) and one
+/// whose key was replaced by a string, which Redis refuses to renew (`WRONGTYPE`). The
+/// refused lease sits in the middle of the batch. Two seconds later (a 600 ms watchdog lease,
+/// so only renewals keep a lock) every other lock still has a lease, and the losses
+/// reported name the deleted lock and the refused one.
+///
+/// Breaks if one refused lease stops the leases after it in the batch from being renewed
+/// (they expire and `lease_lost` names them), or if outcomes are matched to the wrong
+/// leases (the batch goes out in another order than the guards were registered).
+#[test]
+fn one_refused_lease_in_a_renewal_batch_leaves_the_others_renewed_and_each_outcome_its_own() {
+    let server = RedisServer::start();
+    let recorder = Arc::new(Recorder::default());
+    let client = client_with(&server, |b| recording(&recorder)(b.watchdog_timeout(Duration::from_millis(600))));
+    let mut conn = server.conn();
+
+    let plain_before = client.lock("batch-plain-1").lock().unwrap();
+    let read = client.read_write_lock("batch-read").read().lock().unwrap();
+    let longer = client.lock("batch-longer").with_lease(Duration::from_millis(300)).lock().unwrap();
+    let longer_watchdog = client.lock("batch-longer").lock().unwrap();
+    let refused = client.lock("batch-refused").lock().unwrap();
+    let gone = client.lock("batch-gone").lock().unwrap();
+    let plain_after = client.lock("batch-plain-2").lock().unwrap();
+    let write = client.read_write_lock("batch-write").write().lock().unwrap();
+    redis::cmd("SET").arg("batch-refused").arg("not a lock").query::<()>(&mut conn).unwrap();
+    redis::cmd("DEL").arg("batch-gone").query::<()>(&mut conn).unwrap();
+
+    thread::sleep(Duration::from_secs(2));
+    for name in ["batch-plain-1", "batch-read", "batch-longer", "batch-plain-2", "batch-write"] {
+        assert!(pttl(&mut conn, name) > 0, "{name} lost its lease: {:?}", recorder.events());
+    }
+    // The refused lease is lost too once its lease has passed unrenewed; no other is.
+    let mut lost: Vec<String> = recorder.events().into_iter().filter(|e| e.starts_with("lease_lost")).collect();
+    lost.sort();
+    assert_eq!(lost, ["lease_lost batch-gone", "lease_lost batch-refused"], "the losses are those two locks'");
+    assert!(recorder.count("renewal_failed") >= 1, "the refusal is reported: {:?}", recorder.events());
+    assert!(!gone.is_held(), "the deleted lock's guard knows it is lost");
+    for guard in [&plain_before, &longer_watchdog, &plain_after] {
+        assert!(guard.is_held());
+    }
+    drop((plain_before, read, longer, longer_watchdog, refused, gone, plain_after, write));
+}
+
 /// The subscriber thread calls `subscriber_disconnected` and `subscriber_reconnected`, and
 /// both panic, when the pub/sub connection is killed under a waiter. The subscriber must go
 /// on: reconnect, resubscribe, and the waiter must get the lock soon after its release

@@ -57,27 +57,37 @@ fn keys_as_arguments(conn: &Conn, leases: usize) -> bool {
 
 /// Renews `entries` for `lease_millis`, in one script call. The reply has one outcome per
 /// entry, in order.
+///
+/// The script takes the plain resets first (see `lua/renew.lua`), so the batch goes out
+/// in that order and the outcomes are put back in the caller's.
 pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -> redis::RedisResult<Vec<Outcome>> {
+    let (resets, others): (Vec<usize>, Vec<usize>) = (0..entries.len()).partition(|&i| entries[i].how == Renewal::Reset);
+    let order: Vec<&Entry<'_>> = resets.iter().chain(&others).map(|&i| &entries[i]).collect();
     let as_arguments = keys_as_arguments(conn, entries.len());
     let mut call = scripts::RENEW.on(conn.pubsub()).prepare_invoke();
-    if !as_arguments {
-        for entry in entries {
+    call.arg(lease_millis).arg(order.len()).arg(resets.len());
+    for entry in &order {
+        if as_arguments {
+            call.arg(entry.name);
+        } else {
             call.key(entry.name);
         }
     }
-    call.arg(lease_millis);
-    for entry in entries {
-        if as_arguments {
-            call.arg(entry.name);
-        }
-        let how = match entry.how {
-            Renewal::Reset => "",
-            Renewal::LengthenOnly => "+",
-            Renewal::ReadHolds(prefix) => prefix,
-        };
-        call.arg(entry.field).arg(how);
+    for entry in &order {
+        call.arg(entry.field);
     }
-    outcomes(call.invoke(conn)?, entries.len())
+    for entry in &order[resets.len()..] {
+        call.arg(match entry.how {
+            Renewal::Reset | Renewal::LengthenOnly => "+",
+            Renewal::ReadHolds(prefix) => prefix,
+        });
+    }
+    let sent = outcomes(call.invoke(conn)?, entries.len())?;
+    let mut back = vec![Outcome::Gone; entries.len()];
+    for (outcome, &at) in sent.into_iter().zip(resets.iter().chain(&others)) {
+        back[at] = outcome;
+    }
+    Ok(back)
 }
 
 /// Renews every lease of `entries` for `lease_millis`, in one script call: per entry,
