@@ -19,7 +19,7 @@ local checks = {
     {'exists', key}, {'pttl', key}, {'pexpire', key, '1'}, {'del', key}, {'get', key},
     {'set', key, '1', 'px', '1'}, {'incr', key}, {'incrby', key, '1'}, {'decrby', key, '1'}, {'decr', key},
     {'hexists', key, 'f'}, {'hget', key, 'f'}, {'hset', key, 'f', '1'}, {'hincrby', key, 'f', '1'},
-    {'hdel', key, 'f'}, {'hkeys', key},
+    {'hdel', key, 'f'}, {'hkeys', key}, {'hgetall', key}, {'hmget', key, 'f'},
     {'lindex', key, '0'}, {'lpop', key}, {'rpush', key, 'x'}, {'lpos', key, 'x'},
     {'lrem', key, '1', 'x'}, {'lrange', key, '0', '1'}, {'llen', key}, {'ltrim', key, '0', '1'},
     {'zadd', key, '1', 'x'}, {'zrem', key, 'x'}, {'zscore', key, 'x'}, {'zrange', key, '0', '0'},

@@ -17,9 +17,10 @@
 -- Deadlines. The head's deadline is when its turn came (or will come at the latest: the
 -- holder's lease end) plus the wait timeout; a head past its deadline is taken for dead
 -- and dropped. Whenever a waiter becomes the head, and whenever the lock is freed, the
--- head's deadline is set anew and the head alone is woken: to take the lock, or to learn
--- the new holder's lease, whose end it must poll at when the lease runs out unreleased. A
--- waiter behind the head is not woken: it sleeps until the head's deadline and never longer
+-- head's deadline is set anew. A freed lock wakes the head alone, to take it. A waiter that
+-- becomes the head while the lock is held must poll when the holder's lease ends, in case
+-- it runs out unreleased: it is told when that is (see `crown`), not woken. A waiter
+-- behind the head is not woken: it sleeps until the head's deadline and never longer
 -- than the wait timeout, so it polls before any deadline set since its last poll (a freed
 -- lock sets the head's to now + the wait timeout) and drops a dead head then. So a dead
 -- waiter delays the queue by at most one wait timeout. Behind the head, deadlines are
@@ -29,23 +30,31 @@
 -- the server's clock, so client clock skew cannot evict live waiters.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[5]
 local owner, wait = ARGV[2], tonumber(ARGV[3])
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
-local function wake(position)
-    local waiter = redis.call('lindex', queue, position)
-    if waiter then
-        publish(channel .. ':' .. waiter, 0)
+-- The server's clock, read once and only when a queue needs it: an empty queue and a free
+-- lock (the uncontended acquire) take three commands, none of them TIME.
+local now = nil
+local function clock()
+    if not now then
+        local t = redis.call('time')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
+    return now
 end
 
--- A new head: its turn comes when the holder's lease ends at the latest. It is woken to
--- take the lock or learn the holder's lease.
+-- A new head: its turn comes when the holder's lease ends at the latest. It must poll by
+-- then, to take the lock if the lease runs out unreleased (a release wakes it anyway). It
+-- polls within one wait timeout of its last poll, which was before now; when the lease
+-- ends sooner, it is told when, without being woken: the message -(n + 1) says "the lock
+-- is held for n ms more" (a redlease waiter then parks until then at most; Redisson's
+-- waiters act on 0 and 1 only, and ignore it). So a hand-off costs no poll of the head.
 local function crown()
     local head = redis.call('lindex', queue, 0)
     if head then
-        redis.call('zadd', timeouts, now + math.max(redis.call('pttl', lock), 0) + wait, head)
-        wake(0)
+        local ttl = redis.call('pttl', lock)
+        redis.call('zadd', timeouts, clock() + math.max(ttl, 0) + wait, head)
+        if ttl >= 0 and ttl < wait then
+            publish(channel .. ':' .. head, string.format('%d', -(ttl + 1)))
+        end
     end
 end
 
@@ -57,21 +66,20 @@ local function may_wake()
 end
 
 local purged = false
-while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then break end
+local head = redis.call('lindex', queue, 0)
+while head do
     local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline and deadline > now then break end
+    if deadline and deadline > clock() then break end
     if not purged then
         may_wake()
     end
     redis.call('lpop', queue)
     redis.call('zrem', timeouts, head)
     purged = true
+    head = redis.call('lindex', queue, 0)
 end
 
 if redis.call('exists', lock) == 0 then
-    local head = redis.call('lindex', queue, 0)
     if not head or head == owner then
         if head then
             may_wake()
@@ -84,7 +92,7 @@ if redis.call('exists', lock) == 0 then
             for _, behind in ipairs(redis.call('lrange', queue, 0, -1)) do
                 local deadline = tonumber(redis.call('zscore', timeouts, behind))
                 if deadline then
-                    redis.call('zadd', timeouts, math.max(deadline - wait, now + wait), behind)
+                    redis.call('zadd', timeouts, math.max(deadline - wait, clock() + wait), behind)
                 end
             end
             crown()
@@ -115,10 +123,10 @@ if not position then
 end
 local mine = tonumber(redis.call('zscore', timeouts, owner)) or 0
 if position == 0 then
-    redis.call('zadd', timeouts, math.max(mine, now + math.max(ttl, 0) + wait), owner)
+    redis.call('zadd', timeouts, math.max(mine, clock() + math.max(ttl, 0) + wait), owner)
     return ttl
 end
-local before = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, position - 1))) or now
+local before = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, position - 1))) or clock()
 redis.call('zadd', timeouts, math.max(mine, before + wait), owner)
-local head_deadline = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, 0))) or now
-return math.max(math.min(head_deadline - now, wait), 1)
+local head_deadline = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, 0))) or clock()
+return math.max(math.min(head_deadline - clock(), wait), 1)

@@ -42,12 +42,15 @@ end
 -- waits now, so that a user refused them is refused every time, not only under contention.
 -- Waiters' channels are all ARGV[6] .. ':' .. <owner>; this owner's stands for them.
 may('publish', channel .. ':' .. ARGV[3], ARGV[1])
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local dead, head = 0, nil
+-- The clock is read only when someone waits: the uncontended release takes three commands.
+local dead, head, now = 0, nil, nil
 while true do
     local waiter = redis.call('lindex', queue, dead)
     if not waiter then break end
+    if not now then
+        local t = redis.call('time')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
     local deadline = tonumber(redis.call('zscore', timeouts, waiter))
     if deadline and deadline > now then
         head = waiter

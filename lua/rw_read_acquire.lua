@@ -11,13 +11,20 @@
 --          write lock (a downgrade); otherwise the lock's PTTL (-1 when it has no expiry).
 -- Each read hold gets its own timeout key, so that a dead reader's holds end on their own;
 -- the hash keeps the longest lease of any hold.
+-- A first hold on a free lock (the uncontended acquire) writes the hash in one command and
+-- sets the new key's expiry without reading it.
 local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false or mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+if mode == false then
+    local hold = ARGV[4] .. ':1'
+    may('set', hold, '1', 'px', ARGV[1])
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+    redis.call('set', hold, 1, 'px', ARGV[1])
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+if mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     local hold = ARGV[4] .. ':' .. ((tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0) + 1)
     may('set', hold, '1', 'px', ARGV[1])
-    if mode == false then
-        redis.call('hset', KEYS[1], 'mode', 'read')
-    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('set', hold, 1, 'px', ARGV[1])
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then

@@ -28,7 +28,13 @@ if ARGV[8] == '1' then
         return tonumber(replay)
     end
 end
-local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
+-- One HGETALL reads the mode and every owner's holds (a handful of fields).
+local fields = {}
+local all = redis.call('hgetall', KEYS[1])
+for at = 1, #all, 2 do
+    fields[all[at]] = all[at + 1]
+end
+local holds = tonumber(fields[ARGV[2]])
 if not holds then
     return nil
 end
@@ -39,17 +45,14 @@ if left == 0 then
     may('publish', ARGV[5], ARGV[1])
 end
 local keep = tonumber(ARGV[4])
-local read_mode = redis.call('hget', KEYS[1], 'mode') ~= 'write'
+local read_mode = fields['mode'] ~= 'write'
 local outcome = 0
 local longest = -3
 if read_mode then
-    for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-        local count = tonumber(redis.call('hget', KEYS[1], field))
-        if count and string.sub(field, -6) ~= ':write' then
-            -- This owner's remaining holds count for what they need (`keep`), below.
-            if field == ARGV[2] then
-                count = 0
-            end
+    for field, value in pairs(fields) do
+        local count = tonumber(value)
+        -- This owner's remaining holds count for what they need (`keep`), below.
+        if count and field ~= ARGV[2] and string.sub(field, -6) ~= ':write' then
             for k = 1, count do
                 longest = math.max(longest, redis.call('pttl', ARGV[7] .. field .. ':rwlock_timeout:' .. k))
             end
@@ -63,13 +66,19 @@ if read_mode then
         publish(ARGV[5], ARGV[1])
     end
 end
-may('del', ARGV[6] .. ':' .. holds)
+local hold = ARGV[6] .. ':' .. holds
+may('del', hold)
+if outcome == 1 and left == 0 then
+    -- The lock is freed: the hash goes with this owner's field in it.
+    redis.call('del', hold, KEYS[1])
+    return 1
+end
 if left > 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], -1)
 else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
-redis.call('del', ARGV[6] .. ':' .. holds)
+redis.call('del', hold)
 for k = 1, left do
     redis.call('set', ARGV[6] .. ':' .. k, 1, 'px', keep)
 end

@@ -25,16 +25,18 @@ if ARGV[8] == '1' then
         return tonumber(replay)
     end
 end
-if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
+-- One HMGET reads the mode, this owner's write holds and its read holds.
+local found = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[5])
+if found[1] ~= 'write' then
     return nil
 end
-local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+local holds = tonumber(found[2])
 if not holds then
     return nil
 end
 -- In write mode only this owner can have read holds (its downgrade): they share the hash,
 -- and its lease must cover them too.
-local reads = tonumber(redis.call('hget', KEYS[1], ARGV[5])) or 0
+local reads = tonumber(found[3]) or 0
 local longest = -3
 for k = 1, reads do
     longest = math.max(longest, redis.call('pttl', ARGV[7] .. ':' .. k))

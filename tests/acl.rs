@@ -185,10 +185,10 @@ fn each_missing_part_of_the_rule_is_named_where_it_is_needed() {
     let rule = documented_rule();
 
     // A command the scripts run: refused at build() (the probe key is granted).
-    let server = server_with(&without(&rule, "+hkeys"));
+    let server = server_with(&without(&rule, "+hgetall"));
     let err = Client::builder(url(&server)).build().expect_err("build() checks the commands");
     assert!(err.is_permission_denied(), "{err}");
-    assert!(err.to_string().contains("hkeys"), "names the command: {err}");
+    assert!(err.to_string().contains("hgetall"), "names the command: {err}");
     assert!(!err.to_string().contains(PASSWORD), "never the password: {err}");
 
     // The read-write lock's channel: its release is refused and the lock left as it was.

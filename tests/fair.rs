@@ -1,5 +1,6 @@
 //! The fair lock: arrival order, dead and impatient waiters, no thundering herd.
 
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -353,4 +354,48 @@ fn an_idle_fair_client_sends_nothing() {
     thread::sleep(Duration::from_secs(2));
     assert_eq!(commands_served(&mut conn) - before, 0, "an idle client sent commands");
     assert_no_trace(&mut conn, "fair-idle");
+}
+
+/// A hand-off under contention costs the release and the head's acquire, nothing more: the
+/// waiter that becomes the head while the lock is held (the second in line, when the first
+/// takes the lock) is told when the holder's lease ends rather than woken to poll for it.
+///
+/// Breaks if crowning a new head wakes it (its poll is a third script per hand-off).
+#[test]
+fn a_waiter_that_becomes_the_head_while_the_lock_is_held_runs_no_script() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let name = "fair-crowned";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let (got, got_rx) = mpsc::channel();
+    let mut releases = Vec::new();
+    let mut threads = Vec::new();
+    for place in 0..2 {
+        let lock = client.fair_lock(name);
+        let got = got.clone();
+        let (release, release_rx) = mpsc::channel::<()>();
+        releases.push(release);
+        threads.push(thread::spawn(move || {
+            let guard = lock.lock().unwrap();
+            got.send(place).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(30));
+            guard.unlock().unwrap();
+        }));
+        assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue(name)) == place + 1));
+    }
+    thread::sleep(Duration::from_millis(200)); // let both park
+    let before = calls_of(&mut conn, "evalsha");
+    holder.unlock().unwrap();
+    assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), 0, "the first in line has it");
+    thread::sleep(Duration::from_millis(300));
+    let scripts = calls_of(&mut conn, "evalsha") - before;
+    assert_eq!(scripts, 2, "the release and the head's acquire; the new head ran no script");
+    releases[0].send(()).unwrap();
+    assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), 1, "then the second");
+    releases[1].send(()).unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_no_trace(&mut conn, name);
 }

@@ -121,6 +121,7 @@ impl Kind {
     pub(crate) fn wake(self) -> Wake {
         match self {
             Kind::Reentrant | Kind::Fenced => Wake::Named,
+            Kind::Fair => Wake::Turn,
             _ => Wake::Lock,
         }
     }

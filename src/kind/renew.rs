@@ -61,7 +61,8 @@ fn keys_as_arguments(conn: &Conn, leases: usize) -> bool {
 /// The script takes the plain resets first (see `lua/renew.lua`), so the batch goes out
 /// in that order and the outcomes are put back in the caller's.
 pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -> redis::RedisResult<Vec<Outcome>> {
-    let (resets, others): (Vec<usize>, Vec<usize>) = (0..entries.len()).partition(|&i| entries[i].how == Renewal::Reset);
+    let (resets, others): (Vec<usize>, Vec<usize>) =
+        (0..entries.len()).partition(|&i| entries[i].how == Renewal::Reset);
     let order: Vec<&Entry<'_>> = resets.iter().chain(&others).map(|&i| &entries[i]).collect();
     let as_arguments = keys_as_arguments(conn, entries.len());
     let mut call = scripts::RENEW.on(conn.pubsub()).prepare_invoke();

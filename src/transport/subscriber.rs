@@ -17,7 +17,9 @@
 //! wake-up on. After a reconnect every channel is subscribed again and, once Redis confirms
 //! it, every waiter of that channel is woken to check its lock, because messages may have
 //! been lost meanwhile. Waiters never depend on a message alone: each park is bounded by
-//! the holder's TTL and the caller's deadline.
+//! the holder's TTL and the caller's deadline. A fair lock's waiter that became the head of
+//! the queue is told, not woken, when the holder's lease ends (a negative payload): its
+//! park ends then at the latest.
 //!
 //! **Refusals.** Every command written is remembered in order, so an error reply (an ACL
 //! rule refusing a channel) is matched to the `SUBSCRIBE` that caused it and reaches that
@@ -40,6 +42,7 @@
 //! | wanted, confirmation pending  | error reply to its `SUBSCRIBE`| refused: every waiter gets the error |
 //! | wanted, confirmation pending  | no reply within the command timeout | connection closed; reconnect |
 //! | ready                         | message                       | ready, one (or every) waiter woken |
+//! | ready                         | a fair lock's `-(n + 1)`      | ready, its waiter's park ends within n ms |
 //! | ready                         | last waiter leaves            | kept (lingering) for one second |
 //! | kept                          | a waiter joins                | ready; if confirmed, and silent, since before its first attempt, it parks without trying again |
 //! | kept                          | its second is up              | unwanted, `UNSUBSCRIBE` sent |
@@ -82,6 +85,10 @@ pub(crate) enum Wake {
     /// the `0` after a name as handled. A `0` alone (a Redisson client's release) wakes one
     /// waiter, as for `Lock`.
     Named,
+    /// A fair lock waiter's own channel: `0` wakes it (its turn); a negative number
+    /// `-(n + 1)` (it became the head while the lock is held) wakes nobody but says the
+    /// holder's lease ends in n ms, so the waiter polls by then at the latest.
+    Turn,
     /// A semaphore's count of available permits: waiters in order whose permits fit in the
     /// count, until it is used up.
     Permits,
@@ -217,13 +224,24 @@ impl Channel {
                     self.wake_one();
                 }
             }
+            Wake::Turn => match parse_i64(payload) {
+                Some(held) if held < 0 => {
+                    let poll_by = clock::deadline_in(Duration::from_millis(held.unsigned_abs() - 1));
+                    for waiter in &self.waiters {
+                        waiter.poll_by(poll_by);
+                    }
+                }
+                _ => {
+                    self.wake_one();
+                }
+            },
             Wake::Latch if payload == b"0" => self.wake_all(),
             Wake::Latch => {}
             Wake::Permits => {
                 // In order, every waiter whose permits fit in what is left; one that wants
                 // more is passed over, not a wall for smaller ones behind it. A waiter
                 // woken before counts too: it tries again after this message.
-                let available: i64 = std::str::from_utf8(payload).ok().and_then(|p| p.parse().ok()).unwrap_or(1);
+                let available = parse_i64(payload).unwrap_or(1);
                 let mut left = u64::try_from(available).unwrap_or(0);
                 for waiter in &self.waiters {
                     if left == 0 {
@@ -279,24 +297,49 @@ impl Channel {
     }
 }
 
+/// A message's number, if it is one.
+fn parse_i64(payload: &[u8]) -> Option<i64> {
+    std::str::from_utf8(payload).ok()?.parse().ok()
+}
+
 /// One waiting thread's parking spot.
 struct Waiter {
-    woken: Mutex<bool>,
+    parked: Mutex<Parked>,
     cv: Condvar,
     /// The permits it waits for (1 for a lock).
     weight: u64,
 }
 
+#[derive(Default)]
+struct Parked {
+    /// A message woke it (consumed by [`Ticket::park`]).
+    woken: bool,
+    /// It must look at its lock by then at the latest ([`Wake::Turn`]); cleared when a park
+    /// ends, since the look that follows learns the lock's state afresh.
+    poll_by: Option<Instant>,
+}
+
 impl Waiter {
+    fn new(weight: u64) -> Waiter {
+        Waiter { parked: Mutex::new(Parked::default()), cv: Condvar::new(), weight }
+    }
+
     /// Sets the wake-up flag; false when it was already set.
     fn wake(&self) -> bool {
-        let mut woken = self.woken.lock();
-        if *woken {
+        let mut parked = self.parked.lock();
+        if parked.woken {
             return false;
         }
-        *woken = true;
+        parked.woken = true;
         self.cv.notify_one();
         true
+    }
+
+    /// Brings the end of its park forward to `at` (never later than it was).
+    fn poll_by(&self, at: Option<Instant>) {
+        let mut parked = self.parked.lock();
+        parked.poll_by = clock::earliest(parked.poll_by, at);
+        self.cv.notify_one();
     }
 }
 
@@ -363,7 +406,7 @@ impl Subscriber {
     ) -> Result<Ticket> {
         let shared = &self.shared;
         let timing = shared.timing;
-        let waiter = Arc::new(Waiter { woken: Mutex::new(false), cv: Condvar::new(), weight });
+        let waiter = Arc::new(Waiter::new(weight));
         let mut state = shared.state.lock();
         if state.shutdown {
             return Err(Error::shutdown());
@@ -477,18 +520,19 @@ impl Ticket {
     /// Parks until a release message (or a reconnect, a refusal, or shutdown) wakes this
     /// waiter, or until `until`. Returns whether it was woken; the wake-up is consumed.
     pub(crate) fn park(&self, until: Option<Instant>) -> bool {
-        let mut woken = self.waiter.woken.lock();
-        while !*woken {
-            match until {
-                Some(until) => {
-                    if self.waiter.cv.wait_until(&mut woken, until).timed_out() {
+        let mut parked = self.waiter.parked.lock();
+        while !parked.woken {
+            match clock::earliest(until, parked.poll_by) {
+                Some(end) => {
+                    if self.waiter.cv.wait_until(&mut parked, end).timed_out() {
                         break;
                     }
                 }
-                None => self.waiter.cv.wait(&mut woken),
+                None => self.waiter.cv.wait(&mut parked),
             }
         }
-        std::mem::replace(&mut *woken, false)
+        parked.poll_by = None;
+        std::mem::replace(&mut parked.woken, false)
     }
 
     /// `Err` when Redis refused this channel's subscription (after a reconnect, say, under
@@ -527,7 +571,7 @@ impl Drop for Ticket {
         let connected = state.connected;
         let Some(ch) = state.channels.get_mut(&self.channel) else { return };
         ch.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
-        if !self.acquired && *self.waiter.woken.lock() {
+        if !self.acquired && self.waiter.parked.lock().woken {
             // This wake-up was meant for someone who would take the lock; pass it on.
             ch.wake_one();
         }
