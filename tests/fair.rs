@@ -399,3 +399,53 @@ fn a_waiter_that_becomes_the_head_while_the_lock_is_held_runs_no_script() {
     }
     assert_no_trace(&mut conn, name);
 }
+
+/// When the head takes the lock, every waiter behind the new head moves one wait timeout
+/// earlier, as Redisson keeps the chain of deadlines (the new head's is set from the
+/// holder's lease).
+///
+/// Breaks if a grant leaves the deadlines behind where they were, or moves them by another
+/// amount.
+#[test]
+fn a_grant_moves_the_deadlines_behind_one_wait_timeout_earlier() {
+    let server = RedisServer::start();
+    let wait = 10_000; // fair wait timeout, ms
+    let client = client_with(&server, |b| b.fair_wait_timeout(Duration::from_millis(wait as u64)));
+    let mut conn = server.conn();
+    let name = "fair-move-up";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let (got, got_rx) = mpsc::channel();
+    let mut releases = Vec::new();
+    let mut threads = Vec::new();
+    for place in 0..4 {
+        let lock = client.fair_lock(name);
+        let got = got.clone();
+        let (release, release_rx) = mpsc::channel::<()>();
+        releases.push(release);
+        threads.push(thread::spawn(move || {
+            let guard = lock.lock().unwrap();
+            got.send(place).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(30));
+            guard.unlock().unwrap();
+        }));
+        assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue(name)) == place as u64 + 1));
+    }
+    let before = scores(&mut conn, name);
+    holder.unlock().unwrap();
+    assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), 0);
+    let after = scores(&mut conn, name);
+    let owners: Vec<&String> = after.iter().map(|(o, _)| o).collect();
+    assert_eq!(owners, [&before[1].0, &before[2].0, &before[3].0], "the first in line left the queue");
+    assert_eq!(after[1].1, before[2].1 - wait, "{before:?} -> {after:?}");
+    assert_eq!(after[2].1, before[3].1 - wait, "{before:?} -> {after:?}");
+    for (place, release) in releases.iter().enumerate() {
+        release.send(()).unwrap();
+        if place < 3 {
+            assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), place + 1);
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_no_trace(&mut conn, name);
+}
