@@ -3,17 +3,18 @@
 -- ARGV[1]   lease in milliseconds
 -- ARGV[2]   n, the number of leases
 -- ARGV[3]   r: leases 1..r are renewed by a plain reset, leases r+1..n as their "how" says
--- keys      the lock hashes: KEYS[1..n], or, when KEYS is empty, ARGV[4..n+3]
--- fields    then, for every lease, the hash field of the hold renewed: the owner, or for
---           a read-write lock's write hold "<owner>:write"
--- hows      then, for leases r+1..n, how to renew each:
+-- ARGV[4]   g, the number of groups the plain resets come in
+-- keys      the lock hashes: KEYS[1..n], or, when KEYS is empty, the n arguments after
+--           ARGV[4]
+-- groups    then g pairs (field, count): the next `count` plain resets renew the hold
+--           `field` (the owner, or for a read-write lock's write hold "<owner>:write"); a
+--           reset sets the lock's expiry to the lease when the field is there
+-- others    then, for each of leases r+1..n, a pair (field, how):
 --           "+"   the hold is the field alone, but only ever lengthen the lock's expiry
 --                 (the owner also has fixed-lease holds, which may need longer)
 --           other the prefix of the owner's per-hold read timeout keys: holds 1..count
 --                 are "<prefix>:<k>"; each key and the hash are only ever lengthened (a
 --                 read lock's hash keeps the longest lease of any hold)
---           A plain reset (leases 1..r) sets the lock's expiry to the lease when the field
---           is there.
 --
 -- Returns  an array of n entries: 1 when the hold was still there and its lease was
 --          reset, 0 when it is gone (the lease is lost; nothing is touched for it), or the
@@ -25,18 +26,19 @@
 -- whose slot this master no longer serves answers with Redis's "non local key" error text.
 --
 -- Cost: Redis spends most of a batch in the two commands of each plain reset, so that loop
--- does nothing else: the lease goes to PEXPIRE as the string it came as (a Lua number would
--- be formatted again for every lease), and one pcall covers the whole batch, entered again
--- after the lease that raised, instead of one per lease.
+-- does little else: a field shared by many leases (one thread's) comes once, the lease goes
+-- to PEXPIRE as the string it came as (a Lua number would be formatted again for every
+-- lease), and one pcall covers the whole batch, entered again after a lease that raised,
+-- instead of one per lease.
 local lease_arg = ARGV[1]
 local lease = tonumber(lease_arg)
-local count, resets = tonumber(ARGV[2]), tonumber(ARGV[3])
+local count, resets, groups = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keys, keys_at = KEYS, 0
 if #KEYS == 0 then
-    keys, keys_at = ARGV, 3
+    keys, keys_at = ARGV, 4
 end
-local fields_at = keys_at == 0 and 3 or 3 + count
-local hows_at = fields_at + count - resets
+local groups_at = keys_at == 0 and 4 or 4 + count
+local others_at = groups_at + 2 * groups
 
 local function lengthen(key)
     if redis.call('pttl', key) < lease then
@@ -69,20 +71,29 @@ local function renew(key, field, how)
 end
 
 local renewed = {}
-local i = 1
+-- Progress, kept outside `run` so that a pcall entered again goes on from the next lease.
+local i, group, group_end = 1, 0, 0
 local function run()
     while i <= resets do
-        local key = keys[keys_at + i]
-        if redis.call('hexists', key, ARGV[fields_at + i]) == 1 then
-            redis.call('pexpire', key, lease_arg)
-            renewed[i] = 1
-        else
-            renewed[i] = 0
+        if i > group_end then
+            group = group + 1
+            group_end = group_end + tonumber(ARGV[groups_at + 2 * group])
         end
-        i = i + 1
+        local field = ARGV[groups_at + 2 * group - 1]
+        while i <= group_end do
+            local key = keys[keys_at + i]
+            if redis.call('hexists', key, field) == 1 then
+                redis.call('pexpire', key, lease_arg)
+                renewed[i] = 1
+            else
+                renewed[i] = 0
+            end
+            i = i + 1
+        end
     end
     while i <= count do
-        renewed[i] = renew(keys[keys_at + i], ARGV[fields_at + i], ARGV[hows_at + i])
+        local at = others_at + 2 * (i - resets)
+        renewed[i] = renew(keys[keys_at + i], ARGV[at - 1], ARGV[at])
         i = i + 1
     end
 end

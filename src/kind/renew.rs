@@ -8,6 +8,8 @@
 //! the node no longer serves answers [`Outcome::Elsewhere`]; renewed alone, with its key
 //! declared, it follows `MOVED` and `ASK` like any other command.
 
+use std::collections::HashMap;
+
 use crate::keys;
 use crate::kind::semaphore::PermitId;
 use crate::scripts;
@@ -58,34 +60,51 @@ fn keys_as_arguments(conn: &Conn, leases: usize) -> bool {
 /// Renews `entries` for `lease_millis`, in one script call. The reply has one outcome per
 /// entry, in order.
 ///
-/// The script takes the plain resets first (see `lua/renew.lua`), so the batch goes out
-/// in that order and the outcomes are put back in the caller's.
+/// The script takes the plain resets first, grouped by the field they renew (one thread's
+/// leases share it), then the others (see `lua/renew.lua`): the batch goes out in that
+/// order and the outcomes are put back in the caller's.
 pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -> redis::RedisResult<Vec<Outcome>> {
-    let (resets, others): (Vec<usize>, Vec<usize>) =
-        (0..entries.len()).partition(|&i| entries[i].how == Renewal::Reset);
-    let order: Vec<&Entry<'_>> = resets.iter().chain(&others).map(|&i| &entries[i]).collect();
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<&str, usize> = HashMap::new();
+    let mut others = Vec::new();
+    for (at, entry) in entries.iter().enumerate() {
+        if entry.how != Renewal::Reset {
+            others.push(at);
+            continue;
+        }
+        let group = *group_of.entry(entry.field).or_insert_with(|| {
+            groups.push((entry.field, Vec::new()));
+            groups.len() - 1
+        });
+        groups[group].1.push(at);
+    }
+    let order: Vec<usize> =
+        groups.iter().flat_map(|(_, members)| members.iter().copied()).chain(others.iter().copied()).collect();
+    let resets = order.len() - others.len();
     let as_arguments = keys_as_arguments(conn, entries.len());
     let mut call = scripts::RENEW.on(conn.pubsub()).prepare_invoke();
-    call.arg(lease_millis).arg(order.len()).arg(resets.len());
-    for entry in &order {
+    call.arg(lease_millis).arg(order.len()).arg(resets).arg(groups.len());
+    for &at in &order {
         if as_arguments {
-            call.arg(entry.name);
+            call.arg(entries[at].name);
         } else {
-            call.key(entry.name);
+            call.key(entries[at].name);
         }
     }
-    for entry in &order {
-        call.arg(entry.field);
+    for (field, members) in &groups {
+        call.arg(*field).arg(members.len());
     }
-    for entry in &order[resets.len()..] {
-        call.arg(match entry.how {
+    for &at in &others {
+        let how = match entries[at].how {
+            // Resets are in the groups; only the others come here.
             Renewal::Reset | Renewal::LengthenOnly => "+",
             Renewal::ReadHolds(prefix) => prefix,
-        });
+        };
+        call.arg(entries[at].field).arg(how);
     }
     let sent = outcomes(call.invoke(conn)?, entries.len())?;
     let mut back = vec![Outcome::Gone; entries.len()];
-    for (outcome, &at) in sent.into_iter().zip(resets.iter().chain(&others)) {
+    for (outcome, at) in sent.into_iter().zip(order) {
         back[at] = outcome;
     }
     Ok(back)
