@@ -34,7 +34,11 @@ pub(crate) struct RedlockRun {
     pub(crate) threads_only: PairStats,
     /// `RedLock::try_lock` + `unlock`.
     pub(crate) red: PairStats,
-    /// The same with the last node behind a blackholed proxy.
+    /// The first pair after the last node fell silent (behind a blackholed proxy): its
+    /// acquire waits the node timeout.
+    pub(crate) first_silent: Duration,
+    /// The pairs after it: while the undo of that first attempt waits on the silent node,
+    /// the owner's attempts count the node as failed at once.
     pub(crate) blackholed: PairStats,
 }
 
@@ -97,11 +101,14 @@ pub(crate) fn measure_redlock(servers: &[RedisServer], plan: &Plan) -> RedlockRu
         red_pair(&silent);
     }
     proxy.set_blackhole(true);
+    let first = Instant::now();
+    red_pair(&silent);
+    let first_silent = first.elapsed();
     let mut ops: Vec<PairOp> = vec![Box::new(|| red_pair(&silent))];
     let blackholed = measure_pairs(&mut ops, BLACKHOLED_WARMUP, plan.blackholed_pairs, None).pop().expect("one kind");
     drop(ops);
     drop(silent);
     drop(proxied);
     drop(proxy);
-    RedlockRun { nodes: n, plain, fan_out, fan_out_threads, threads_only, red: red_stats, blackholed }
+    RedlockRun { nodes: n, plain, fan_out, fan_out_threads, threads_only, red: red_stats, first_silent, blackholed }
 }
