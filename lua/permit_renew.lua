@@ -6,9 +6,10 @@
 -- ARGV[1]        lease in milliseconds
 -- ARGV[i + 1]    the ids of lease i, concatenated (16 bytes each)
 --
--- Returns  an array of n entries: 1 when every permit of the lease was renewed, 0 when
---          one was gone or past its deadline (the lease is lost; the others are left
---          alone), or the error text when Redis refused it.
+-- Returns  {n, i, outcome, j, outcome, ...}: how many leases it went through, then each
+--          lease not renewed, by its place in the batch: 0 when one of its permits was gone
+--          or past its deadline (the lease is lost; the others are left alone), or the
+--          error text when Redis refused it. Every lease not listed was renewed.
 --
 -- In a cluster the batch holds the leases of one master, whose slots differ, and a
 -- command's declared keys must share one slot: there KEYS is empty and lease i is
@@ -35,14 +36,22 @@ local function renew(key, ids)
 end
 
 -- One pcall covers the batch, entered again after a lease that raised.
-local renewed = {}
+local missed = {0}
+local function miss(at, outcome)
+    missed[#missed + 1] = at
+    missed[#missed + 1] = outcome
+end
 local i = 1
 local function run()
     while i <= count do
+        local renewed
         if declared then
-            renewed[i] = renew(KEYS[i], ARGV[i + 1])
+            renewed = renew(KEYS[i], ARGV[i + 1])
         else
-            renewed[i] = renew(ARGV[2 * i], ARGV[2 * i + 1])
+            renewed = renew(ARGV[2 * i], ARGV[2 * i + 1])
+        end
+        if renewed == 0 then
+            miss(i, 0)
         end
         i = i + 1
     end
@@ -51,8 +60,9 @@ end
 while i <= count do
     local ok, refusal = pcall(run)
     if not ok then
-        renewed[i] = type(refusal) == 'table' and refusal.err or tostring(refusal)
+        miss(i, type(refusal) == 'table' and refusal.err or tostring(refusal))
         i = i + 1
     end
 end
-return renewed
+missed[1] = i - 1
+return missed

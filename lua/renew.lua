@@ -16,10 +16,11 @@
 --                 are "<prefix>:<k>"; each key and the hash are only ever lengthened (a
 --                 read lock's hash keeps the longest lease of any hold)
 --
--- Returns  an array of n entries: 1 when the hold was still there and its lease was
---          reset, 0 when it is gone (the lease is lost; nothing is touched for it), or the
---          error text when Redis refused it (an ACL rule): one lease refused does not
---          keep the others in the batch from being renewed.
+-- Returns  {n, i, outcome, j, outcome, ...}: how many leases it went through, then each
+--          lease not renewed, by its place in the batch: 0 when its hold is gone (the lease
+--          is lost; nothing is touched for it), or the error text when Redis refused it (an
+--          ACL rule): one lease refused does not keep the others in the batch from being
+--          renewed. Every lease not listed was renewed: the usual reply is {n}.
 --
 -- In a cluster the batch holds the leases of one master, whose slots differ, and a
 -- command's declared keys must share one slot: there the keys come as arguments. A lock
@@ -70,7 +71,12 @@ local function renew(key, field, how)
     return 1
 end
 
-local renewed = {}
+-- The leases not renewed, after the count of leases gone through (set at the end).
+local missed = {0}
+local function miss(at, outcome)
+    missed[#missed + 1] = at
+    missed[#missed + 1] = outcome
+end
 -- Progress, kept outside `run` so that a pcall entered again goes on from the next lease.
 local i, group, group_end = 1, 0, 0
 local function run()
@@ -84,16 +90,17 @@ local function run()
             local key = keys[keys_at + i]
             if redis.call('hexists', key, field) == 1 then
                 redis.call('pexpire', key, lease_arg)
-                renewed[i] = 1
             else
-                renewed[i] = 0
+                miss(i, 0)
             end
             i = i + 1
         end
     end
     while i <= count do
         local at = others_at + 2 * (i - resets)
-        renewed[i] = renew(keys[keys_at + i], ARGV[at - 1], ARGV[at])
+        if renew(keys[keys_at + i], ARGV[at - 1], ARGV[at]) == 0 then
+            miss(i, 0)
+        end
         i = i + 1
     end
 end
@@ -101,8 +108,9 @@ end
 while i <= count do
     local ok, refusal = pcall(run)
     if not ok then
-        renewed[i] = type(refusal) == 'table' and refusal.err or tostring(refusal)
+        miss(i, type(refusal) == 'table' and refusal.err or tostring(refusal))
         i = i + 1
     end
 end
-return renewed
+missed[1] = i - 1
+return missed

@@ -401,3 +401,40 @@ fn a_waiter_for_more_than_is_released_does_not_hold_up_smaller_ones_behind_it() 
         assert_eq!((wants, got), (5, true));
     });
 }
+
+/// Three permit leases renewed in one batch (a 600 ms watchdog lease, so only renewals keep
+/// them): the permits of the middle one are taken away behind its back (its semaphore's
+/// deadlines deleted). Its guard learns the loss at the next renewal; the other two stay
+/// held, their permits' deadlines moved on.
+///
+/// Breaks if the renewal reply passes over a permit lease it could not renew (its guard
+/// would go on saying it holds), or pins the loss on another lease.
+#[test]
+fn a_permit_lease_whose_permits_were_taken_away_is_lost_and_only_it() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |b| b.watchdog_timeout(Duration::from_millis(600)));
+    let mut conn = server.conn();
+    let guards: Vec<_> = ["permits-a", "permits-b", "permits-c"]
+        .iter()
+        .map(|name| {
+            let semaphore = client.permit_expirable_semaphore(*name);
+            assert!(semaphore.try_set_permits(1).unwrap());
+            semaphore.acquire(1).unwrap()
+        })
+        .collect();
+    redis::cmd("DEL").arg("{permits-b}:timeout").query::<()>(&mut conn).unwrap();
+    thread::sleep(Duration::from_secs(2));
+    let held: Vec<bool> = guards.iter().map(|g| g.is_held()).collect();
+    assert_eq!(held, [true, false, true], "the lease whose permits went is lost, and only it");
+    for name in ["{permits-a}:timeout", "{permits-c}:timeout"] {
+        let members: Vec<(Vec<u8>, f64)> =
+            redis::cmd("ZRANGE").arg(name).arg(0).arg(-1).arg("WITHSCORES").query(&mut conn).unwrap();
+        let now_ms: f64 =
+            redis::cmd("TIME").query::<(u64, u64)>(&mut conn).map(|(s, us)| (s * 1000 + us / 1000) as f64).unwrap();
+        assert_eq!(members.len(), 1, "{name}: {members:?}");
+        assert!(members[0].1 > now_ms, "{name}: its permit's deadline is ahead: {members:?}");
+    }
+    for guard in guards {
+        let _ = guard.release();
+    }
+}

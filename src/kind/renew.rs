@@ -134,15 +134,28 @@ pub(crate) fn renew_permits(
     outcomes(call.invoke(conn)?, entries.len())
 }
 
-/// A renew script's reply: one outcome per lease.
-fn outcomes(replies: Vec<redis::Value>, leases: usize) -> redis::RedisResult<Vec<Outcome>> {
-    if replies.len() != leases {
-        return Err(redis::RedisError::from((
-            redis::ErrorKind::Parse,
-            "the renew script answered for the wrong number of leases",
-        )));
+/// A renew script's reply: how many leases it went through, then each lease not renewed
+/// by its place in the batch (from 1) and what Redis said for it; every other lease was
+/// renewed. One outcome per lease, in the batch's order.
+fn outcomes(reply: Vec<redis::Value>, leases: usize) -> redis::RedisResult<Vec<Outcome>> {
+    let malformed = |what: &'static str| redis::RedisError::from((redis::ErrorKind::Parse, what));
+    let mut reply = reply.into_iter();
+    match reply.next() {
+        Some(redis::Value::Int(seen)) if usize::try_from(seen).ok() == Some(leases) => {}
+        _ => return Err(malformed("the renew script went through another number of leases than it was sent")),
     }
-    Ok(replies.into_iter().map(outcome).collect())
+    let mut outcomes = vec![Outcome::Renewed; leases];
+    while let Some(at) = reply.next() {
+        let slot = match at {
+            redis::Value::Int(at) => usize::try_from(at).ok().and_then(|at| at.checked_sub(1)),
+            _ => None,
+        };
+        match (slot.and_then(|slot| outcomes.get_mut(slot)), reply.next()) {
+            (Some(entry), Some(said)) => *entry = outcome(said),
+            _ => return Err(malformed("the renew script named a lease it was not sent")),
+        }
+    }
+    Ok(outcomes)
 }
 
 fn outcome(reply: redis::Value) -> Outcome {
@@ -164,17 +177,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reply_names_each_lease_outcome() {
+    fn a_reply_names_each_lease_not_renewed() {
         let text = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
+        let int = redis::Value::Int;
         let replies = vec![
-            redis::Value::Int(1),
-            redis::Value::Int(0),
+            int(5),
+            int(2),
+            int(0),
+            int(3),
             text("ERR Script attempted to access a non local key in a cluster node script: f_1"),
+            int(5),
             text("NOPERM this user has no permissions to access one of the keys"),
         ];
-        let got = outcomes(replies, 4).unwrap();
-        assert_eq!(got[..3], [Outcome::Renewed, Outcome::Gone, Outcome::Elsewhere]);
-        assert!(matches!(&got[3], Outcome::Refused(t) if t.starts_with("NOPERM")));
-        assert!(outcomes(vec![redis::Value::Int(1)], 2).is_err(), "a reply of the wrong length");
+        let got = outcomes(replies, 5).unwrap();
+        assert_eq!(got[..4], [Outcome::Renewed, Outcome::Gone, Outcome::Elsewhere, Outcome::Renewed]);
+        assert!(matches!(&got[4], Outcome::Refused(t) if t.starts_with("NOPERM")));
+        assert_eq!(outcomes(vec![int(2)], 2).unwrap(), [Outcome::Renewed, Outcome::Renewed], "the usual reply");
+        assert!(outcomes(vec![int(1)], 2).is_err(), "it went through fewer leases than sent");
+        assert!(outcomes(vec![int(2), int(3), int(0)], 2).is_err(), "a lease it was not sent");
+        assert!(outcomes(vec![int(2), int(0), int(0)], 2).is_err(), "places count from 1");
+        assert!(outcomes(vec![int(2), int(1)], 2).is_err(), "a place without its outcome");
+        assert!(outcomes(vec![], 2).is_err(), "an empty reply");
     }
 }
