@@ -6,10 +6,8 @@
 -- ARGV[1]        lease in milliseconds
 -- ARGV[i + 1]    the ids of lease i, concatenated (16 bytes each)
 --
--- Returns  {n, i, outcome, j, outcome, ...}: how many leases it went through, then each
---          lease not renewed, by its place in the batch: 0 when one of its permits was gone
---          or past its deadline (the lease is lost; the others are left alone), or the
---          error text when Redis refused it. Every lease not listed was renewed.
+-- Returns  the leases not renewed, as `lua/batch.lua` says: a lease with a permit gone or
+--          past its deadline is lost (its other permits are left alone).
 --
 -- In a cluster the batch holds the leases of one master, whose slots differ, and a
 -- command's declared keys must share one slot: there KEYS is empty and lease i is
@@ -35,15 +33,9 @@ local function renew(key, ids)
     return 1
 end
 
--- One pcall covers the batch, entered again after a lease that raised.
-local missed = {0}
-local function miss(at, outcome)
-    missed[#missed + 1] = at
-    missed[#missed + 1] = outcome
-end
-local i = 1
-local function run()
-    while i <= count do
+local function step(cursor)
+    for i = cursor[1], count do
+        cursor[1] = i
         local renewed
         if declared then
             renewed = renew(KEYS[i], ARGV[i + 1])
@@ -53,16 +45,8 @@ local function run()
         if renewed == 0 then
             miss(i, 0)
         end
-        i = i + 1
     end
+    cursor[1] = count + 1
 end
 
-while i <= count do
-    local ok, refusal = pcall(run)
-    if not ok then
-        miss(i, type(refusal) == 'table' and refusal.err or tostring(refusal))
-        i = i + 1
-    end
-end
-missed[1] = i - 1
-return missed
+return each_lease(count, step)

@@ -16,11 +16,9 @@
 --                 are "<prefix>:<k>"; each key and the hash are only ever lengthened (a
 --                 read lock's hash keeps the longest lease of any hold)
 --
--- Returns  {n, i, outcome, j, outcome, ...}: how many leases it went through, then each
---          lease not renewed, by its place in the batch: 0 when its hold is gone (the lease
---          is lost; nothing is touched for it), or the error text when Redis refused it (an
---          ACL rule): one lease refused does not keep the others in the batch from being
---          renewed. Every lease not listed was renewed: the usual reply is {n}.
+-- Returns  the leases not renewed, as `lua/batch.lua` says: a lease whose hold is gone is
+--          lost (nothing is touched for it); one refused does not keep the others in the
+--          batch from being renewed.
 --
 -- In a cluster the batch holds the leases of one master, whose slots differ, and a
 -- command's declared keys must share one slot: there the keys come as arguments. A lock
@@ -29,8 +27,7 @@
 -- Cost: Redis spends most of a batch in the two commands of each plain reset, so that loop
 -- does little else: a field shared by many leases (one thread's) comes once, the lease goes
 -- to PEXPIRE as the string it came as (a Lua number would be formatted again for every
--- lease), and one pcall covers the whole batch, entered again after a lease that raised,
--- instead of one per lease.
+-- lease), and one pcall covers the whole batch (`each_lease`).
 local lease_arg = ARGV[1]
 local lease = tonumber(lease_arg)
 local count, resets, groups = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -71,15 +68,11 @@ local function renew(key, field, how)
     return 1
 end
 
--- The leases not renewed, after the count of leases gone through (set at the end).
-local missed = {0}
-local function miss(at, outcome)
-    missed[#missed + 1] = at
-    missed[#missed + 1] = outcome
-end
--- Progress, kept outside `run` so that a pcall entered again goes on from the next lease.
-local i, group, group_end = 1, 0, 0
-local function run()
+-- The group the plain resets are in, kept outside `step` so that a pcall entered again
+-- goes on in the right one.
+local group, group_end = 0, 0
+local function step(cursor)
+    local i = cursor[1]
     while i <= resets do
         if i > group_end then
             group = group + 1
@@ -87,6 +80,7 @@ local function run()
         end
         local field = ARGV[groups_at + 2 * group - 1]
         while i <= group_end do
+            cursor[1] = i
             local key = keys[keys_at + i]
             if redis.call('hexists', key, field) == 1 then
                 redis.call('pexpire', key, lease_arg)
@@ -97,20 +91,14 @@ local function run()
         end
     end
     while i <= count do
+        cursor[1] = i
         local at = others_at + 2 * (i - resets)
         if renew(keys[keys_at + i], ARGV[at - 1], ARGV[at]) == 0 then
             miss(i, 0)
         end
         i = i + 1
     end
+    cursor[1] = i
 end
 
-while i <= count do
-    local ok, refusal = pcall(run)
-    if not ok then
-        miss(i, type(refusal) == 'table' and refusal.err or tostring(refusal))
-        i = i + 1
-    end
-end
-missed[1] = i - 1
-return missed
+return each_lease(count, step)

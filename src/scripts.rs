@@ -68,9 +68,19 @@ macro_rules! script {
     ($file:literal) => {
         script!($file, header = "")
     };
-    // A script that renews the leases of several locks at once.
-    ($file:literal, cross_slot) => {
-        script!($file, header = CROSS_SLOT)
+    // A script that renews the leases of several locks at once: `lua/batch.lua` goes
+    // first, and in a cluster it may touch keys of several slots of its node.
+    ($file:literal, batch) => {
+        Lua {
+            code: concat!(include_str!("../lua/batch.lua"), include_str!(concat!("../lua/", $file))),
+            sharded_header: CROSS_SLOT,
+            classic: LazyLock::new(|| {
+                redis::Script::new(concat!(include_str!("../lua/batch.lua"), include_str!(concat!("../lua/", $file))))
+            }),
+            sharded: LazyLock::new(|| {
+                sharded(CROSS_SLOT, concat!(include_str!("../lua/batch.lua"), include_str!(concat!("../lua/", $file))))
+            }),
+        }
     };
     ($file:literal, header = $header:expr) => {
         Lua {
@@ -100,7 +110,7 @@ pub(crate) static ACQUIRE: Lua = script!("acquire.lua", with_prelude);
 /// Release one hold, idempotent per request: see `lua/release.lua`.
 pub(crate) static RELEASE: Lua = script!("release.lua", with_prelude);
 /// Renew a batch of leases: see `lua/renew.lua`.
-pub(crate) static RENEW: Lua = script!("renew.lua", cross_slot);
+pub(crate) static RENEW: Lua = script!("renew.lua", batch);
 /// A waiting client stops waiting for a reentrant or fenced lock: see
 /// `lua/waiter_leave.lua`.
 pub(crate) static WAITER_LEAVE: Lua = script!("waiter_leave.lua", with_prelude);
@@ -141,7 +151,7 @@ pub(crate) static PERMIT_ACQUIRE: Lua = script!("permit_acquire.lua", with_prelu
 /// Give permits back by their ids: see `lua/permit_release.lua`.
 pub(crate) static PERMIT_RELEASE: Lua = script!("permit_release.lua", with_prelude);
 /// Renew a batch of permit leases: see `lua/permit_renew.lua`.
-pub(crate) static PERMIT_RENEW: Lua = script!("permit_renew.lua", cross_slot);
+pub(crate) static PERMIT_RENEW: Lua = script!("permit_renew.lua", batch);
 /// Count a latch down: see `lua/latch_count_down.lua`.
 pub(crate) static LATCH_COUNT_DOWN: Lua = script!("latch_count_down.lua", with_prelude);
 /// Set a latch's count once: see `lua/latch_set.lua`.

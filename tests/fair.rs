@@ -356,6 +356,55 @@ fn an_idle_fair_client_sends_nothing() {
     assert_no_trace(&mut conn, "fair-idle");
 }
 
+/// Threads of one client queued on a fair lock one after another; each, once it has the
+/// lock, says its place and holds it until told to release.
+struct Queued {
+    got: mpsc::Receiver<usize>,
+    releases: Vec<mpsc::Sender<()>>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Queued {
+    /// Queues `count` threads on `name`, each after the one before is in the queue.
+    fn up(client: &redlease::Client, conn: &mut redis::Connection, name: &str, count: usize) -> Queued {
+        let (got, got_rx) = mpsc::channel();
+        let mut queued = Queued { got: got_rx, releases: Vec::new(), threads: Vec::new() };
+        for place in 0..count {
+            let lock = client.fair_lock(name);
+            let got = got.clone();
+            let (release, release_rx) = mpsc::channel::<()>();
+            queued.releases.push(release);
+            queued.threads.push(thread::spawn(move || {
+                let guard = lock.lock().unwrap();
+                got.send(place).unwrap();
+                let _ = release_rx.recv_timeout(Duration::from_secs(30));
+                guard.unlock().unwrap();
+            }));
+            assert!(wait_until(Duration::from_secs(5), || llen(conn, &queue(name)) == place as u64 + 1));
+        }
+        queued
+    }
+
+    /// The place of the thread that took the lock next.
+    fn next_holder(&self) -> usize {
+        self.got.recv_timeout(Duration::from_secs(5)).expect("a queued thread takes the lock")
+    }
+
+    /// Lets each release in turn, checking that the next in line takes the lock, and joins
+    /// them. The first must hold it already.
+    fn release_in_order(self) {
+        for (place, release) in self.releases.iter().enumerate() {
+            release.send(()).unwrap();
+            if place + 1 < self.releases.len() {
+                assert_eq!(self.next_holder(), place + 1, "the queue's order");
+            }
+        }
+        for t in self.threads {
+            t.join().unwrap();
+        }
+    }
+}
+
 /// A hand-off under contention costs the release and the head's acquire, nothing more: the
 /// waiter that becomes the head while the lock is held (the second in line, when the first
 /// takes the lock) is told when the holder's lease ends rather than woken to poll for it.
@@ -368,35 +417,15 @@ fn a_waiter_that_becomes_the_head_while_the_lock_is_held_runs_no_script() {
     let mut conn = server.conn();
     let name = "fair-crowned";
     let holder = client.fair_lock(name).lock().unwrap();
-    let (got, got_rx) = mpsc::channel();
-    let mut releases = Vec::new();
-    let mut threads = Vec::new();
-    for place in 0..2 {
-        let lock = client.fair_lock(name);
-        let got = got.clone();
-        let (release, release_rx) = mpsc::channel::<()>();
-        releases.push(release);
-        threads.push(thread::spawn(move || {
-            let guard = lock.lock().unwrap();
-            got.send(place).unwrap();
-            let _ = release_rx.recv_timeout(Duration::from_secs(30));
-            guard.unlock().unwrap();
-        }));
-        assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue(name)) == place + 1));
-    }
+    let queued = Queued::up(&client, &mut conn, name, 2);
     thread::sleep(Duration::from_millis(200)); // let both park
     let before = calls_of(&mut conn, "evalsha");
     holder.unlock().unwrap();
-    assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), 0, "the first in line has it");
+    assert_eq!(queued.next_holder(), 0, "the first in line has it");
     thread::sleep(Duration::from_millis(300));
     let scripts = calls_of(&mut conn, "evalsha") - before;
     assert_eq!(scripts, 2, "the release and the head's acquire; the new head ran no script");
-    releases[0].send(()).unwrap();
-    assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), 1, "then the second");
-    releases[1].send(()).unwrap();
-    for t in threads {
-        t.join().unwrap();
-    }
+    queued.release_in_order();
     assert_no_trace(&mut conn, name);
 }
 
@@ -414,38 +443,15 @@ fn a_grant_moves_the_deadlines_behind_one_wait_timeout_earlier() {
     let mut conn = server.conn();
     let name = "fair-move-up";
     let holder = client.fair_lock(name).lock().unwrap();
-    let (got, got_rx) = mpsc::channel();
-    let mut releases = Vec::new();
-    let mut threads = Vec::new();
-    for place in 0..4 {
-        let lock = client.fair_lock(name);
-        let got = got.clone();
-        let (release, release_rx) = mpsc::channel::<()>();
-        releases.push(release);
-        threads.push(thread::spawn(move || {
-            let guard = lock.lock().unwrap();
-            got.send(place).unwrap();
-            let _ = release_rx.recv_timeout(Duration::from_secs(30));
-            guard.unlock().unwrap();
-        }));
-        assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue(name)) == place as u64 + 1));
-    }
+    let queued = Queued::up(&client, &mut conn, name, 4);
     let before = scores(&mut conn, name);
     holder.unlock().unwrap();
-    assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), 0);
+    assert_eq!(queued.next_holder(), 0);
     let after = scores(&mut conn, name);
     let owners: Vec<&String> = after.iter().map(|(o, _)| o).collect();
     assert_eq!(owners, [&before[1].0, &before[2].0, &before[3].0], "the first in line left the queue");
     assert_eq!(after[1].1, before[2].1 - wait, "{before:?} -> {after:?}");
     assert_eq!(after[2].1, before[3].1 - wait, "{before:?} -> {after:?}");
-    for (place, release) in releases.iter().enumerate() {
-        release.send(()).unwrap();
-        if place < 3 {
-            assert_eq!(got_rx.recv_timeout(Duration::from_secs(5)).unwrap(), place + 1);
-        }
-    }
-    for t in threads {
-        t.join().unwrap();
-    }
+    queued.release_in_order();
     assert_no_trace(&mut conn, name);
 }
