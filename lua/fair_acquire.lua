@@ -17,7 +17,8 @@
 -- Deadlines. The head's deadline is when its turn came (or will come at the latest: the
 -- holder's lease end) plus the wait timeout; a head past its deadline is taken for dead
 -- and dropped. Whenever a waiter becomes the head, and whenever the lock is freed, the
--- head's deadline is set anew. A freed lock wakes the head alone, to take it. A waiter that
+-- head's deadline is set anew. A freed lock wakes the head alone, to take it (so does a
+-- head crowned while the lock is free). A waiter that
 -- becomes the head while the lock is held must poll when the holder's lease ends, in case
 -- it runs out unreleased: it is told when that is (see `crown`), not woken. A waiter
 -- behind the head is not woken: it sleeps until the head's deadline and never longer
@@ -31,7 +32,7 @@
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[5]
 local owner, wait = ARGV[2], tonumber(ARGV[3])
 -- The server's clock, read once and only when a queue needs it: an empty queue and a free
--- lock (the uncontended acquire) take three commands, none of them TIME.
+-- lock (the uncontended acquire) take four commands, none of them TIME.
 local now = nil
 local function clock()
     if not now then
@@ -47,12 +48,17 @@ end
 -- ends sooner, it is told when, without being woken: the message -(n + 1) says "the lock
 -- is held for n ms more" (a redlease waiter then parks until then at most; Redisson's
 -- waiters act on 0 and 1 only, and ignore it). So a hand-off costs no poll of the head.
+-- A head crowned while the lock is free (dead heads dropped by a caller behind it) is
+-- woken with 0, to take it.
 local function crown()
     local head = redis.call('lindex', queue, 0)
     if head then
         local ttl = redis.call('pttl', lock)
         redis.call('zadd', timeouts, clock() + math.max(ttl, 0) + wait, head)
-        if ttl >= 0 and ttl < wait then
+        if ttl == -2 then
+            -- The lock is free (a caller behind it dropped dead heads): its turn is now.
+            publish(channel .. ':' .. head, '0')
+        elseif ttl >= 0 and ttl < wait then
             publish(channel .. ':' .. head, string.format('%d', -(ttl + 1)))
         end
     end

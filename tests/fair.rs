@@ -367,6 +367,17 @@ struct Queued {
 impl Queued {
     /// Queues `count` threads on `name`, each after the one before is in the queue.
     fn up(client: &redlease::Client, conn: &mut redis::Connection, name: &str, count: usize) -> Queued {
+        Queued::up_behind(client, conn, name, count, 0)
+    }
+
+    /// The same behind `ahead` places already in the queue.
+    fn up_behind(
+        client: &redlease::Client,
+        conn: &mut redis::Connection,
+        name: &str,
+        count: usize,
+        ahead: usize,
+    ) -> Queued {
         let (got, got_rx) = mpsc::channel();
         let mut queued = Queued { got: got_rx, releases: Vec::new(), threads: Vec::new() };
         for place in 0..count {
@@ -380,7 +391,7 @@ impl Queued {
                 let _ = release_rx.recv_timeout(Duration::from_secs(30));
                 guard.unlock().unwrap();
             }));
-            assert!(wait_until(Duration::from_secs(5), || llen(conn, &queue(name)) == place as u64 + 1));
+            assert!(wait_until(Duration::from_secs(5), || llen(conn, &queue(name)) == (ahead + place) as u64 + 1));
         }
         queued
     }
@@ -453,5 +464,42 @@ fn a_grant_moves_the_deadlines_behind_one_wait_timeout_earlier() {
     assert_eq!(after[1].1, before[2].1 - wait, "{before:?} -> {after:?}");
     assert_eq!(after[2].1, before[3].1 - wait, "{before:?} -> {after:?}");
     queued.release_in_order();
+    assert_no_trace(&mut conn, name);
+}
+
+/// A caller behind the queue's head finds the lock free and the head dead (past its
+/// deadline): it drops the dead head, and the waiter that becomes the head is woken to take
+/// the free lock at once, not left to its own timer (here 30 s).
+///
+/// Breaks if crowning a head while the lock is free does not wake it.
+#[test]
+fn a_head_crowned_while_the_lock_is_free_is_woken_to_take_it() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |b| b.fair_wait_timeout(Duration::from_secs(30)));
+    let mut conn = server.conn();
+    let name = "fair-crowned-free";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let server_ms = |conn: &mut redis::Connection| -> i64 {
+        let (s, us): (i64, i64) = redis::cmd("TIME").query(conn).unwrap();
+        s * 1000 + us / 1000
+    };
+    // A head that will die: a place in the queue no client polls for.
+    let far = server_ms(&mut conn) + 60_000;
+    redis::cmd("RPUSH").arg(queue(name)).arg("ghost:1").query::<()>(&mut conn).unwrap();
+    redis::cmd("ZADD").arg(timeouts(name)).arg(far).arg("ghost:1").query::<()>(&mut conn).unwrap();
+    let queued = Queued::up_behind(&client, &mut conn, name, 1, 1);
+    thread::sleep(Duration::from_millis(200)); // let it park, until the head's deadline or 30 s
+    // The ghost dies, and the lock's lease runs out unreleased.
+    let past = server_ms(&mut conn) - 1;
+    redis::cmd("ZADD").arg(timeouts(name)).arg(past).arg("ghost:1").query::<()>(&mut conn).unwrap();
+    redis::cmd("DEL").arg(name).query::<()>(&mut conn).unwrap();
+    let other = client.fair_lock(name);
+    let barged = thread::spawn(move || other.try_lock().unwrap().is_some()).join().unwrap();
+    assert!(!barged, "the live waiter comes first");
+    let started = Instant::now();
+    assert_eq!(queued.next_holder(), 0, "the new head took the free lock");
+    assert!(started.elapsed() < Duration::from_secs(3), "woken, not by its timer: {:?}", started.elapsed());
+    queued.release_in_order();
+    drop(holder);
     assert_no_trace(&mut conn, name);
 }

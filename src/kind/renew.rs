@@ -150,25 +150,27 @@ fn outcomes(reply: Vec<redis::Value>, leases: usize) -> redis::RedisResult<Vec<O
             redis::Value::Int(at) => usize::try_from(at).ok().and_then(|at| at.checked_sub(1)),
             _ => None,
         };
-        match (slot.and_then(|slot| outcomes.get_mut(slot)), reply.next()) {
-            (Some(entry), Some(said)) => *entry = outcome(said),
-            _ => return Err(malformed("the renew script named a lease it was not sent")),
+        match (slot.and_then(|slot| outcomes.get_mut(slot)), reply.next().and_then(not_renewed)) {
+            (Some(entry), Some(said)) => *entry = said,
+            _ => return Err(malformed("the renew script named a lease it was not sent, or no reason")),
         }
     }
     Ok(outcomes)
 }
 
-fn outcome(reply: redis::Value) -> Outcome {
+/// Why a lease the script listed was not renewed; `None` for anything else (a listed lease
+/// is never taken for renewed).
+fn not_renewed(reply: redis::Value) -> Option<Outcome> {
     match reply {
-        redis::Value::Int(1) => Outcome::Renewed,
-        redis::Value::Int(_) => Outcome::Gone,
+        redis::Value::Int(0) => Some(Outcome::Gone),
+        redis::Value::Int(_) => None,
         redis::Value::BulkString(text) => {
             let text = String::from_utf8_lossy(&text).into_owned();
             // Redis's words for a key of a slot the node does not serve now (moved, or
             // migrating and already gone from it), met by a script.
-            if text.contains("non local key") { Outcome::Elsewhere } else { Outcome::Refused(text) }
+            Some(if text.contains("non local key") { Outcome::Elsewhere } else { Outcome::Refused(text) })
         }
-        other => Outcome::Refused(format!("{other:?}")),
+        other => Some(Outcome::Refused(format!("{other:?}"))),
     }
 }
 
@@ -197,6 +199,7 @@ mod tests {
         assert!(outcomes(vec![int(2), int(3), int(0)], 2).is_err(), "a lease it was not sent");
         assert!(outcomes(vec![int(2), int(0), int(0)], 2).is_err(), "places count from 1");
         assert!(outcomes(vec![int(2), int(1)], 2).is_err(), "a place without its outcome");
+        assert!(outcomes(vec![int(2), int(1), int(1)], 2).is_err(), "a listed lease is never renewed");
         assert!(outcomes(vec![], 2).is_err(), "an empty reply");
     }
 }
