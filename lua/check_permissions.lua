@@ -21,7 +21,7 @@ local checks = {
     {'hexists', key, 'f'}, {'hget', key, 'f'}, {'hset', key, 'f', '1'}, {'hincrby', key, 'f', '1'},
     {'hdel', key, 'f'}, {'hkeys', key}, {'hgetall', key}, {'hmget', key, 'f'},
     {'lindex', key, '0'}, {'lpop', key}, {'rpush', key, 'x'}, {'lpos', key, 'x'},
-    {'lrem', key, '1', 'x'}, {'lrange', key, '0', '1'}, {'llen', key}, {'ltrim', key, '0', '1'},
+    {'lrem', key, '1', 'x'}, {'lrange', key, '0', '1'}, {'ltrim', key, '0', '1'},
     {'zadd', key, '1', 'x'}, {'zrem', key, 'x'}, {'zscore', key, 'x'}, {'zrange', key, '0', '0'},
     {'zrangebyscore', key, '0', '1'}, {'zremrangebyscore', key, '0', '1'},
     {'time'}, {'role'}, {'wait', '1', '1'},

@@ -139,16 +139,21 @@ if ARGV[4] ~= '1' then
 end
 
 local position = redis.call('lpos', queue, owner)
-if not position then
-    redis.call('rpush', queue, owner)
-    position = redis.call('llen', queue) - 1
+local mine = 0
+if position then
+    mine = tonumber(redis.call('zscore', timeouts, owner)) or 0
+else
+    -- A new place at the tail (RPUSH answers the queue's new length), with no deadline yet.
+    position = redis.call('rpush', queue, owner) - 1
 end
-local mine = tonumber(redis.call('zscore', timeouts, owner)) or 0
 if position == 0 then
     redis.call('zadd', timeouts, math.max(mine, clock() + math.max(ttl, 0) + wait), owner)
     return ttl
 end
 local before = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, position - 1))) or clock()
 redis.call('zadd', timeouts, math.max(mine, before + wait), owner)
-local head_deadline = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, 0))) or clock()
+local head_deadline = before
+if position > 1 then
+    head_deadline = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, 0))) or clock()
+end
 return math.max(math.min(head_deadline - clock(), wait), 1)
