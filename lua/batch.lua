@@ -1,4 +1,5 @@
--- Prepended to the batched renew scripts: their reply, and one pcall for a whole batch.
+-- Prepended (after `lua/prelude.lua`) to the batched renew scripts: their reply, and one
+-- pcall for a whole batch.
 --
 -- The reply is {n, i, outcome, j, outcome, ...}: how many leases the script went through,
 -- then each lease not renewed, by its place in the batch: 0 when it is gone (the lease is

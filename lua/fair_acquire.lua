@@ -35,10 +35,7 @@ local owner, wait = ARGV[2], tonumber(ARGV[3])
 -- lock (the uncontended acquire) take four commands, none of them TIME.
 local now = nil
 local function clock()
-    if not now then
-        local t = redis.call('time')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
+    now = now or server_ms()
     return now
 end
 

@@ -21,8 +21,6 @@ if head then
 end
 redis.call('del', KEYS[1])
 if head then
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('zadd', KEYS[3], now + tonumber(ARGV[2]), head)
+    redis.call('zadd', KEYS[3], server_ms() + tonumber(ARGV[2]), head)
 end
 return 1

@@ -30,8 +30,7 @@ if position == 0 then
 end
 redis.call('zrem', timeouts, owner)
 redis.call('lrem', queue, 1, owner)
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
 for _, behind in ipairs(redis.call('lrange', queue, position, -1)) do
     local deadline = tonumber(redis.call('zscore', timeouts, behind))
     if deadline then

@@ -47,10 +47,7 @@ local dead, head, now = 0, nil, nil
 while true do
     local waiter = redis.call('lindex', queue, dead)
     if not waiter then break end
-    if not now then
-        local t = redis.call('time')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
+    now = now or server_ms()
     local deadline = tonumber(redis.call('zscore', timeouts, waiter))
     if deadline and deadline > now then
         head = waiter

@@ -14,8 +14,7 @@
 --          caller may sleep before trying again:
 --          until the earliest permit expires (at least 1 ms), or -1 when none will.
 -- "Now" is the server's clock (Redisson uses each client's own).
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
 local never = 922337203685477
 -- Sent again after a lost reply, a request whose permits were granted is granted already:
 -- the ids are there (taking more would leak permits nobody holds).

@@ -11,8 +11,7 @@
 --          it) or given back before; one past its deadline was lost even though it is
 --          returned now. Everything is read first and the message goes before the writes:
 --          a user refused the channel changes nothing.
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
 local live, late, gone = 0, 0, 0
 local present = {}
 for i = 2, #ARGV do

@@ -13,8 +13,7 @@
 -- command's declared keys must share one slot: there KEYS is empty and lease i is
 -- ARGV[2i] (the sorted set) and ARGV[2i + 1] (the ids). A semaphore whose slot this
 -- master no longer serves answers with Redis's "non local key" error text.
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
 -- Formatted once: a Lua number given to a command is formatted again at every call.
 local deadline = string.format('%d', now + tonumber(ARGV[1]))
 local declared = #KEYS > 0

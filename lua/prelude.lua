@@ -16,14 +16,19 @@ local function publish(channel, message)
 end
 
 
+-- The server's clock in milliseconds: deadlines are the server's, so that client clock
+-- skew cannot cut a live lease or waiter short.
+local function server_ms()
+    local t = redis.call('time')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- A waiting redlease client names itself when it finds a plain or fenced lock busy: its
 -- wake token goes into the lock's sorted set of waiting clients, scored by when the
 -- registration runs out (see acquire.lua); `token` is '' for a caller that does not wait.
 local function register_waiter(waiters, token, window)
     if token ~= '' then
-        local t = redis.call('time')
-        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        redis.call('zadd', waiters, now + tonumber(window), token)
+        redis.call('zadd', waiters, server_ms() + tonumber(window), token)
         redis.call('pexpire', waiters, window)
     end
 end

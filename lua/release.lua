@@ -42,8 +42,7 @@ if holds > 1 then
 end
 local target = nil
 if redis.call('exists', KEYS[3]) == 1 then
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now = server_ms()
     target = redis.call('zrangebyscore', KEYS[3], now, '+inf', 'limit', 0, 1)[1]
     may('zremrangebyscore', KEYS[3], '-inf', now)
     if target then

@@ -18,8 +18,7 @@ if redis.call('exists', KEYS[1]) == 1 then
     -- Held: its release wakes the next one.
     return 0
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
 local target = redis.call('zrangebyscore', KEYS[2], now, '+inf', 'limit', 0, 1)[1]
 if target then
     publish(ARGV[2], target)

@@ -66,41 +66,34 @@ const CROSS_SLOT: &str = "#!lua flags=allow-cross-slot-keys\n";
 /// A script from `lua/`.
 macro_rules! script {
     ($file:literal) => {
-        script!($file, header = "")
+        script!(source = include_str!(concat!("../lua/", $file)), header = "")
     };
-    // A script that renews the leases of several locks at once: `lua/batch.lua` goes
-    // first, and in a cluster it may touch keys of several slots of its node.
-    ($file:literal, batch) => {
-        Lua {
-            code: concat!(include_str!("../lua/batch.lua"), include_str!(concat!("../lua/", $file))),
-            sharded_header: CROSS_SLOT,
-            classic: LazyLock::new(|| {
-                redis::Script::new(concat!(include_str!("../lua/batch.lua"), include_str!(concat!("../lua/", $file))))
-            }),
-            sharded: LazyLock::new(|| {
-                sharded(CROSS_SLOT, concat!(include_str!("../lua/batch.lua"), include_str!(concat!("../lua/", $file))))
-            }),
-        }
-    };
-    ($file:literal, header = $header:expr) => {
-        Lua {
-            code: include_str!(concat!("../lua/", $file)),
-            sharded_header: $header,
-            classic: LazyLock::new(|| redis::Script::new(include_str!(concat!("../lua/", $file)))),
-            sharded: LazyLock::new(|| sharded($header, include_str!(concat!("../lua/", $file)))),
-        }
-    };
-    // A script that calls `may`: the prelude of `lua/prelude.lua` goes first.
+    // A script that calls `may` or reads the server's clock: `lua/prelude.lua` goes first.
     ($file:literal, with_prelude) => {
+        script!(
+            source = concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))),
+            header = ""
+        )
+    };
+    // A script that renews the leases of several locks at once: the prelude and
+    // `lua/batch.lua` go first, and in a cluster it may touch keys of several slots of its
+    // node.
+    ($file:literal, batch) => {
+        script!(
+            source = concat!(
+                include_str!("../lua/prelude.lua"),
+                include_str!("../lua/batch.lua"),
+                include_str!(concat!("../lua/", $file))
+            ),
+            header = CROSS_SLOT
+        )
+    };
+    (source = $source:expr, header = $header:expr) => {
         Lua {
-            code: concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))),
-            sharded_header: "",
-            classic: LazyLock::new(|| {
-                redis::Script::new(concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))))
-            }),
-            sharded: LazyLock::new(|| {
-                sharded("", concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file))))
-            }),
+            code: $source,
+            sharded_header: $header,
+            classic: LazyLock::new(|| redis::Script::new($source)),
+            sharded: LazyLock::new(|| sharded($header, $source)),
         }
     };
 }
@@ -120,7 +113,7 @@ pub(crate) static FORCE_UNLOCK: Lua = script!("force_unlock.lua", with_prelude);
 /// Acquire a fair lock or keep a place in its queue: see `lua/fair_acquire.lua`.
 pub(crate) static FAIR_ACQUIRE: Lua = script!("fair_acquire.lua", with_prelude);
 /// Leave a fair lock's queue: see `lua/fair_give_up.lua`.
-pub(crate) static FAIR_GIVE_UP: Lua = script!("fair_give_up.lua");
+pub(crate) static FAIR_GIVE_UP: Lua = script!("fair_give_up.lua", with_prelude);
 /// Release one hold of a fair lock and wake the next waiter: see `lua/fair_release.lua`.
 pub(crate) static FAIR_RELEASE: Lua = script!("fair_release.lua", with_prelude);
 /// Delete a fair lock whoever holds it: see `lua/fair_force_unlock.lua`.
