@@ -68,8 +68,9 @@ if read_mode then
 end
 local hold = ARGV[6] .. ':' .. holds
 may('del', hold)
-if outcome == 1 and left == 0 then
-    -- The lock is freed: the hash goes with this owner's field in it.
+if outcome == 1 then
+    -- The lock is freed, so this owner keeps no hold either (`keep` is at least 1 ms while
+    -- it does): the hash goes with its field in it.
     redis.call('del', hold, KEYS[1])
     return 1
 end
@@ -83,13 +84,9 @@ for k = 1, left do
     redis.call('set', ARGV[6] .. ':' .. k, 1, 'px', keep)
 end
 if read_mode then
-    if outcome == 1 then
-        redis.call('del', KEYS[1])
-    else
-        redis.call('pexpire', KEYS[1], longest)
-    end
+    redis.call('pexpire', KEYS[1], longest)
 end
 if left > 0 then
-    redis.call('set', KEYS[2], outcome, 'px', ARGV[3])
+    redis.call('set', KEYS[2], 0, 'px', ARGV[3])
 end
-return outcome
+return 0

@@ -66,24 +66,30 @@ fn keys_as_arguments(conn: &Conn, leases: usize) -> bool {
 pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -> redis::RedisResult<Vec<Outcome>> {
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
     let mut group_of: HashMap<&str, usize> = HashMap::new();
-    let mut others = Vec::new();
+    // The other leases, each with how to renew it (see `lua/renew.lua`).
+    let mut others: Vec<(usize, &str)> = Vec::new();
     for (at, entry) in entries.iter().enumerate() {
-        if entry.how != Renewal::Reset {
-            others.push(at);
-            continue;
+        match entry.how {
+            Renewal::Reset => {
+                let group = *group_of.entry(entry.field).or_insert_with(|| {
+                    groups.push((entry.field, Vec::new()));
+                    groups.len() - 1
+                });
+                groups[group].1.push(at);
+            }
+            Renewal::LengthenOnly => others.push((at, "+")),
+            Renewal::ReadHolds(prefix) => others.push((at, prefix)),
         }
-        let group = *group_of.entry(entry.field).or_insert_with(|| {
-            groups.push((entry.field, Vec::new()));
-            groups.len() - 1
-        });
-        groups[group].1.push(at);
     }
-    let order: Vec<usize> =
-        groups.iter().flat_map(|(_, members)| members.iter().copied()).chain(others.iter().copied()).collect();
-    let resets = order.len() - others.len();
+    // The places of the entries in the order they are sent.
+    let order: Vec<usize> = groups
+        .iter()
+        .flat_map(|(_, members)| members.iter().copied())
+        .chain(others.iter().map(|&(at, _)| at))
+        .collect();
     let as_arguments = keys_as_arguments(conn, entries.len());
     let mut call = scripts::RENEW.on(conn.pubsub()).prepare_invoke();
-    call.arg(lease_millis).arg(order.len()).arg(resets).arg(groups.len());
+    call.arg(lease_millis).arg(order.len()).arg(order.len() - others.len()).arg(groups.len());
     for &at in &order {
         if as_arguments {
             call.arg(entries[at].name);
@@ -94,16 +100,11 @@ pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -
     for (field, members) in &groups {
         call.arg(*field).arg(members.len());
     }
-    for &at in &others {
-        let how = match entries[at].how {
-            // Resets are in the groups; only the others come here.
-            Renewal::Reset | Renewal::LengthenOnly => "+",
-            Renewal::ReadHolds(prefix) => prefix,
-        };
+    for &(at, how) in &others {
         call.arg(entries[at].field).arg(how);
     }
     let sent = outcomes(call.invoke(conn)?, entries.len())?;
-    let mut back = vec![Outcome::Gone; entries.len()];
+    let mut back = vec![Outcome::Renewed; entries.len()];
     for (outcome, at) in sent.into_iter().zip(order) {
         back[at] = outcome;
     }

@@ -592,7 +592,6 @@ fn measure_cluster_renewal(
     }
     assert_eq!(client.stats().leases, 0, "every lease is forgotten after its guard dropped");
 
-    let counts = &events;
     ClusterRenewal {
         layout,
         leases: names.len(),
@@ -605,12 +604,12 @@ fn measure_cluster_renewal(
         renew_time: after.renewal_time - before.renewal_time,
         nodes,
         held,
-        lost_events: counts.lost.load(Ordering::Relaxed),
-        failed_renewals: counts.renewal_failed.load(Ordering::Relaxed),
-        first_error: counts.first_renewal_error.lock().expect("first renewal error").clone(),
+        lost_events: events.lost.load(Ordering::Relaxed),
+        failed_renewals: events.renewal_failed.load(Ordering::Relaxed),
+        first_error: events.first_renewal_error.lock().expect("first renewal error").clone(),
         drop_time,
         drop_over_10ms: over_10ms(&drop_samples),
         drop_each: Summary::of_nanos(drop_samples),
-        failed_releases: counts.release_failed.load(Ordering::Relaxed),
+        failed_releases: events.release_failed.load(Ordering::Relaxed),
     }
 }
