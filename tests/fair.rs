@@ -248,10 +248,10 @@ fn each_release_wakes_one_waiter_not_all() {
     let scripts = calls_of(&mut conn, "evalsha") - scripts_before;
     let count: u64 = redis::cmd("GET").arg(format!("{name}:count")).query(&mut conn).unwrap();
     assert_eq!(count, 20);
-    // Per hand-off: the release, the head's acquire, and the poll of the new head (woken to
-    // learn the new holder's lease). Waking the one behind the head too cost about 5 per
-    // hand-off; waking every waiter, about 20 attempts per release.
-    assert!(scripts <= 20 * 4, "{scripts} script calls for 20 hand-offs");
+    // Per hand-off: the release and the head's acquire (21 releases and 20 grants, 41 here).
+    // Waking the new head to poll cost about 60 for the 20 hand-offs, waking the one behind
+    // the head too about 100, and waking every waiter about 20 attempts per release.
+    assert!(scripts <= 20 * 2 + 10, "{scripts} script calls for 20 hand-offs");
     assert_no_trace(&mut conn, name);
 }
 
