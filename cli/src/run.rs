@@ -36,8 +36,9 @@ use crate::{locks, names};
 /// The library's fair wait timeout (the client is built with the default).
 const FAIR_WAIT: Duration = redlease::DEFAULT_FAIR_WAIT_TIMEOUT;
 
-/// A fair waiter leaving the queue: the library's own script (see `lua/fair_give_up.lua`).
-const FAIR_GIVE_UP: &str = include_str!("../../lua/fair_give_up.lua");
+/// A fair waiter leaving the queue: the library's own script (see `lua/fair_give_up.lua`),
+/// after the prelude it is built with (`lua/prelude.lua`).
+const FAIR_GIVE_UP: &str = concat!(include_str!("../../lua/prelude.lua"), include_str!("../../lua/fair_give_up.lua"));
 
 /// What the main thread hears about.
 #[derive(Debug)]
