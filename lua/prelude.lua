@@ -3,8 +3,12 @@
 -- later, before it writes anything, and is refused here, naming the command, the key or
 -- channel and the user's missing permission. Redis 7's ACL check; older servers have no
 -- such check (and, before 6.2, no channel permissions) and refuse at the command itself.
+local function permitted(...)
+    return not redis.acl_check_cmd or redis.acl_check_cmd(...)
+end
+
 local function may(...)
-    if redis.acl_check_cmd and not redis.acl_check_cmd(...) then
+    if not permitted(...) then
         error({err = 'NOPERM this user has no permission for: ' .. table.concat({...}, ' ')})
     end
 end
@@ -37,5 +41,59 @@ end
 local function unregister_waiter(waiters, token)
     if token ~= '' then
         redis.call('zrem', waiters, token)
+    end
+end
+
+-- A plain or fenced lock was freed: wake one redlease client waiting for it, and every
+-- Redisson waiter. A waiting redlease client listens on the lock's channel and on two of
+-- its own beside it, in one subscription: `<channel>:<token>` (its wake-ups) and
+-- `<channel>:redlease` (which says "a redlease client listens here"). The registered
+-- clients are named in turn, longest registered first, each on its own channel, until one
+-- is listening (a client registered but no longer, or not yet, subscribed is passed over:
+-- its next attempt registers it again). The lock's channel gets a message only when
+-- someone else listens there (its subscribers outnumber the redlease marks: a Redisson
+-- waiter, or a redlease client of an older version), and then the name first (redlease
+-- clients take the message after a name as handled) and `message`, which Redisson's
+-- waiters act on. Nobody named: `message` alone, which wakes one waiter in every client.
+-- Without the right to count subscribers (an ACL rule without `pubsub|numsub`) the lock's
+-- channel gets its messages as if someone else listened; without the right to publish on
+-- the clients' channels, nobody is named.
+local function wake_waiters(waiters, channel, message)
+    may('publish', channel, message)
+    if redis.call('exists', waiters) == 0 then
+        publish(channel, message)
+        return
+    end
+    local now = server_ms()
+    may('zremrangebyscore', waiters, '-inf', now)
+    local tried = {}
+    local named = nil
+    for _, token in ipairs(redis.call('zrangebyscore', waiters, now, '+inf', 'limit', 0, 4)) do
+        local own = channel .. ':' .. token
+        if not permitted('publish', own, message) then
+            break
+        end
+        tried[#tried + 1] = token
+        if redis.call('publish', own, message) > 0 then
+            named = token
+            break
+        end
+    end
+    local others = true
+    if named then
+        local counts = redis.pcall('pubsub', 'numsub', channel, channel .. ':redlease')
+        if type(counts) == 'table' and not counts.err and counts[2] <= counts[4] then
+            others = false
+        end
+    end
+    if others then
+        if named then
+            publish(channel, named)
+        end
+        publish(channel, message)
+    end
+    redis.call('zremrangebyscore', waiters, '-inf', now)
+    if #tried > 0 then
+        redis.call('zrem', waiters, unpack(tried))
     end
 end

@@ -19,11 +19,7 @@
 -- owner and acts on nothing (the client takes that as done), so the common case writes no
 -- latch key. The message goes out before the key is deleted (nobody can observe the order
 -- inside a script), so a user refused the channel leaves the lock as it was.
--- When redlease clients wait, the one registered longest without renewing (the first live
--- token) is named on the channel first, then "0": redlease clients wake a waiter only when
--- named, and take the "0" right after a name as already handled; a "0" alone (Redisson's
--- release, or no redlease client registered) wakes one waiter in each, as before. Redisson
--- waiters act on "0" only, so they are woken as before too.
+-- Who is woken, and on which channel: see wake_waiters in the prelude.
 if ARGV[6] == '1' then
     local replay = redis.call('get', KEYS[2])
     if replay then
@@ -40,21 +36,6 @@ if holds > 1 then
     redis.call('set', KEYS[2], 0, 'px', ARGV[4])
     return 0
 end
-local target = nil
-if redis.call('exists', KEYS[3]) == 1 then
-    local now = server_ms()
-    target = redis.call('zrangebyscore', KEYS[3], now, '+inf', 'limit', 0, 1)[1]
-    may('zremrangebyscore', KEYS[3], '-inf', now)
-    if target then
-        publish(ARGV[5], target)
-    end
-    publish(ARGV[5], ARGV[1])
-    redis.call('zremrangebyscore', KEYS[3], '-inf', now)
-    if target then
-        redis.call('zrem', KEYS[3], target)
-    end
-else
-    publish(ARGV[5], ARGV[1])
-end
+wake_waiters(KEYS[3], ARGV[5], ARGV[1])
 redis.call('del', KEYS[1])
 return 1

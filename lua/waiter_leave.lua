@@ -1,7 +1,8 @@
 -- A redlease client stops waiting for a reentrant or fenced lock without it (a timeout, an
 -- error): it takes its registration back, and when a release had already named it (its
 -- token is gone while the lock is free), it passes that wake-up on, to the next client
--- registered or to everyone, so that no waiter sleeps through a free lock.
+-- registered or to everyone (wake_waiters in the prelude), so that no waiter sleeps through
+-- a free lock.
 --
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's waiting redlease clients (see acquire.lua)
@@ -18,13 +19,5 @@ if redis.call('exists', KEYS[1]) == 1 then
     -- Held: its release wakes the next one.
     return 0
 end
-local now = server_ms()
-local target = redis.call('zrangebyscore', KEYS[2], now, '+inf', 'limit', 0, 1)[1]
-if target then
-    publish(ARGV[2], target)
-end
-publish(ARGV[2], ARGV[3])
-if target then
-    redis.call('zrem', KEYS[2], target)
-end
+wake_waiters(KEYS[2], ARGV[2], ARGV[3])
 return 1

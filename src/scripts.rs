@@ -51,9 +51,10 @@ impl Lua {
 }
 
 /// The sharded build of a script's source: every `'publish'` (the scripts name the command
-/// only that way, to run it or to check it) becomes `'spublish'`.
+/// only that way, to run it or to check it) becomes `'spublish'`, and `PUBSUB`'s `'numsub'`
+/// (counting a channel's subscribers) becomes `'shardnumsub'`.
 fn sharded_code(header: &str, source: &str) -> String {
-    format!("{header}{}", source.replace("'publish'", "'spublish'"))
+    format!("{header}{}", source.replace("'publish'", "'spublish'").replace("'numsub'", "'shardnumsub'"))
 }
 
 fn sharded(header: &str, source: &str) -> redis::Script {

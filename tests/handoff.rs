@@ -294,3 +294,153 @@ fn a_wait_soon_after_the_last_reuses_the_subscription_and_parks_after_one_attemp
         "the kept subscription ends when nobody waits"
     );
 }
+
+/// Every message published on a lock's channel and on the channels beside it
+/// (`<channel>:…`), in order, read by a pattern subscription: Redis does not count pattern
+/// subscribers as the channel's, so this listener is invisible to a release's count of who
+/// listens (a Redisson waiter would subscribe to the channel itself).
+struct Overheard {
+    heard: std::sync::mpsc::Receiver<(String, String)>,
+}
+
+impl Overheard {
+    fn start(server: &RedisServer, lock: &str) -> Overheard {
+        let mut conn = server.conn();
+        let pattern = format!("redisson_lock__channel:{{{lock}}}*");
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let (heard_tx, heard) = std::sync::mpsc::channel();
+        // Reads until the server goes away at the end of the test.
+        thread::spawn(move || {
+            let mut pubsub = conn.as_pubsub();
+            pubsub.psubscribe(pattern).unwrap();
+            ready_tx.send(()).unwrap();
+            while let Ok(message) = pubsub.get_message() {
+                let payload = message.get_payload::<String>().unwrap();
+                if heard_tx.send((message.get_channel_name().to_owned(), payload)).is_err() {
+                    break;
+                }
+            }
+        });
+        ready.recv_timeout(Duration::from_secs(5)).expect("PSUBSCRIBE confirmed");
+        Overheard { heard }
+    }
+
+    /// The messages read so far and until none comes for half a second: (channel, payload).
+    fn messages(&self) -> Vec<(String, String)> {
+        std::iter::from_fn(|| self.heard.recv_timeout(Duration::from_millis(500)).ok()).collect()
+    }
+}
+
+/// Two clients (standing for two processes) wait for a lock that a third holds; the lock
+/// then passes holder → first registered → second. With only redlease clients listening,
+/// each release that frees the lock to a waiting client says so on that client's own
+/// channel and nothing on the lock's channel, which every waiting client reads; the last
+/// release, with nobody registered, publishes Redisson's `0` there.
+///
+/// Breaks if a release among redlease clients publishes on the shared channel (every
+/// waiting process's subscriber then reads every release: the cost that grew with the
+/// number of processes), or names a client other than the one registered longest.
+#[test]
+fn a_release_among_redlease_waiters_speaks_only_to_the_named_client() {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let guard = holder.lock("quiet").lock().unwrap();
+    let overheard = Overheard::start(&server, "quiet");
+    let mut conn = server.conn();
+    let wait = |waiter: redlease::Client| {
+        thread::spawn(move || {
+            let guard = waiter.lock("quiet").try_lock_for(Duration::from_secs(20)).unwrap();
+            guard.map(|g| g.unlock().is_ok())
+        })
+    };
+    let first = wait(client(&server));
+    assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "quiet").len() == 1));
+    let second = wait(client(&server));
+    assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "quiet").len() == 2));
+    let tokens = waiting_clients(&mut conn, "quiet");
+    // A moment for the second waiter's subscription (it registered from its first attempt).
+    thread::sleep(Duration::from_millis(200));
+    guard.unlock().unwrap();
+    assert_eq!(first.join().unwrap(), Some(true));
+    assert_eq!(second.join().unwrap(), Some(true));
+    let lock_channel = "redisson_lock__channel:{quiet}".to_owned();
+    let own = |token: &str| (format!("{lock_channel}:{token}"), "0".to_owned());
+    assert_eq!(
+        overheard.messages(),
+        vec![own(&tokens[0]), own(&tokens[1]), (lock_channel, "0".to_owned())],
+        "each hand-off on the named client's channel alone; the last release on the lock's"
+    );
+}
+
+/// A client that stays registered but no longer listens (a process that died while it
+/// waited, or that left without its leave reaching Redis) is passed over: the release names
+/// the next registered client, whose waiter gets the lock by that message, not at its 5 s
+/// re-check, and the dead registration is gone.
+///
+/// Breaks if a release names a client without looking whether it listens (the live
+/// waiter then sleeps until its re-check).
+#[test]
+fn a_registered_client_that_no_longer_listens_is_passed_over() {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let guard = holder.lock("ghost").lock().unwrap();
+    let mut conn = server.conn();
+    // A ghost registered just now, for the full 5 s: before any live waiter.
+    let now_ms: Vec<u64> = redis::cmd("TIME").query(&mut conn).unwrap();
+    let expires = now_ms[0] * 1000 + now_ms[1] / 1000 + 5000;
+    let _: i64 =
+        redis::cmd("ZADD").arg("redlease_waiters:{ghost}").arg(expires).arg("4294967297").query(&mut conn).unwrap();
+    let waiter = client(&server);
+    let waiting = thread::spawn(move || {
+        let got = waiter.lock("ghost").try_lock_for(Duration::from_secs(20)).unwrap();
+        (got.map(|g| g.unlock().is_ok()), Instant::now())
+    });
+    assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "ghost").len() == 2));
+    assert_eq!(waiting_clients(&mut conn, "ghost")[0], "4294967297", "the ghost is first in line");
+    thread::sleep(Duration::from_millis(200));
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (got, at) = waiting.join().unwrap();
+    assert_eq!(got, Some(true), "the live waiter got the lock");
+    let waited = at - released;
+    assert!(waited < Duration::from_secs(2), "woken by the release, not the 5 s re-check: {waited:?}");
+    assert!(waiting_clients(&mut conn, "ghost").is_empty(), "the ghost's registration is gone");
+}
+
+/// A Redisson waiter (here a plain subscriber of the lock's channel, which is all it is to
+/// Redis) still hears every release of a lock that redlease clients wait for too: the
+/// release names the redlease client first, then sends Redisson's `0`, since the lock's
+/// channel has a subscriber that is not a redlease client. The named redlease client gets
+/// the lock.
+///
+/// Breaks if a release counts a foreign subscriber as a redlease client (the Redisson
+/// waiter would sleep until its own re-check, the holder's lease).
+#[test]
+fn a_foreign_subscriber_of_the_lock_channel_still_hears_each_release() {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let guard = holder.lock("mixed").lock().unwrap();
+    let mut conn = server.conn();
+    let waiter = client(&server);
+    let waiting = thread::spawn(move || {
+        let got = waiter.lock("mixed").try_lock_for(Duration::from_secs(20)).unwrap();
+        got.map(|g| g.unlock().is_ok())
+    });
+    assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "mixed").len() == 1));
+    let token = waiting_clients(&mut conn, "mixed")[0].clone();
+    let mut foreign_conn = server.conn();
+    let mut foreign = foreign_conn.as_pubsub();
+    foreign.subscribe("redisson_lock__channel:{mixed}").unwrap();
+    foreign.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, "redisson_lock__channel:{mixed}") == 2));
+    guard.unlock().unwrap();
+    assert_eq!(waiting.join().unwrap(), Some(true), "the named redlease client got the lock");
+    let mut heard: Vec<String> = Vec::new();
+    while heard.len() < 3 {
+        let message = foreign.get_message().expect("a release message on the lock's channel");
+        heard.push(message.get_payload().unwrap());
+    }
+    // The holder's release: the name, then `0`; the redlease waiter's release (nobody
+    // registered): `0`.
+    assert_eq!(heard, vec![token, "0".to_owned(), "0".to_owned()]);
+}

@@ -80,10 +80,14 @@ pub(crate) enum Wake {
     /// A lock's release: one waiter, or every waiter for `1` (a read-write lock's write
     /// release, after which every reader may enter).
     Lock,
-    /// A reentrant or fenced lock's release, which may name the one client to wake: a
-    /// client's wake token, then `0`. The named client wakes one waiter; the others take
-    /// the `0` after a name as handled. A `0` alone (a Redisson client's release) wakes one
-    /// waiter, as for `Lock`.
+    /// A reentrant or fenced lock's release, which names the one redlease client to wake
+    /// (see `wake_waiters` in `lua/prelude.lua`). The subscription covers two more
+    /// channels of this client's beside the lock's: `<channel>:<token>`, where a message
+    /// names this client (it wakes one waiter), and `<channel>:redlease`, which tells
+    /// releases that the lock's channel has a redlease subscriber here. The lock's channel
+    /// carries messages only when someone else listens there too: a name then `0`, which
+    /// every redlease client takes as handled, or a `0` alone (a Redisson client's
+    /// release, or nobody named), which wakes one waiter, as for `Lock`.
     Named,
     /// A fair lock waiter's own channel: `0` wakes it (its turn); a negative number
     /// `-(n + 1)` (it became the head while the lock is held) wakes nobody but says the
@@ -149,10 +153,31 @@ struct Writer {
 }
 
 enum Expected {
-    Subscribe(String),
-    Unsubscribe,
+    /// A `SUBSCRIBE` of a channel and the ones its subscription covers (see [`Wake::Named`]),
+    /// `replies` confirmations still to come (one error reply stands for them all).
+    Subscribe {
+        channel: String,
+        replies: usize,
+    },
+    Unsubscribe {
+        replies: usize,
+    },
     Ping,
 }
+
+/// Which part of a subscription a channel read from Redis is (see [`Wake::Named`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The channel itself.
+    Main,
+    /// This client's own wake-up channel beside it.
+    Own,
+    /// The mark that a redlease client listens.
+    Mark,
+}
+
+/// The suffix of a lock's channel that marks a redlease subscriber (see [`Wake::Named`]).
+const MARK: &str = ":redlease";
 
 struct Channel {
     /// How messages wake the waiters (the same for every waiter of a channel: a channel's
@@ -205,8 +230,8 @@ impl Channel {
         }
     }
 
-    /// Wakes the waiters a message `payload` is for; `token` is this client's wake token.
-    fn deliver(&mut self, payload: &[u8], token: &[u8]) {
+    /// Wakes the waiters a message `payload` on the channel itself is for.
+    fn deliver(&mut self, payload: &[u8]) {
         match self.wake {
             Wake::Lock if payload == b"1" => self.wake_all(),
             Wake::Lock => {
@@ -218,11 +243,8 @@ impl Channel {
                 }
             }
             Wake::Named => {
+                // A name: the named client was woken on its own channel.
                 self.named = true;
-                if payload == token {
-                    // When the waiter is gone, its leaving passes the wake-up on.
-                    self.wake_one();
-                }
             }
             Wake::Turn => match parse_i64(payload) {
                 Some(held) if held < 0 => {
@@ -426,7 +448,8 @@ impl Subscriber {
             ch.moved = false;
             if connected {
                 ch.pending_subs += 1;
-                state = shared.send(state, &shared.subscribe(channel), Expected::Subscribe(channel.into()));
+                let (subscribe, expected) = shared.subscribe(channel, wake);
+                state = shared.send(state, &subscribe, expected);
             } else {
                 // The thread subscribes every wanted channel as soon as it is connected.
                 shared.changed.notify_all();
@@ -586,8 +609,8 @@ impl Drop for Ticket {
             // Nothing to undo when Redis holds no subscription and none is on its way.
             if connected && (ch.confirmed || ch.pending_subs > 0) {
                 ch.pending_unsubs += 1;
-                let unsubscribe = shared.unsubscribe(&self.channel);
-                drop(shared.send(state, &unsubscribe, Expected::Unsubscribe));
+                let (unsubscribe, expected) = shared.unsubscribe(&self.channel, ch.wake);
+                drop(shared.send(state, &unsubscribe, expected));
                 return;
             }
         }
@@ -598,20 +621,50 @@ impl Drop for Ticket {
 }
 
 impl Shared {
-    /// `SUBSCRIBE channel`, or `SSUBSCRIBE` for sharded pub/sub.
-    fn subscribe(&self, channel: &str) -> redis::Cmd {
-        let command = if self.pubsub == PubSub::Sharded { "SSUBSCRIBE" } else { "SUBSCRIBE" };
-        let mut cmd = redis::cmd(command);
-        cmd.arg(channel);
-        cmd
+    /// The channels a subscription to `channel` covers, the channel itself last (so that
+    /// its confirmation, which makes the subscription ready, comes last). One command
+    /// subscribes them all at once: a release never sees some of them without the others.
+    fn covered(&self, channel: &str, wake: Wake) -> Vec<String> {
+        match wake {
+            Wake::Named => vec![format!("{channel}{MARK}"), format!("{channel}:{}", self.token), channel.to_owned()],
+            _ => vec![channel.to_owned()],
+        }
     }
 
-    /// `UNSUBSCRIBE channel`, or `SUNSUBSCRIBE` for sharded pub/sub.
-    fn unsubscribe(&self, channel: &str) -> redis::Cmd {
-        let command = if self.pubsub == PubSub::Sharded { "SUNSUBSCRIBE" } else { "UNSUBSCRIBE" };
+    /// `SUBSCRIBE` (`SSUBSCRIBE` for sharded pub/sub) of the channels a subscription to
+    /// `channel` covers, and the replies it expects.
+    fn subscribe(&self, channel: &str, wake: Wake) -> (redis::Cmd, Expected) {
+        let command = if self.pubsub == PubSub::Sharded { "SSUBSCRIBE" } else { "SUBSCRIBE" };
+        let channels = self.covered(channel, wake);
         let mut cmd = redis::cmd(command);
-        cmd.arg(channel);
-        cmd
+        cmd.arg(&channels);
+        (cmd, Expected::Subscribe { channel: channel.to_owned(), replies: channels.len() })
+    }
+
+    /// `UNSUBSCRIBE` (`SUNSUBSCRIBE` for sharded pub/sub) of the same channels.
+    fn unsubscribe(&self, channel: &str, wake: Wake) -> (redis::Cmd, Expected) {
+        let command = if self.pubsub == PubSub::Sharded { "SUNSUBSCRIBE" } else { "UNSUBSCRIBE" };
+        let channels = self.covered(channel, wake);
+        let mut cmd = redis::cmd(command);
+        cmd.arg(&channels);
+        (cmd, Expected::Unsubscribe { replies: channels.len() })
+    }
+
+    /// The subscription a channel read from Redis belongs to, and which part of it the
+    /// channel is.
+    fn part_of(&self, state: &State, channel: String) -> (String, Part) {
+        if state.channels.contains_key(&channel) {
+            return (channel, Part::Main);
+        }
+        let own = format!(":{}", self.token);
+        for (suffix, part) in [(MARK, Part::Mark), (own.as_str(), Part::Own)] {
+            if let Some(main) = channel.strip_suffix(suffix)
+                && state.channels.get(main).is_some_and(|ch| ch.wake == Wake::Named)
+            {
+                return (main.to_owned(), part);
+            }
+        }
+        (channel, Part::Main)
     }
 
     /// Writes a command in the order decided under `state`: takes the writer before letting
@@ -710,7 +763,7 @@ impl Shared {
             if ch.wanted {
                 ch.refused = None;
                 ch.wake_all_on_confirm = reconnected;
-                wanted.push(name.clone());
+                wanted.push((name.clone(), ch.wake));
             }
         }
         state.channels.retain(|_, ch| !ch.is_idle());
@@ -719,9 +772,10 @@ impl Shared {
         drop(state);
         let mut bytes = Vec::new();
         let mut expected = VecDeque::with_capacity(wanted.len());
-        for name in wanted {
-            bytes.extend(self.subscribe(&name).get_packed_command());
-            expected.push_back(Expected::Subscribe(name));
+        for (name, wake) in wanted {
+            let (subscribe, answer) = self.subscribe(&name, wake);
+            bytes.extend(subscribe.get_packed_command());
+            expected.push_back(answer);
         }
         let writer = slot.insert(Writer { stream, generation, expected });
         if !bytes.is_empty() && writer.stream.write_all(&bytes).is_err() {
@@ -814,8 +868,8 @@ impl Shared {
             let Some(ch) = state.channels.get_mut(&name) else { continue };
             if connected && (ch.confirmed || ch.pending_subs > 0) {
                 ch.pending_unsubs += 1;
-                let unsubscribe = self.unsubscribe(&name);
-                state = self.send(state, &unsubscribe, Expected::Unsubscribe);
+                let (unsubscribe, expected) = self.unsubscribe(&name, ch.wake);
+                state = self.send(state, &unsubscribe, expected);
             } else if ch.is_idle() {
                 state.channels.remove(&name);
             }
@@ -845,7 +899,7 @@ impl Shared {
         let mut state = self.state.lock();
         let items = match value {
             redis::Value::ServerError(refusal) => {
-                let Some(Expected::Subscribe(channel)) = self.answered(&state) else { return false };
+                let Some(Expected::Subscribe { channel, .. }) = self.answered(&state, true) else { return false };
                 if let Some(ch) = state.channels.get_mut(&channel) {
                     ch.pending_subs = ch.pending_subs.saturating_sub(1);
                     let refusal = redis::RedisError::from(refusal);
@@ -863,7 +917,7 @@ impl Shared {
             // Outside subscribed mode (every channel was just left) a `PING` gets a plain
             // `+PONG`.
             redis::Value::SimpleString(reply) if reply.eq_ignore_ascii_case("pong") => {
-                return matches!(self.answered(&state), Some(Expected::Ping));
+                return matches!(self.answered(&state, true), Some(Expected::Ping));
             }
             redis::Value::Array(items) => items,
             _ => return false,
@@ -881,10 +935,12 @@ impl Shared {
             other => other,
         };
         if kind == b"pong" {
-            return matches!(self.answered(&state), Some(Expected::Ping));
+            return matches!(self.answered(&state, true), Some(Expected::Ping));
         }
-        let channel = match items.next() {
-            Some(redis::Value::BulkString(channel)) => String::from_utf8_lossy(&channel).into_owned(),
+        let (channel, part) = match items.next() {
+            Some(redis::Value::BulkString(channel)) => {
+                self.part_of(&state, String::from_utf8_lossy(&channel).into_owned())
+            }
             _ => return false,
         };
         // An `unsubscribe` that no `UNSUBSCRIBE` asked for: Redis ended a sharded
@@ -893,15 +949,24 @@ impl Shared {
             && self.pubsub == PubSub::Sharded
             && state.channels.get(&channel).is_none_or(|ch| ch.pending_unsubs == 0);
         if kind != b"message" && !unasked {
-            // A confirmation: it answers the oldest command.
-            self.answered(&state);
+            // A confirmation: it answers the oldest command, which is done once every
+            // channel it named is confirmed; the subscription's own channel comes last.
+            self.answered(&state, false);
+            if part != Part::Main {
+                return false;
+            }
         }
         let Some(ch) = state.channels.get_mut(&channel) else { return false };
         match kind {
             b"message" => {
                 ch.message_seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
                 if let Some(redis::Value::BulkString(payload)) = items.next() {
-                    ch.deliver(&payload, self.token.as_bytes());
+                    match part {
+                        Part::Main => ch.deliver(&payload),
+                        // When the waiter is gone, its leaving passes the wake-up on.
+                        Part::Own => drop(ch.wake_one()),
+                        Part::Mark => {}
+                    }
                 }
             }
             b"subscribe" => {
@@ -933,8 +998,19 @@ impl Shared {
         false
     }
 
-    /// The command that the reply just read answers (the oldest still unanswered).
-    fn answered(&self, _state: &MutexGuard<'_, State>) -> Option<Expected> {
-        self.writer.lock().as_mut().and_then(|w| w.expected.pop_front())
+    /// The command that the reply just read answers (the oldest still unanswered), once it
+    /// is answered in full: a confirmation answers one of the channels it named (`whole`
+    /// false), an error reply or a `PONG` all of it.
+    fn answered(&self, _state: &MutexGuard<'_, State>, whole: bool) -> Option<Expected> {
+        let mut writer = self.writer.lock();
+        let expected = &mut writer.as_mut()?.expected;
+        if let Some(Expected::Subscribe { replies, .. } | Expected::Unsubscribe { replies }) = expected.front_mut()
+            && !whole
+            && *replies > 1
+        {
+            *replies -= 1;
+            return None;
+        }
+        expected.pop_front()
     }
 }
