@@ -13,7 +13,10 @@
 //! at once: every release after its attempt will reach it.
 //!
 //! A release message wakes one local waiter (payload `1`, a read-write lock's write
-//! release, wakes them all). A waiter that was woken but leaves without the lock passes its
+//! release, wakes them all). A plain or fenced lock's subscription covers two channels of
+//! this client's beside the lock's, all three in one command ([`Wake::Named`]): a release
+//! names one waiting client on its own channel, so the other waiting processes read
+//! nothing. A waiter that was woken but leaves without the lock passes its
 //! wake-up on. After a reconnect every channel is subscribed again and, once Redis confirms
 //! it, every waiter of that channel is woken to check its lock, because messages may have
 //! been lost meanwhile. Waiters never depend on a message alone: each park is bounded by
