@@ -219,3 +219,33 @@ fn each_missing_part_of_the_rule_is_named_where_it_is_needed() {
     assert!(err.to_string().contains("subscribe"), "names the command: {err}");
     holder.join().expect("holder");
 }
+
+/// `PUBSUB NUMSUB` is optional: without it a release cannot tell whether only redlease
+/// clients listen on the lock's channel, and publishes there as if someone else did. The
+/// release still succeeds and the waiter is woken by it.
+///
+/// Breaks if a release runs the count as a command that must succeed (the refusal would
+/// fail the release and leave the lock held until its lease ran out).
+#[test]
+fn a_rule_without_pubsub_numsub_still_releases_and_wakes_by_message() {
+    let server = server_with(&without(&documented_rule(), "+pubsub|numsub"));
+    let client = locker(&server);
+    let holder = client.lock("app:n");
+    let guard = holder.lock().expect("the holder acquires");
+    let waiter = client.lock("app:n");
+    let waiting = thread::spawn(move || {
+        let got = waiter.try_lock_for(Duration::from_secs(20)).expect("no error");
+        got.map(|g| (std::time::Instant::now(), g.unlock().is_ok()))
+    });
+    let mut conn = server.conn();
+    assert!(wait_until(Duration::from_secs(5), || {
+        redis::cmd("ZCARD").arg("redlease_waiters:{app:n}").query::<u64>(&mut conn).unwrap() == 1
+    }));
+    thread::sleep(Duration::from_millis(100));
+    let released = std::time::Instant::now();
+    guard.unlock().expect("the release does not need the count");
+    let (at, unlocked) = waiting.join().unwrap().expect("the waiter got the lock");
+    assert!(unlocked);
+    let waited = at - released;
+    assert!(waited < Duration::from_secs(2), "woken by the release, not the 5 s re-check: {waited:?}");
+}
