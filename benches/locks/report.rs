@@ -389,20 +389,22 @@ impl Results {
         let _ = writeln!(
             out,
             "Scripts per acquisition: every `EVALSHA` Redis ran (acquires, releases, the attempts of woken waiters, \
-             waiters leaving) over the acquisitions. Targets: ≤ {TARGET_HERD_SCRIPTS} for both kinds whatever N; plain \
+             waiters leaving) over the acquisitions. Context switches: the times a thread of a herd process slept \
+             and was woken (`voluntary_ctxt_switches` from `/proc`, every thread of every process) over the \
+             acquisitions. Targets: ≤ {TARGET_HERD_SCRIPTS} for both kinds whatever N; plain \
              throughput with 16 processes ≥ {TARGET_HERD_KEPT} × that with 2; fair Redis time per acquisition flat in \
              N.\n"
         );
         let _ = writeln!(
             out,
             "| kind | processes | acquisitions | acquisitions/s | per process: fewest – most | scripts per acquisition | \
-             Redis µs per acquisition |"
+             Redis µs per acquisition | context switches per acquisition |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for r in &self.herd {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {:.0} | {} – {} | {:.2} | {:.1} |",
+                "| {} | {} | {} | {:.0} | {} – {} | {:.2} | {:.1} | {:.1} |",
                 r.kind.as_str(),
                 r.processes,
                 r.acquisitions,
@@ -410,7 +412,8 @@ impl Results {
                 r.per_process.0,
                 r.per_process.1,
                 r.scripts,
-                r.server_usec
+                r.server_usec,
+                r.switches
             );
         }
         let _ = writeln!(out);

@@ -1,8 +1,8 @@
-//! Step 11, the herd: N processes of one thread each loop `lock()` + 200 µs of work +
+//! Step 10, the herd: N processes of one thread each loop `lock()` + 200 µs of work +
 //! release on one lock, for N = 2, 4, 8, 16, plain and fair. What a release costs as the
 //! number of waiting processes grows: acquisitions per second, the scripts Redis ran per
-//! acquisition (acquire, release, and every attempt of a woken waiter), and Redis's time
-//! per acquisition.
+//! acquisition (acquire, release, and every attempt of a woken waiter), Redis's time
+//! per acquisition, and the context switches of the processes' threads per acquisition.
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,10 @@ pub(crate) struct HerdRun {
     pub(crate) scripts: f64,
     /// Redis's time running them per acquisition, µs.
     pub(crate) server_usec: f64,
+    /// The times a thread of a herd process went to sleep and was woken again
+    /// (`voluntary_ctxt_switches`, all threads), per acquisition: what each release costs
+    /// the processes it does not concern.
+    pub(crate) switches: f64,
 }
 
 pub(crate) fn measure_herd(server: &RedisServer, plan: &Plan) -> Vec<HerdRun> {
@@ -61,8 +65,16 @@ fn herd_run(server: &RedisServer, plan: &Plan, kind: LockKind, processes: usize)
     let mut stats = server.conn();
     reset_server_stats(&mut stats);
     send_window(&mut workers, plan.throughput_for);
-    let counts: Vec<u64> =
-        workers.iter().map(|w| w.expect("count ").parse::<u64>().expect("acquisition count")).collect();
+    let reports: Vec<(u64, u64)> = workers
+        .iter()
+        .map(|w| {
+            let report = w.expect("count ");
+            let (count, switches) = report.split_once(" switches ").expect("count and switches");
+            (count.parse().expect("acquisition count"), switches.parse().expect("context switches"))
+        })
+        .collect();
+    let counts: Vec<u64> = reports.iter().map(|r| r.0).collect();
+    let switches: u64 = reports.iter().map(|r| r.1).sum();
     // Every process has released for the last time: the window's scripts (and the last
     // attempts of those that acquired after its end) are counted.
     let (scripts, usec) = server_command_stats(&mut stats, "evalsha");
@@ -79,6 +91,7 @@ fn herd_run(server: &RedisServer, plan: &Plan, kind: LockKind, processes: usize)
         per_process: (counts.iter().copied().min().unwrap_or(0), counts.iter().copied().max().unwrap_or(0)),
         scripts: scripts as f64 / acquisitions.max(1) as f64,
         server_usec: usec as f64 / acquisitions.max(1) as f64,
+        switches: switches as f64 / acquisitions.max(1) as f64,
     }
 }
 
@@ -96,6 +109,7 @@ pub(crate) fn herd_child() {
     say("ready");
     let (start, end) = read_window();
     sleep_until_mono(start);
+    let switches_before = voluntary_switches();
     let mut count = 0u64;
     loop {
         let guard = lock.lock().expect("lock");
@@ -110,5 +124,18 @@ pub(crate) fn herd_child() {
         drop(guard);
         count += 1;
     }
-    say(&format!("count {count}"));
+    let switches = voluntary_switches().saturating_sub(switches_before);
+    say(&format!("count {count} switches {switches}"));
+}
+
+/// This process's voluntary context switches so far, summed over its threads.
+fn voluntary_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .filter_map(|status| {
+            status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")?.trim().parse::<u64>().ok())
+        })
+        .sum()
 }
