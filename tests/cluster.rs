@@ -12,6 +12,7 @@ use redlease::{Client, ErrorKind, MultiLock, RedLock};
 use crate::helpers::*;
 use crate::support::child::{self, Child};
 use crate::support::cluster::ClusterGroup;
+use crate::support::redisson;
 use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] = &[("cluster_worker", cluster_worker)];
@@ -333,8 +334,6 @@ fn bad_cluster_input_is_refused_clearly() {
 /// the other), or on another channel or slot.
 #[test]
 fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
-    const ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
-    const UNLOCK: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end;";
     let group = ClusterGroup::start();
     let client = client(&group, Duration::from_secs(30));
     let name = "interop";
@@ -342,8 +341,14 @@ fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
     let latch = "redisson_unlock_latch:{interop}:java-request";
     let java = "7a5e0f1c-java:1";
     let mut foreign = group.conn_for(name);
-    let granted: Option<i64> =
-        redis::cmd("EVAL").arg(ACQUIRE).arg(1).arg(name).arg(30_000).arg(java).query(&mut foreign).unwrap();
+    let granted: Option<i64> = redis::cmd("EVAL")
+        .arg(redisson::LOCK_ACQUIRE)
+        .arg(1)
+        .arg(name)
+        .arg(30_000)
+        .arg(java)
+        .query(&mut foreign)
+        .unwrap();
     assert_eq!(granted, None, "Redisson's acquire");
     thread::scope(|scope| {
         let rx = parked_waiter(scope, &client, name, Duration::from_secs(20));
@@ -359,7 +364,7 @@ fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
         thread::sleep(Duration::from_millis(200));
         let released = Instant::now();
         let freed: Option<i64> = redis::cmd("EVAL")
-            .arg(UNLOCK)
+            .arg(redisson::LOCK_RELEASE)
             .arg(3)
             .arg(name)
             .arg(channel)

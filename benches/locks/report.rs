@@ -732,6 +732,7 @@ impl Results {
         let rows = [
             ("two trivial `EVALSHA`s (the limit pair)", &u.trivial, false),
             ("the two scripts sent raw", &u.raw_scripts, false),
+            ("Redisson's own two scripts for the same lock, sent raw", &u.redisson_scripts, false),
             ("**`try_lock()` + `unlock()`, watchdog lease**", &u.watchdog, true),
             ("**`try_lock()` + `unlock()`, `with_lease(30 s)`**", &u.fixed, true),
             ("**fair lock `try_lock()` + `unlock()`**", &u.fair, true),

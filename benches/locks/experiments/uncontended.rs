@@ -1,9 +1,11 @@
 //! Step 1, uncontended acquire + release of every lock kind, interleaved with two trivial
-//! calls and with the plain lock's two scripts sent raw.
+//! calls, with the plain lock's two scripts sent raw, and with Redisson's own two scripts
+//! for the same lock sent raw.
 
 use std::time::{Duration, Instant};
 
 use redlease::{AnyLock, Client};
+use redlease_testkit::redisson;
 use redlease_testkit::server::RedisServer;
 
 use crate::experiments::limit::trivial_call;
@@ -79,6 +81,52 @@ impl RawPair {
     }
 }
 
+/// Redisson's own `RedissonLock` scripts, acquire and release of one lock, sent raw as
+/// Redisson sends them: what Redisson's layout costs with Redisson's own scripts, the floor
+/// redlease's scripts for the same layout are set against.
+struct RedissonPair {
+    acquire: redis::Script,
+    release: redis::Script,
+    name: String,
+    request: u64,
+}
+
+impl RedissonPair {
+    fn new(name: &str) -> RedissonPair {
+        RedissonPair {
+            acquire: redis::Script::new(redisson::LOCK_ACQUIRE),
+            release: redis::Script::new(redisson::LOCK_RELEASE),
+            name: name.to_string(),
+            request: 0,
+        }
+    }
+
+    /// One acquire and one release on `conn`; returns how long the acquire took.
+    fn run(&mut self, conn: &mut redis::Connection) -> Duration {
+        let owner = "5f0c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f60:1";
+        let start = Instant::now();
+        let reply: Option<i64> =
+            self.acquire.key(&self.name).arg(30_000).arg(owner).invoke(conn).expect("Redisson's acquire");
+        assert_eq!(reply, None, "Redisson's acquire of a free lock");
+        let first = start.elapsed();
+        self.request += 1;
+        let reply: Option<i64> = self
+            .release
+            .key(&self.name)
+            .key(format!("redisson_lock__channel:{{{}}}", self.name))
+            .key(format!("redisson_unlock_latch:{{{}}}:{}", self.name, self.request))
+            .arg(0)
+            .arg(30_000)
+            .arg(owner)
+            .arg("publish")
+            .arg(12_000)
+            .invoke(conn)
+            .expect("Redisson's release");
+        assert_eq!(reply, Some(1), "Redisson's release of a held lock");
+        first
+    }
+}
+
 /// `try_lock()` (which must succeed) then `unlock()`; returns how long the acquire took.
 pub(crate) fn library_pair(lock: &AnyLock) -> Duration {
     let start = Instant::now();
@@ -94,6 +142,9 @@ pub(crate) struct Uncontended {
     /// `lua/acquire.lua` and `lua/release.lua` sent raw on a plain connection, with the
     /// arguments the library sends: the scripts' cost without the library's own work.
     pub(crate) raw_scripts: PairStats,
+    /// Redisson's own scripts for the same pair, sent raw: the layout's cost with Redisson's
+    /// scripts.
+    pub(crate) redisson_scripts: PairStats,
     pub(crate) watchdog: PairStats,
     pub(crate) fixed: PairStats,
     pub(crate) fair: PairStats,
@@ -112,8 +163,10 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
         rw.write().into(),
     ];
     let (mut trivial_conn, mut raw_conn, mut stats_conn) = (server.conn(), server.conn(), server.conn());
+    let mut redisson_conn = server.conn();
     let trivial = trivial_call(&mut trivial_conn);
     let mut raw = RawPair::new(client.id(), "bench:uncontended:raw", false);
+    let mut redisson = RedissonPair::new("bench:uncontended:redisson");
 
     let mut ops: Vec<PairOp> = vec![
         Box::new(|| {
@@ -124,6 +177,7 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
             first
         }),
         Box::new(|| raw.run(&mut raw_conn)),
+        Box::new(|| redisson.run(&mut redisson_conn)),
     ];
     for lock in &locks {
         ops.push(Box::new(move || library_pair(lock)));
@@ -135,6 +189,7 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
     Uncontended {
         trivial: next(),
         raw_scripts: next(),
+        redisson_scripts: next(),
         watchdog: next(),
         fixed: next(),
         fair: next(),
