@@ -45,20 +45,22 @@ local function unregister_waiter(waiters, token)
 end
 
 -- A plain or fenced lock was freed: wake one redlease client waiting for it, and every
--- Redisson waiter. A waiting redlease client listens on the lock's channel and on two of
--- its own beside it, in one subscription: `<channel>:<token>` (its wake-ups) and
--- `<channel>:redlease` (which says "a redlease client listens here"). The registered
--- clients are named in turn, longest registered first, each on its own channel, until one
--- is listening (a client registered but no longer, or not yet, subscribed is passed over:
--- its next attempt registers it again). The lock's channel gets a message only when
--- someone else listens there (its subscribers outnumber the redlease marks: a Redisson
--- waiter, or a redlease client of an older version), and then the name first (redlease
--- clients take the message after a name as handled) and `message`, which Redisson's
--- waiters act on. Nobody named: `message` alone, which wakes one waiter in every client.
--- Without the right to count subscribers (an ACL rule without `pubsub|numsub`) the lock's
--- channel gets its messages as if someone else listened; without the right to publish on
--- the clients' channels, nobody is named.
-local function wake_waiters(waiters, channel, message)
+-- Redisson waiter. A waiting redlease client listens on the lock's channel and on two
+-- channels beside it, in one subscription: its own, `wake_prefix .. token` (its wake-ups),
+-- and `mark`, whose subscribers are the redlease clients listening on the lock's channel.
+-- The registered clients are named in turn, longest registered first, each on its own
+-- channel, until one is listening (a client registered but with no connection subscribed
+-- to its channel, dead or not yet subscribed, is passed over: its next attempt registers it
+-- again). The lock's channel gets a message only when someone else listens there (its
+-- subscribers outnumber the mark's: a Redisson waiter, or a redlease client of an older
+-- version), and then the name first (redlease clients take the message after a name as
+-- handled) and `message`, which Redisson's waiters act on. Nobody named: `message` alone,
+-- which wakes one waiter in every client. `mark` '' means "someone else may listen where
+-- this server cannot count" (Redisson waiters subscribed on replicas): the lock's channel
+-- always gets its messages. So it does without the right to count subscribers (an ACL
+-- rule without `pubsub|numsub`); without the right to publish on the clients' channels,
+-- nobody is named.
+local function wake_waiters(waiters, channel, message, mark, wake_prefix)
     may('publish', channel, message)
     if redis.call('exists', waiters) == 0 then
         publish(channel, message)
@@ -69,19 +71,24 @@ local function wake_waiters(waiters, channel, message)
     local tried = {}
     local named = nil
     for _, token in ipairs(redis.call('zrangebyscore', waiters, now, '+inf', 'limit', 0, 4)) do
-        local own = channel .. ':' .. token
+        local own = wake_prefix .. token
         if not permitted('publish', own, message) then
             break
         end
+        -- A refusal that no check could foresee (Redis 6) names nobody instead of failing.
+        local heard = redis.pcall('publish', own, message)
+        if type(heard) ~= 'number' then
+            break
+        end
         tried[#tried + 1] = token
-        if redis.call('publish', own, message) > 0 then
+        if heard > 0 then
             named = token
             break
         end
     end
     local others = true
-    if named then
-        local counts = redis.pcall('pubsub', 'numsub', channel, channel .. ':redlease')
+    if named and mark ~= '' and permitted('pubsub', 'numsub', channel, mark) then
+        local counts = redis.pcall('pubsub', 'numsub', channel, mark)
         if type(counts) == 'table' and not counts.err and counts[2] <= counts[4] then
             others = false
         end

@@ -9,6 +9,9 @@
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  the release channel
 -- ARGV[6]  "1" when this request was sent before (its latch may hold the outcome), else "0"
+-- ARGV[7]  the channel on which waiting redlease clients mark that they listen, or '' to
+--          publish on the release channel whoever listens (see wake_waiters in the prelude)
+-- ARGV[8]  the prefix of the waiting clients' own channels (their token follows)
 --
 -- Returns  nil  the owner holds nothing: not held (never was, or the lease was lost)
 --          0    one hold released, the owner still holds the lock
@@ -36,6 +39,6 @@ if holds > 1 then
     redis.call('set', KEYS[2], 0, 'px', ARGV[4])
     return 0
 end
-wake_waiters(KEYS[3], ARGV[5], ARGV[1])
+wake_waiters(KEYS[3], ARGV[5], ARGV[1], ARGV[7], ARGV[8])
 redis.call('del', KEYS[1])
 return 1

@@ -9,6 +9,8 @@
 -- ARGV[1]  the client's wake token
 -- ARGV[2]  the lock's release channel
 -- ARGV[3]  the release message ("0")
+-- ARGV[4]  the redlease clients' mark channel, or '' (see release.lua)
+-- ARGV[5]  the prefix of the waiting clients' own channels
 --
 -- Returns  1 when a wake-up was passed on, else 0.
 if redis.call('zscore', KEYS[2], ARGV[1]) then
@@ -19,5 +21,5 @@ if redis.call('exists', KEYS[1]) == 1 then
     -- Held: its release wakes the next one.
     return 0
 end
-wake_waiters(KEYS[2], ARGV[2], ARGV[3])
+wake_waiters(KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 return 1

@@ -333,6 +333,20 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether every release of a plain or fenced lock that frees it also publishes
+    /// Redisson's release message on the lock's channel. Without it, a release that names a
+    /// waiting redlease client publishes there only when the master counts a subscriber
+    /// there that is not a redlease client (a Redisson waiter), so that the other waiting
+    /// redlease processes read nothing. Turn it on when Redisson clients on the same locks
+    /// subscribe on replicas (Redisson's `subscriptionMode = SLAVE`): the master cannot
+    /// count those, and they would otherwise wait for their lease-long re-check.
+    ///
+    /// Defaults to `false`, as Redisson subscribes on the master by default.
+    pub fn always_publish_releases(mut self, always: bool) -> ClientBuilder {
+        self.config.always_publish_releases = always;
+        self
+    }
+
     /// Whether a grant waits, while the master has replicas, until one of them has it
     /// (`WAIT`), and is undone and refused with
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when none confirms it

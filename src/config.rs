@@ -48,6 +48,9 @@ pub(crate) struct Config {
     pub(crate) sync_replicas: bool,
     pub(crate) replica_sync_timeout: Duration,
     pub(crate) retry_budget: Duration,
+    /// Every release of a plain or fenced lock also publishes on the lock's channel, for
+    /// waiters the master cannot count (Redisson clients subscribed on replicas).
+    pub(crate) always_publish_releases: bool,
     pub(crate) tls: TlsSettings,
     pub(crate) events: Events,
 }
@@ -95,6 +98,7 @@ impl Default for Config {
             sync_replicas: true,
             replica_sync_timeout: DEFAULT_REPLICA_SYNC_TIMEOUT,
             retry_budget: DEFAULT_RETRY_BUDGET,
+            always_publish_releases: false,
             tls: TlsSettings::default(),
             events: Events::none(),
         }

@@ -34,9 +34,55 @@ pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
     if name.contains('{') { format!("{name}:{suffix}") } else { format!("{{{name}}}:{suffix}") }
 }
 
+/// The prefix of a plain (and fenced) lock's channel.
+const LOCK_CHANNEL: &str = "redisson_lock__channel";
+/// The prefix of the channel beside it on which waiting redlease clients mark that they
+/// listen (see `wake_waiters` in `lua/prelude.lua`).
+const MARK_CHANNEL: &str = "redlease_mark";
+/// The prefix of a waiting redlease client's own wake-up channel for such a lock.
+const WAKE_CHANNEL: &str = "redlease_wake";
+
 /// Channel on which a plain (and fenced) lock announces its release.
 pub(crate) fn lock_channel(name: &str) -> String {
-    prefixed("redisson_lock__channel", name)
+    prefixed(LOCK_CHANNEL, name)
+}
+
+/// A channel beside a plain or fenced lock's channel, as a waiting redlease client
+/// subscribes to it with the lock's (see [`beside_lock_channel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Beside {
+    /// `redlease_mark:{name}`: its subscribers are the redlease clients listening on the
+    /// lock's channel, which a release counts against the lock channel's.
+    Mark,
+    /// `redlease_wake:{name}:<token>`: where a release names that client.
+    Wake,
+}
+
+/// The channel `which` beside `lock_channel` (a plain or fenced lock's), for the client
+/// with wake token `token`. The same slot as the lock's channel (the same hash tag), under
+/// prefixes of their own, so that no lock's name can make one of them another lock's
+/// channel.
+pub(crate) fn beside_lock_channel(lock_channel: &str, which: Beside, token: &str) -> String {
+    let tail = lock_channel.strip_prefix(LOCK_CHANNEL).unwrap_or(lock_channel);
+    match which {
+        Beside::Mark => format!("{MARK_CHANNEL}{tail}"),
+        Beside::Wake => format!("{WAKE_CHANNEL}{tail}:{token}"),
+    }
+}
+
+/// The prefix of the clients' wake-up channels beside `lock_channel`: the token follows.
+pub(crate) fn wake_channel_prefix(lock_channel: &str) -> String {
+    beside_lock_channel(lock_channel, Beside::Wake, "")
+}
+
+/// The lock channel a channel beside it belongs to, and which it is, if it is one for the
+/// client with wake token `token`.
+pub(crate) fn lock_channel_of(channel: &str, token: &str) -> Option<(String, Beside)> {
+    if let Some(tail) = channel.strip_prefix(MARK_CHANNEL) {
+        return Some((format!("{LOCK_CHANNEL}{tail}"), Beside::Mark));
+    }
+    let tail = channel.strip_prefix(WAKE_CHANNEL)?.strip_suffix(token)?.strip_suffix(':')?;
+    Some((format!("{LOCK_CHANNEL}{tail}"), Beside::Wake))
 }
 
 /// Channel on which a semaphore (either kind) tells how many permits are available.
@@ -101,6 +147,25 @@ mod tests {
         assert_eq!(suffixed("doc", "x"), "{doc}:x");
         assert_eq!(suffixed("{doc}7", "x"), "{doc}7:x");
         assert_eq!(unlock_latch("a", "r1"), "redisson_unlock_latch:{a}:r1");
+    }
+
+    /// The channels beside a lock's channel share its hash tag, map back to it, and are
+    /// never another lock's channel, whatever braces a name holds.
+    #[test]
+    fn channels_beside_a_lock_channel_map_back_and_never_collide() {
+        for name in ["a", "{a}:redlease", "{a}x", "orders:42"] {
+            let channel = lock_channel(name);
+            let mark = beside_lock_channel(&channel, Beside::Mark, "77");
+            let wake = beside_lock_channel(&channel, Beside::Wake, "77");
+            assert!(mark.starts_with("redlease_mark:") && wake.starts_with("redlease_wake:"), "{mark} {wake}");
+            assert_eq!(lock_channel_of(&mark, "77"), Some((channel.clone(), Beside::Mark)));
+            assert_eq!(lock_channel_of(&wake, "77"), Some((channel.clone(), Beside::Wake)));
+            assert_eq!(lock_channel_of(&wake, "78"), None, "another client's wake-up channel");
+            assert_eq!(lock_channel_of(&channel, "77"), None);
+            assert_eq!(wake_channel_prefix(&channel) + "77", wake);
+        }
+        assert_eq!(beside_lock_channel(&lock_channel("a"), Beside::Mark, "7"), "redlease_mark:{a}");
+        assert_eq!(beside_lock_channel(&lock_channel("a"), Beside::Wake, "7"), "redlease_wake:{a}:7");
     }
 
     #[test]

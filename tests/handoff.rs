@@ -246,6 +246,8 @@ fn a_waiter_that_leaves_unregisters_and_passes_a_spent_wake_up_on() {
         .arg(&first_token)
         .arg("redisson_lock__channel:{passed}")
         .arg(0)
+        .arg("redlease_mark:{passed}")
+        .arg("redlease_wake:{passed}:")
         .query(&mut conn)
         .unwrap();
     assert_eq!(passed, 1, "the spent wake-up was passed on");
@@ -295,10 +297,11 @@ fn a_wait_soon_after_the_last_reuses_the_subscription_and_parks_after_one_attemp
     );
 }
 
-/// Every message published on a lock's channel and on the channels beside it
-/// (`<channel>:…`), in order, read by a pattern subscription: Redis does not count pattern
-/// subscribers as the channel's, so this listener is invisible to a release's count of who
-/// listens (a Redisson waiter would subscribe to the channel itself).
+/// Every message published on a lock's channel and on the redlease clients' channels beside
+/// it (`redlease_wake:{name}:<token>`), in order, read by pattern subscriptions: Redis does
+/// not count pattern subscribers as the channel's, so this listener is invisible to a
+/// release's count of who listens (a Redisson waiter would subscribe to the channel
+/// itself).
 struct Overheard {
     heard: std::sync::mpsc::Receiver<(String, String)>,
 }
@@ -306,13 +309,13 @@ struct Overheard {
 impl Overheard {
     fn start(server: &RedisServer, lock: &str) -> Overheard {
         let mut conn = server.conn();
-        let pattern = format!("redisson_lock__channel:{{{lock}}}*");
+        let patterns = [format!("redisson_lock__channel:{{{lock}}}"), format!("redlease_wake:{{{lock}}}:*")];
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let (heard_tx, heard) = std::sync::mpsc::channel();
         // Reads until the server goes away at the end of the test.
         thread::spawn(move || {
             let mut pubsub = conn.as_pubsub();
-            pubsub.psubscribe(pattern).unwrap();
+            pubsub.psubscribe(&patterns).unwrap();
             ready_tx.send(()).unwrap();
             while let Ok(message) = pubsub.get_message() {
                 let payload = message.get_payload::<String>().unwrap();
@@ -364,7 +367,7 @@ fn a_release_among_redlease_waiters_speaks_only_to_the_named_client() {
     assert_eq!(first.join().unwrap(), Some(true));
     assert_eq!(second.join().unwrap(), Some(true));
     let lock_channel = "redisson_lock__channel:{quiet}".to_owned();
-    let own = |token: &str| (format!("{lock_channel}:{token}"), "0".to_owned());
+    let own = |token: &str| (format!("redlease_wake:{{quiet}}:{token}"), "0".to_owned());
     assert_eq!(
         overheard.messages(),
         vec![own(&tokens[0]), own(&tokens[1]), (lock_channel, "0".to_owned())],
@@ -443,4 +446,40 @@ fn a_foreign_subscriber_of_the_lock_channel_still_hears_each_release() {
     // The holder's release: the name, then `0`; the redlease waiter's release (nobody
     // registered): `0`.
     assert_eq!(heard, vec![token, "0".to_owned(), "0".to_owned()]);
+}
+
+/// A client told that Redisson waiters may listen where the master cannot count them
+/// (`always_publish_releases`: Redisson subscribed on replicas) publishes every release
+/// that names a waiting client on the lock's channel too: the name, then Redisson's `0`.
+///
+/// Breaks if the option is not passed to the release script (a Redisson waiter on a
+/// replica would sleep until its lease-long re-check).
+#[test]
+fn a_client_told_of_uncounted_listeners_publishes_every_release_on_the_lock_channel() {
+    let server = RedisServer::start();
+    let holder = client_with(&server, |b| b.always_publish_releases(true));
+    let guard = holder.lock("loud").lock().unwrap();
+    let overheard = Overheard::start(&server, "loud");
+    let mut conn = server.conn();
+    let waiter = client(&server);
+    let waiting = thread::spawn(move || {
+        let got = waiter.lock("loud").try_lock_for(Duration::from_secs(20)).unwrap();
+        got.map(|g| g.unlock().is_ok())
+    });
+    assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "loud").len() == 1));
+    let token = waiting_clients(&mut conn, "loud")[0].clone();
+    thread::sleep(Duration::from_millis(200));
+    guard.unlock().unwrap();
+    assert_eq!(waiting.join().unwrap(), Some(true), "the named client got the lock");
+    let lock_channel = "redisson_lock__channel:{loud}".to_owned();
+    assert_eq!(
+        overheard.messages(),
+        vec![
+            (format!("redlease_wake:{{loud}}:{token}"), "0".to_owned()),
+            (lock_channel.clone(), token),
+            (lock_channel.clone(), "0".to_owned()),
+            // The waiter's own release (its client counts listeners): nobody registered.
+            (lock_channel, "0".to_owned()),
+        ]
+    );
 }

@@ -176,8 +176,10 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         // Leave whatever the wait left in Redis (a fair lock's place in the queue).
         let wait_millis = engine.fair_wait_millis();
         let token = engine.topology().wake_token();
-        let _ =
-            engine.pool_for(name).run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis, token));
+        let always_publish = engine.config().always_publish_releases;
+        let _ = engine
+            .pool_for(name)
+            .run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis, token, always_publish));
     }
     let acquired = result.map_err(|e| e.on_lock(name))?;
     Ok(acquired.map(|(sent, token)| {

@@ -122,6 +122,7 @@ impl PendingRelease {
                 latch_millis: latch_lifetime(engine.config().command_timeout),
                 wait_millis: engine.fair_wait_millis(),
                 retry,
+                always_publish: engine.config().always_publish_releases,
             };
             engine.pool_for(name).run_within("releasing", limit, |conn| self.kind.release(conn, &release))
         };
@@ -200,6 +201,7 @@ pub(crate) struct Undo {
     keep_millis: u64,
     latch_millis: u64,
     wait_millis: u64,
+    always_publish: bool,
     /// How long its reply is waited for.
     wait: Duration,
 }
@@ -224,6 +226,7 @@ impl Undo {
             keep_millis,
             latch_millis: latch_lifetime(command_timeout),
             wait_millis: engine.fair_wait_millis(),
+            always_publish: engine.config().always_publish_releases,
             wait: wait.min(command_timeout),
         }
     }
@@ -255,6 +258,7 @@ impl Undo {
             latch_millis: self.latch_millis,
             wait_millis: self.wait_millis,
             retry: false,
+            always_publish: self.always_publish,
         };
         self.kind.release(conn, &release)
     }

@@ -134,10 +134,11 @@ impl Kind {
         owner: &str,
         wait_millis: u64,
         wake_token: u64,
+        always_publish: bool,
     ) -> redis::RedisResult<()> {
         match self {
             Kind::Fair => fair::give_up(conn, name, owner, wait_millis).map(drop),
-            Kind::Reentrant | Kind::Fenced => reentrant::leave(conn, name, wake_token).map(drop),
+            Kind::Reentrant | Kind::Fenced => reentrant::leave(conn, name, wake_token, always_publish).map(drop),
             Kind::Read | Kind::Write => Ok(()),
         }
     }

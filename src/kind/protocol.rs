@@ -45,6 +45,9 @@ pub(crate) struct Release<'a> {
     /// This request was sent before: the script looks for the outcome its latch stored.
     /// A first send skips that look, since no latch can exist yet.
     pub(crate) retry: bool,
+    /// A release that frees a plain or fenced lock publishes on its channel whoever
+    /// listens there (see `ClientBuilder::always_publish_releases`).
+    pub(crate) always_publish: bool,
 }
 
 impl Release<'_> {

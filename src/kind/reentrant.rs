@@ -47,18 +47,28 @@ pub(crate) fn acquire(
 }
 
 /// The client stops waiting without the lock: see `lua/waiter_leave.lua`.
-pub(crate) fn leave(conn: &mut Conn, name: &str, token: u64) -> redis::RedisResult<i64> {
+pub(crate) fn leave(conn: &mut Conn, name: &str, token: u64, always_publish: bool) -> redis::RedisResult<i64> {
+    let channel = keys::lock_channel(name);
     scripts::WAITER_LEAVE
         .on(conn.pubsub())
         .key(name)
         .key(waiters_key(name))
         .arg(token)
-        .arg(keys::lock_channel(name))
+        .arg(&channel)
         .arg(0)
+        .arg(mark_arg(&channel, always_publish))
+        .arg(keys::wake_channel_prefix(&channel))
         .invoke(conn)
 }
 
+/// The script argument of the redlease clients' mark beside `channel`: '' when every
+/// release publishes on the lock's channel whoever listens.
+fn mark_arg(channel: &str, always_publish: bool) -> String {
+    if always_publish { String::new() } else { keys::beside_lock_channel(channel, keys::Beside::Mark, "") }
+}
+
 pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+    let channel = keys::lock_channel(r.name);
     scripts::RELEASE
         .on(conn.pubsub())
         .key(r.name)
@@ -68,8 +78,10 @@ pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Op
         .arg(r.keep_millis)
         .arg(r.owner)
         .arg(r.latch_millis)
-        .arg(keys::lock_channel(r.name))
+        .arg(&channel)
         .arg(r.retry_arg())
+        .arg(mark_arg(&channel, r.always_publish))
+        .arg(keys::wake_channel_prefix(&channel))
         .invoke(conn)
 }
 

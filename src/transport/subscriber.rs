@@ -69,6 +69,7 @@ use crate::background::Background;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
+use crate::keys::{self, Beside};
 use crate::transport::conn::PubSub;
 use crate::transport::net::{Connection, Stream, Target};
 
@@ -85,9 +86,10 @@ pub(crate) enum Wake {
     Lock,
     /// A reentrant or fenced lock's release, which names the one redlease client to wake
     /// (see `wake_waiters` in `lua/prelude.lua`). The subscription covers two more
-    /// channels of this client's beside the lock's: `<channel>:<token>`, where a message
-    /// names this client (it wakes one waiter), and `<channel>:redlease`, which tells
-    /// releases that the lock's channel has a redlease subscriber here. The lock's channel
+    /// channels beside the lock's (`keys::beside_lock_channel`): this client's own,
+    /// `redlease_wake:{name}:<token>`, where a message names this client (it wakes one
+    /// waiter), and `redlease_mark:{name}`, which tells releases that the lock's channel
+    /// has a redlease subscriber here. The lock's channel
     /// carries messages only when someone else listens there too: a name then `0`, which
     /// every redlease client takes as handled, or a `0` alone (a Redisson client's
     /// release, or nobody named), which wakes one waiter, as for `Lock`.
@@ -173,14 +175,9 @@ enum Expected {
 enum Part {
     /// The channel itself.
     Main,
-    /// This client's own wake-up channel beside it.
-    Own,
-    /// The mark that a redlease client listens.
-    Mark,
+    /// A channel beside a lock's: this client's own wake-up channel, or the mark.
+    Beside(Beside),
 }
-
-/// The suffix of a lock's channel that marks a redlease subscriber (see [`Wake::Named`]).
-const MARK: &str = ":redlease";
 
 struct Channel {
     /// How messages wake the waiters (the same for every waiter of a channel: a channel's
@@ -629,7 +626,11 @@ impl Shared {
     /// subscribes them all at once: a release never sees some of them without the others.
     fn covered(&self, channel: &str, wake: Wake) -> Vec<String> {
         match wake {
-            Wake::Named => vec![format!("{channel}{MARK}"), format!("{channel}:{}", self.token), channel.to_owned()],
+            Wake::Named => vec![
+                keys::beside_lock_channel(channel, Beside::Mark, &self.token),
+                keys::beside_lock_channel(channel, Beside::Wake, &self.token),
+                channel.to_owned(),
+            ],
             _ => vec![channel.to_owned()],
         }
     }
@@ -655,19 +656,11 @@ impl Shared {
 
     /// The subscription a channel read from Redis belongs to, and which part of it the
     /// channel is.
-    fn part_of(&self, state: &State, channel: String) -> (String, Part) {
-        if state.channels.contains_key(&channel) {
-            return (channel, Part::Main);
+    fn part_of(&self, channel: String) -> (String, Part) {
+        match keys::lock_channel_of(&channel, &self.token) {
+            Some((main, beside)) => (main, Part::Beside(beside)),
+            None => (channel, Part::Main),
         }
-        let own = format!(":{}", self.token);
-        for (suffix, part) in [(MARK, Part::Mark), (own.as_str(), Part::Own)] {
-            if let Some(main) = channel.strip_suffix(suffix)
-                && state.channels.get(main).is_some_and(|ch| ch.wake == Wake::Named)
-            {
-                return (main.to_owned(), part);
-            }
-        }
-        (channel, Part::Main)
     }
 
     /// Writes a command in the order decided under `state`: takes the writer before letting
@@ -941,9 +934,7 @@ impl Shared {
             return matches!(self.answered(&state, true), Some(Expected::Ping));
         }
         let (channel, part) = match items.next() {
-            Some(redis::Value::BulkString(channel)) => {
-                self.part_of(&state, String::from_utf8_lossy(&channel).into_owned())
-            }
+            Some(redis::Value::BulkString(channel)) => self.part_of(String::from_utf8_lossy(&channel).into_owned()),
             _ => return false,
         };
         // An `unsubscribe` that no `UNSUBSCRIBE` asked for: Redis ended a sharded
@@ -967,8 +958,8 @@ impl Shared {
                     match part {
                         Part::Main => ch.deliver(&payload),
                         // When the waiter is gone, its leaving passes the wake-up on.
-                        Part::Own => drop(ch.wake_one()),
-                        Part::Mark => {}
+                        Part::Beside(Beside::Wake) => drop(ch.wake_one()),
+                        Part::Beside(Beside::Mark) => {}
                     }
                 }
             }
