@@ -45,6 +45,7 @@
 //! | wanted, confirmation pending  | error reply to its `SUBSCRIBE`| refused: every waiter gets the error |
 //! | wanted, confirmation pending  | no reply within the command timeout | connection closed; reconnect |
 //! | ready                         | message                       | ready, one (or every) waiter woken |
+//! | ready                         | a message on this client's own channel beside a lock's | ready, one waiter woken |
 //! | ready                         | a fair lock's `-(n + 1)`      | ready, its waiter's park ends within n ms |
 //! | ready                         | last waiter leaves            | kept (lingering) for one second |
 //! | kept                          | a waiter joins                | ready; if confirmed, and silent, since before its first attempt, it parks without trying again |
@@ -89,10 +90,10 @@ pub(crate) enum Wake {
     /// channels beside the lock's (`keys::beside_lock_channel`): this client's own,
     /// `redlease_wake:{name}:<token>`, where a message names this client (it wakes one
     /// waiter), and `redlease_mark:{name}`, which tells releases that the lock's channel
-    /// has a redlease subscriber here. The lock's channel
-    /// carries messages only when someone else listens there too: a name then `0`, which
-    /// every redlease client takes as handled, or a `0` alone (a Redisson client's
-    /// release, or nobody named), which wakes one waiter, as for `Lock`.
+    /// has a redlease subscriber here. The lock's channel carries messages only when
+    /// someone else listens there too: a name then `0`, which every redlease client takes
+    /// as handled, or a `0` alone (a Redisson client's release, or nobody named), which
+    /// wakes one waiter, as for `Lock`.
     Named,
     /// A fair lock waiter's own channel: `0` wakes it (its turn); a negative number
     /// `-(n + 1)` (it became the head while the lock is held) wakes nobody but says the
