@@ -61,11 +61,13 @@ end
 -- rule without `pubsub|numsub`); without the right to publish on the clients' channels,
 -- nobody is named.
 local function wake_waiters(waiters, channel, message, mark, wake_prefix)
-    may('publish', channel, message)
     if redis.call('exists', waiters) == 0 then
         publish(channel, message)
         return
     end
+    -- Refused before anything is written, whether or not this release ends up publishing
+    -- on the lock's channel.
+    may('publish', channel, message)
     local now = server_ms()
     may('zremrangebyscore', waiters, '-inf', now)
     local tried = {}

@@ -56,15 +56,17 @@ pub(crate) fn leave(conn: &mut Conn, name: &str, token: u64, always_publish: boo
         .arg(token)
         .arg(&channel)
         .arg(0)
-        .arg(mark_arg(&channel, always_publish))
-        .arg(keys::wake_channel_prefix(&channel))
+        .arg(&beside_args(&channel, always_publish))
         .invoke(conn)
 }
 
-/// The script argument of the redlease clients' mark beside `channel`: '' when every
-/// release publishes on the lock's channel whoever listens.
-fn mark_arg(channel: &str, always_publish: bool) -> String {
-    if always_publish { String::new() } else { keys::beside_lock_channel(channel, keys::Beside::Mark, "") }
+/// The last two arguments of the scripts that wake a plain or fenced lock's waiters (see
+/// `wake_waiters` in `lua/prelude.lua`): the redlease clients' mark beside `channel` ('' when
+/// every release publishes on the lock's channel whoever listens), and the prefix of the
+/// clients' own channels.
+fn beside_args(channel: &str, always_publish: bool) -> [String; 2] {
+    let mark = if always_publish { String::new() } else { keys::beside_lock_channel(channel, keys::Beside::Mark, "") };
+    [mark, keys::wake_channel_prefix(channel)]
 }
 
 pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
@@ -80,8 +82,7 @@ pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Op
         .arg(r.latch_millis)
         .arg(&channel)
         .arg(r.retry_arg())
-        .arg(mark_arg(&channel, r.always_publish))
-        .arg(keys::wake_channel_prefix(&channel))
+        .arg(&beside_args(&channel, r.always_publish))
         .invoke(conn)
 }
 

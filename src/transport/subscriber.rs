@@ -639,20 +639,24 @@ impl Shared {
     /// `SUBSCRIBE` (`SSUBSCRIBE` for sharded pub/sub) of the channels a subscription to
     /// `channel` covers, and the replies it expects.
     fn subscribe(&self, channel: &str, wake: Wake) -> (redis::Cmd, Expected) {
-        let command = if self.pubsub == PubSub::Sharded { "SSUBSCRIBE" } else { "SUBSCRIBE" };
-        let channels = self.covered(channel, wake);
-        let mut cmd = redis::cmd(command);
-        cmd.arg(&channels);
-        (cmd, Expected::Subscribe { channel: channel.to_owned(), replies: channels.len() })
+        let (cmd, replies) = self.on_covered("SUBSCRIBE", channel, wake);
+        (cmd, Expected::Subscribe { channel: channel.to_owned(), replies })
     }
 
     /// `UNSUBSCRIBE` (`SUNSUBSCRIBE` for sharded pub/sub) of the same channels.
     fn unsubscribe(&self, channel: &str, wake: Wake) -> (redis::Cmd, Expected) {
-        let command = if self.pubsub == PubSub::Sharded { "SUNSUBSCRIBE" } else { "UNSUBSCRIBE" };
+        let (cmd, replies) = self.on_covered("UNSUBSCRIBE", channel, wake);
+        (cmd, Expected::Unsubscribe { replies })
+    }
+
+    /// `command` (its sharded form, with an `S` in front, for sharded pub/sub) on every
+    /// channel a subscription to `channel` covers, and how many replies it gets.
+    fn on_covered(&self, command: &str, channel: &str, wake: Wake) -> (redis::Cmd, usize) {
         let channels = self.covered(channel, wake);
-        let mut cmd = redis::cmd(command);
+        let mut cmd =
+            if self.pubsub == PubSub::Sharded { redis::cmd(&format!("S{command}")) } else { redis::cmd(command) };
         cmd.arg(&channels);
-        (cmd, Expected::Unsubscribe { replies: channels.len() })
+        (cmd, channels.len())
     }
 
     /// The subscription a channel read from Redis belongs to, and which part of it the
