@@ -160,6 +160,17 @@ fn waiting_clients(conn: &mut redis::Connection, lock: &str) -> Vec<String> {
     redis::cmd("ZRANGE").arg(format!("redlease_waiters:{{{lock}}}")).arg(0).arg(-1).query(conn).unwrap()
 }
 
+/// A thread that waits up to 20 s for `lock` with `waiter` (a client standing for a
+/// process), releases it once it has it, and says whether it got it and released it
+/// cleanly, and when it got it.
+fn wait_in_thread(waiter: redlease::Client, lock: &'static str) -> thread::JoinHandle<(Option<bool>, Instant)> {
+    thread::spawn(move || {
+        let got = waiter.lock(lock).try_lock_for(Duration::from_secs(20)).unwrap();
+        let at = Instant::now();
+        (got.map(|g| g.unlock().is_ok()), at)
+    })
+}
+
 /// Four processes each park a waiter on one lock; the lock is released, and each waiter,
 /// once it has it, releases it to the next. Every release names one waiting client, so
 /// each hand-off costs the winner's acquire and its release: 8 scripts for the 4 hand-offs
@@ -350,22 +361,18 @@ fn a_release_among_redlease_waiters_speaks_only_to_the_named_client() {
     let guard = holder.lock("quiet").lock().unwrap();
     let overheard = Overheard::start(&server, "quiet");
     let mut conn = server.conn();
-    let wait = |waiter: redlease::Client| {
-        thread::spawn(move || {
-            let guard = waiter.lock("quiet").try_lock_for(Duration::from_secs(20)).unwrap();
-            guard.map(|g| g.unlock().is_ok())
-        })
-    };
-    let first = wait(client(&server));
+    let first = wait_in_thread(client(&server), "quiet");
     assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "quiet").len() == 1));
-    let second = wait(client(&server));
+    let second = wait_in_thread(client(&server), "quiet");
     assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "quiet").len() == 2));
-    let tokens = waiting_clients(&mut conn, "quiet");
-    // A moment for the second waiter's subscription (it registered from its first attempt).
+    // A moment for both waiters to subscribe and register again from their second
+    // attempts, which may change their order; the order read after it is the one a release
+    // follows.
     thread::sleep(Duration::from_millis(200));
+    let tokens = waiting_clients(&mut conn, "quiet");
     guard.unlock().unwrap();
-    assert_eq!(first.join().unwrap(), Some(true));
-    assert_eq!(second.join().unwrap(), Some(true));
+    assert_eq!(first.join().unwrap().0, Some(true));
+    assert_eq!(second.join().unwrap().0, Some(true));
     let lock_channel = "redisson_lock__channel:{quiet}".to_owned();
     let own = |token: &str| (format!("redlease_wake:{{quiet}}:{token}"), "0".to_owned());
     assert_eq!(
@@ -393,11 +400,7 @@ fn a_registered_client_that_no_longer_listens_is_passed_over() {
     let expires = now_ms[0] * 1000 + now_ms[1] / 1000 + 5000;
     let _: i64 =
         redis::cmd("ZADD").arg("redlease_waiters:{ghost}").arg(expires).arg("4294967297").query(&mut conn).unwrap();
-    let waiter = client(&server);
-    let waiting = thread::spawn(move || {
-        let got = waiter.lock("ghost").try_lock_for(Duration::from_secs(20)).unwrap();
-        (got.map(|g| g.unlock().is_ok()), Instant::now())
-    });
+    let waiting = wait_in_thread(client(&server), "ghost");
     assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "ghost").len() == 2));
     assert_eq!(waiting_clients(&mut conn, "ghost")[0], "4294967297", "the ghost is first in line");
     thread::sleep(Duration::from_millis(200));
@@ -424,11 +427,7 @@ fn a_foreign_subscriber_of_the_lock_channel_still_hears_each_release() {
     let holder = client(&server);
     let guard = holder.lock("mixed").lock().unwrap();
     let mut conn = server.conn();
-    let waiter = client(&server);
-    let waiting = thread::spawn(move || {
-        let got = waiter.lock("mixed").try_lock_for(Duration::from_secs(20)).unwrap();
-        got.map(|g| g.unlock().is_ok())
-    });
+    let waiting = wait_in_thread(client(&server), "mixed");
     assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "mixed").len() == 1));
     let token = waiting_clients(&mut conn, "mixed")[0].clone();
     let mut foreign_conn = server.conn();
@@ -437,7 +436,7 @@ fn a_foreign_subscriber_of_the_lock_channel_still_hears_each_release() {
     foreign.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, "redisson_lock__channel:{mixed}") == 2));
     guard.unlock().unwrap();
-    assert_eq!(waiting.join().unwrap(), Some(true), "the named redlease client got the lock");
+    assert_eq!(waiting.join().unwrap().0, Some(true), "the named redlease client got the lock");
     let mut heard: Vec<String> = Vec::new();
     while heard.len() < 3 {
         let message = foreign.get_message().expect("a release message on the lock's channel");
@@ -461,16 +460,12 @@ fn a_client_told_of_uncounted_listeners_publishes_every_release_on_the_lock_chan
     let guard = holder.lock("loud").lock().unwrap();
     let overheard = Overheard::start(&server, "loud");
     let mut conn = server.conn();
-    let waiter = client(&server);
-    let waiting = thread::spawn(move || {
-        let got = waiter.lock("loud").try_lock_for(Duration::from_secs(20)).unwrap();
-        got.map(|g| g.unlock().is_ok())
-    });
+    let waiting = wait_in_thread(client(&server), "loud");
     assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "loud").len() == 1));
     let token = waiting_clients(&mut conn, "loud")[0].clone();
     thread::sleep(Duration::from_millis(200));
     guard.unlock().unwrap();
-    assert_eq!(waiting.join().unwrap(), Some(true), "the named client got the lock");
+    assert_eq!(waiting.join().unwrap().0, Some(true), "the named client got the lock");
     let lock_channel = "redisson_lock__channel:{loud}".to_owned();
     assert_eq!(
         overheard.messages(),
