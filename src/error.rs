@@ -37,9 +37,11 @@ pub enum ErrorKind {
     /// The operating system refused what the client needs to run, such as a new thread;
     /// the message says what.
     System,
-    /// The lock was granted, but while the master has replicas none of them confirmed the
-    /// grant within the replica sync timeout; the grant was undone. A failover could have
-    /// lost it, so it is not given (see `ClientBuilder::sync_replicas`).
+    /// The lock was granted, but the grant could not be trusted to survive a failover, and
+    /// was undone: none of the master's replicas confirmed it within the replica sync
+    /// timeout, or the master lost a replica lately (a failover may be under way), or it
+    /// was made on a master the client has left since. The message says which (see
+    /// `ClientBuilder::sync_replicas`).
     NotReplicated,
 }
 
@@ -70,8 +72,12 @@ pub struct Error {
     message: String,
     lock: Option<String>,
     connection: bool,
-    /// The command never left: the connection could not be made.
+    /// The command had no effect: it never left (the connection could not be made), Redis
+    /// refused it before running it, or what it did was undone. Sending it again is safe.
     unsent: bool,
+    /// A passing state of the deployment caused it (a failover, a cluster healing, a server
+    /// loading its data, a busy script): the same call may succeed a moment later.
+    transient: bool,
     /// The command may have been carried out and must not be sent again (it is not
     /// idempotent).
     once: bool,
@@ -80,7 +86,16 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), lock: None, connection: false, unsent: false, once: false, source: None }
+        Error {
+            kind,
+            message: message.into(),
+            lock: None,
+            connection: false,
+            unsent: false,
+            transient: false,
+            once: false,
+            source: None,
+        }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Error {
@@ -92,9 +107,12 @@ impl Error {
     }
 
     /// Wraps a Redis error met while doing `what` ("acquiring", "connecting", ...).
-    /// A Redis-side I/O timeout becomes [`ErrorKind::Timeout`], naming the command timeout.
+    /// A Redis-side I/O timeout becomes [`ErrorKind::Timeout`], naming the command timeout;
+    /// a server state that passes by itself, in which Redis refuses a command before
+    /// running it (see [`is_transient_refusal`]), is marked transient and unsent.
     pub(crate) fn from_redis(err: redis::RedisError, what: &str, command_timeout: Duration) -> Error {
         let connection = err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal();
+        let transient = is_transient_refusal(&err);
         let (kind, message) = if err.is_timeout() {
             (ErrorKind::Timeout, format!("no reply within the command timeout ({command_timeout:?}) while {what}"))
         } else if is_refusal(&err) {
@@ -102,7 +120,16 @@ impl Error {
         } else {
             (ErrorKind::Redis, format!("redis error while {what}"))
         };
-        Error { kind, message, lock: None, connection, unsent: false, once: false, source: Some(err) }
+        Error {
+            kind,
+            message,
+            lock: None,
+            connection,
+            unsent: transient,
+            transient,
+            once: false,
+            source: Some(err),
+        }
     }
 
     /// Marks the error as a failure to reach or keep a connection.
@@ -111,9 +138,23 @@ impl Error {
         self
     }
 
-    /// Marks the error as one met before the command was sent (opening a connection).
+    /// Marks the error as one met before the command had any effect (opening a connection,
+    /// or a grant that was undone).
     pub(crate) fn unsent(mut self) -> Error {
         self.unsent = true;
+        self
+    }
+
+    /// Marks the error as caused by a passing state of the deployment.
+    pub(crate) fn transient(mut self) -> Error {
+        self.transient = true;
+        self
+    }
+
+    /// Marks the error as met after the command had its effect (a grant, then a failure to
+    /// confirm it): whatever the failure, the command was not refused before it ran.
+    pub(crate) fn after_effect(mut self) -> Error {
+        self.unsent = false;
         self
     }
 
@@ -129,12 +170,14 @@ impl Error {
         self.unsent
     }
 
-    /// Whether trying again may reach Redis: the connection broke or could not be made.
-    /// A command that got no reply within its timeout is not one (its outcome is unknown,
-    /// and waiting on would stretch the caller's bound), nor one that may have been carried
-    /// out and must not be sent twice.
+    /// Whether trying again may mend it: a passing state refused the command before it had
+    /// any effect, or the connection broke or could not be made. A command that got no
+    /// reply within its timeout is not one (its outcome is unknown, and waiting on would
+    /// stretch the caller's bound), nor one that may have been carried out and must not be
+    /// sent twice.
     pub(crate) fn is_retryable(&self) -> bool {
-        self.connection && (self.unsent || (self.kind != ErrorKind::Timeout && !self.once))
+        (self.transient && self.unsent)
+            || (self.connection && (self.unsent || (self.kind != ErrorKind::Timeout && !self.once)))
     }
 
     /// Names the lock the error concerns (shown by `Display`).
@@ -167,6 +210,18 @@ impl Error {
         self.connection
     }
 
+    /// True when the error came from a state of the deployment that passes by itself, so
+    /// that the same call may succeed a moment later: Redis unreachable or a connection
+    /// broken, a timeout, a failover or a cluster reconfiguration under way (Redis's
+    /// `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`, `READONLY`), a server loading its data
+    /// (`LOADING`) or busy with a long script (`BUSY`), or a grant that could not be
+    /// trusted to a replica ([`ErrorKind::NotReplicated`]). The client has already tried
+    /// again within its retry budget where that was safe. False for what waiting does not
+    /// mend: bad input, a missing permission, `NotHeld`, `WouldDeadlock`, shutdown.
+    pub fn is_transient(&self) -> bool {
+        self.transient || self.connection || matches!(self.kind, ErrorKind::Timeout | ErrorKind::NotReplicated)
+    }
+
     /// True for [`ErrorKind::NotHeld`].
     pub fn is_not_held(&self) -> bool {
         self.kind == ErrorKind::NotHeld
@@ -186,6 +241,16 @@ impl Error {
     pub fn is_shutdown(&self) -> bool {
         self.kind == ErrorKind::Shutdown
     }
+}
+
+/// Whether Redis refused a command, before running it, for a state that passes by itself:
+/// a cluster without a master for some slot (`CLUSTERDOWN`) or in the middle of moving one
+/// (`TRYAGAIN`), a server loading its data (`LOADING`), a replica cut off from its master
+/// (`MASTERDOWN`), a script running too long (`BUSY`), a server that is a replica now
+/// (`READONLY`: a failover; a script is refused at its first write, before any effect).
+pub(crate) fn is_transient_refusal(err: &redis::RedisError) -> bool {
+    matches!(err.code(), Some("CLUSTERDOWN" | "TRYAGAIN" | "LOADING" | "MASTERDOWN" | "BUSY" | "READONLY"))
+        || err.to_string().contains("READONLY")
 }
 
 /// Whether Redis refused for lack of an ACL permission: a `NOPERM` reply, or the error a

@@ -87,6 +87,7 @@ mod error;
 mod keys;
 mod owner;
 mod scripts;
+mod replica_view;
 mod wheel;
 
 pub use client::{Client, ClientBuilder, ClientStats, redact_url};

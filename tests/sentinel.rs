@@ -182,3 +182,66 @@ fn sentinel_bad_input_fails_clearly_and_fast() {
         assert!(!err.to_string().contains("s3cret"), "{bad}: never the password: {err}");
     }
 }
+
+/// The race of a grant with the news of a failover, provoked: a thread's acquire is held up
+/// in the old master (`CLIENT PAUSE WRITE`), the sentinels promote the replica and the
+/// client hears of it, another client takes the lock on the new master, and only then does
+/// the old master (still writable, its replica gone) run the held-up acquire and grant it.
+/// The grant came on a connection of the master the client has left: it must not be given.
+///
+/// Breaks if a grant is judged by the master the client follows *now* rather than the one
+/// it was made on: the old master, read afresh as if it were a new one, has no replica and
+/// no loss on record, and the grant is confirmed while the other client holds the lock.
+#[test]
+fn a_grant_made_on_the_old_master_after_the_switch_is_never_given() {
+    let group = SentinelGroup::start();
+    let late = builder(&group.url()).command_timeout(Duration::from_secs(15)).build().expect("client");
+    // The late client has a pooled connection to the old master before the failover.
+    late.lock("warm-up").try_lock().expect("warm-up").expect("free").unlock().expect("released");
+    let old_master = group.master_port();
+    let mut old = group.master_conn();
+    redis::cmd("CLIENT").arg("PAUSE").arg(12_000).arg("WRITE").query::<()>(&mut old).expect("CLIENT PAUSE");
+    let (tx, rx) = mpsc::channel();
+    let acquirer = {
+        let lock = late.lock("split");
+        thread::spawn(move || {
+            let got = lock.try_lock().map(|guard| guard.map(|g| (g.is_held(), g.unlock().is_ok())));
+            tx.send(got.map_err(|e| e.to_string())).expect("report");
+        })
+    };
+    // The acquire is sent, and blocked in the old master.
+    thread::sleep(Duration::from_millis(300));
+    let new_master = group.failover();
+    assert_ne!(new_master, old_master);
+    // Every sentinel names the new master (the late client listens to one of them).
+    let switched = wait_until(Duration::from_secs(10), || {
+        group.sentinel_ports().iter().all(|&port| {
+            let url = format!("redis://127.0.0.1:{port}/");
+            redis::Client::open(url)
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                .and_then(|mut c| {
+                    redis::cmd("SENTINEL").arg("get-master-addr-by-name").arg(MASTER_NAME).query::<(String, u16)>(&mut c)
+                })
+                .is_ok_and(|(_, port)| port == new_master)
+        })
+    });
+    assert!(switched, "every sentinel names the new master");
+    thread::sleep(Duration::from_millis(300));
+    let other = builder(&group.url()).build().expect("another client");
+    let held = other.lock("split").try_lock().expect("the new master").expect("free on the new master");
+    // The old master is still one, and writable once unpaused: the held-up acquire runs now.
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut old).expect("ROLE");
+    assert!(
+        matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master"),
+        "the old master is not demoted yet (the race needs it writable): {role:?}"
+    );
+    redis::cmd("CLIENT").arg("UNPAUSE").query::<()>(&mut old).expect("CLIENT UNPAUSE");
+    let got = rx.recv_timeout(Duration::from_secs(20)).expect("the held-up acquire ends");
+    acquirer.join().expect("acquirer");
+    assert!(held.is_held(), "the new master's holder still holds");
+    assert!(
+        !matches!(got, Ok(Some(_))),
+        "a grant made on the old master after the switch was given while another client held the lock: {got:?}"
+    );
+    held.unlock().expect("released");
+}

@@ -12,18 +12,20 @@
 //! | retry | held (TTL `t`) | park until a release message, `t`, or the deadline; retry |
 //! | any | error, refusal, or shutdown | leave, `Err` |
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::engine::core::Engine;
 use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
-use crate::engine::replicas::{self, Sync};
+use crate::engine::replicas::{Sync, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
+use crate::replica_view::HOLD_DOWN;
 use crate::transport::Conn;
 use crate::transport::Wake;
 
@@ -110,58 +112,53 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         // not wait for it). Not when this thread held the lock already: a decrement could
         // undo a hold it really has.
         let undo = (!held_before).then(|| hand_off_undo(engine, request, &owner, command_timeout));
-        let pool = engine.pool_for(name);
-        let reply = pool.run_handing_off(
+        // Whether the attempt was granted: an error after that came from confirming the
+        // grant, which had its effect.
+        let granted = Cell::new(false);
+        let reply = engine.pool_for(name).run_handing_off(
             "acquiring",
             None,
             |conn| {
-                let reply = kind.attempt(conn, name, &owner, args);
-                if let Ok(Reply::Granted { .. }) = &reply {
-                    // The master the grant came from: after a cluster's redirection, not
-                    // necessarily the pool's.
-                    let master = engine.pool_for(name);
-                    let synced = engine.replica_sync_for(&master).confirm(conn, command_timeout, master.generation());
-                    // Granted for certain, but not known to be on a replica: take it back,
-                    // here, unless the confirmation failed on the connection and the hand-off
-                    // or the uncertain-acquire undo below takes it back instead (once).
-                    let undone_elsewhere = |err: &redis::RedisError| {
-                        !held_before
-                            && (err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal())
-                    };
-                    if match &synced {
-                        Ok(Sync::Unconfirmed { .. }) => true,
-                        Ok(Sync::Confirmed) => false,
-                        Err(err) => !undone_elsewhere(err),
-                    } {
-                        undo_grant(engine, conn, kind, request.name, &owner);
-                    }
-                    return synced.map(|sync| (reply.ok(), Some(sync)));
+                granted.set(false);
+                let reply = kind.attempt(conn, name, &owner, args)?;
+                if !matches!(reply, Reply::Granted { .. }) {
+                    return Ok((reply, None));
                 }
-                reply.map(|reply| (Some(reply), None))
+                granted.set(true);
+                // Judged by what is known of the master of this connection (after a cluster's
+                // redirection, not necessarily the pool's).
+                let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
+                // Granted for certain, but not to be trusted: take it back, here, unless the
+                // confirmation failed on the connection and the hand-off or the
+                // uncertain-acquire undo below takes it back instead (once).
+                let undone_elsewhere = |err: &redis::RedisError| {
+                    !held_before && (err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal())
+                };
+                if match &synced {
+                    Ok(Sync::Unconfirmed(_)) => true,
+                    Ok(Sync::Confirmed) => false,
+                    Err(err) => !undone_elsewhere(err),
+                } {
+                    undo_grant(engine, conn, kind, request.name, &owner);
+                }
+                synced.map(|sync| (reply, Some(sync)))
             },
             undo,
         );
         match reply {
-            Ok((Some(Reply::Granted { token }), Some(Sync::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
-            Ok((_, Some(Sync::Unconfirmed { replicas: 0 }))) => Err(Error::new(
-                ErrorKind::NotReplicated,
-                format!(
-                    "granted, but the master lost its last replica less than {:?} ago (a failover may be under way); the grant was undone",
-                    replicas::HOLD_DOWN
-                ),
-            )
-            .on_lock(name)),
-            Ok((_, Some(Sync::Unconfirmed { replicas }))) => Err(Error::new(
-                ErrorKind::NotReplicated,
-                format!(
-                    "granted, but none of the master's {replicas} replicas confirmed it within {:?}; the grant was undone",
-                    engine.config().replica_sync_timeout
-                ),
-            )
-            .on_lock(name)),
-            Ok((Some(Reply::Busy { ttl }), _)) => Ok(Attempt::Held { ttl }),
-            Ok((None, _)) => Err(Error::new(ErrorKind::Redis, "no reply to the acquire").on_lock(name)),
+            Ok((Reply::Granted { token }, Some(Sync::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
+            Ok((_, Some(Sync::Unconfirmed(why)))) => {
+                if why == Unconfirmed::Superseded && !held_before {
+                    // Made on the old master just before or after its replica was promoted:
+                    // the new master may have it from replication. Taken back there too, so
+                    // that the next attempt does not find an extra hold of this owner.
+                    undo_uncertain_acquire(engine, kind, request.name, &owner);
+                }
+                Err(not_replicated(why, engine.config().replica_sync_timeout).on_lock(name))
+            }
+            Ok((Reply::Busy { ttl }, _)) => Ok(Attempt::Held { ttl }),
             Err(err) => {
+                let err = if granted.get() { err.after_effect() } else { err };
                 // A dropped connection leaves the outcome unknown too; that connection is
                 // gone, so the undo takes another.
                 if err.is_connection_error() && !err.is_timeout() {
@@ -186,6 +183,35 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         let (lease, term) = engine.add_hold(kind, request.name, owner, sent, lease_millis, watchdog);
         Hold::new(Arc::clone(engine), lease, kind, term, token)
     }))
+}
+
+/// The error of a grant that was undone because it could not be trusted. Every such grant
+/// is transient; the ones a retry can mend at once (the master moved or is moving) are
+/// marked unsent, and are tried again within the retry budget, on the master the client
+/// follows by then. A grant no replica confirmed is not: trying again would wait as long.
+fn not_replicated(why: Unconfirmed, sync_timeout: Duration) -> Error {
+    let (message, mendable) = match why {
+        Unconfirmed::Superseded => {
+            ("granted on a master the client has left since (a failover); the grant was undone".to_owned(), true)
+        }
+        Unconfirmed::NotMaster => {
+            ("granted, but the server is no master any more (a failover); the grant was undone".to_owned(), true)
+        }
+        Unconfirmed::LostReplica { before, now } => (
+            format!(
+                "granted, but the master had {before} replica(s) less than {HOLD_DOWN:?} ago and has {now} (a failover may be under way); the grant was undone"
+            ),
+            true,
+        ),
+        Unconfirmed::NoAck { replicas } => (
+            format!(
+                "granted, but none of the master's {replicas} replica(s) confirmed it within {sync_timeout:?}; the grant was undone"
+            ),
+            false,
+        ),
+    };
+    let err = Error::new(ErrorKind::NotReplicated, message).transient();
+    if mendable { err.unsent() } else { err }
 }
 
 /// One attempt for `owner` (computed on the owner's thread) within `limit`, for a Redlock

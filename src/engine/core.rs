@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{self, Kind, Role};
 use crate::owner;
-use crate::transport::{Pool, SubscriberStats, Topology};
+use crate::transport::{Conn, Pool, SubscriberStats, Topology};
 
 pub(crate) struct Engine {
     /// This client's UUID, the first half of every owner field it writes.
@@ -69,8 +69,8 @@ impl Engine {
         let topology = Arc::new(topology);
         let first = topology.pool_for("");
         let replica_sync = Arc::new(ReplicaSync::new(config.sync_replicas.then_some(config.replica_sync_timeout)));
-        // How many replicas the master has, known before the first grant.
-        if let Err(err) = first.run("reading the replicas", |conn| replica_sync.refresh(conn)) {
+        // What the master's replicas are, known before the first grant.
+        if let Err(err) = first.run("reading the replicas", |conn| replica_sync.read_now(conn)) {
             topology.stop();
             return Err(err);
         }
@@ -105,10 +105,11 @@ impl Engine {
         &self.config
     }
 
-    /// Replica-synced grants on the master `pool` serves.
-    pub(crate) fn replica_sync_for(&self, pool: &Pool) -> Arc<ReplicaSync> {
+    /// Replica-synced grants on the master `conn` goes to (its pool's).
+    pub(crate) fn replica_sync_of(&self, conn: &Conn) -> Arc<ReplicaSync> {
         let timeout = self.config.sync_replicas.then_some(self.config.replica_sync_timeout);
-        Arc::clone(self.replica_syncs.lock().entry(pool.id()).or_insert_with(|| Arc::new(ReplicaSync::new(timeout))))
+        let mut syncs = self.replica_syncs.lock();
+        Arc::clone(syncs.entry(conn.pool_id()).or_insert_with(|| Arc::new(ReplicaSync::new(timeout))))
     }
 
     /// The lease `role` of the current thread on `name` still needs in Redis after one hold

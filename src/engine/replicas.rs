@@ -1,157 +1,211 @@
-//! Replica-synced grants (Redisson's `checkLockSyncedSlaves`): after a grant, while the
-//! master has replicas, `WAIT` until one of them has the grant, so that a failover right
-//! after it does not lose it; a grant no replica confirms in time is undone and refused.
+//! Replica-synced grants (Redisson's `checkLockSyncedSlaves`, made stricter): a grant is
+//! trusted only on what is known of the master it was made on.
 //!
-//! How many replicas the master has is read with `ROLE` when the client is built, and again
-//! after a grant when that was more than a second ago (on the grant's connection): a
-//! master without replicas costs one `ROLE` a second at most, and an uncontended acquire
-//! nothing.
+//! - **The master it was made on.** A grant came on a connection of some generation of its
+//!   pool (the generation moves when the master does). A grant on a connection whose
+//!   generation is no longer the pool's was made on a master the client has left: it is
+//!   never confirmed (`Superseded`), whatever that master says of itself.
+//! - **What is known of it.** After the grant, on the same connection, the master's
+//!   replication state is read (`INFO replication`, `INFO stats`) and judged by
+//!   [`ReplicaView`](crate::replica_view::ReplicaView): a master that has replicas
+//!   grants once one of them has the grant (`WAIT 1`); one that lost a replica lately grants
+//!   nothing; one without replicas grants at once. A master known to be unreplicated is
+//!   read again at most once a [`SETTLE`](crate::replica_view::SETTLE), so an uncontended
+//!   acquire on a single server costs nothing extra.
 //!
-//! A master seen losing its last replica is not taken at its word for [`HOLD_DOWN`]: that
-//! is what a master looks like between its replica's promotion and its own demotion (a
-//! failover under way), and what it grants then is lost with it.
-//!
-//! | replicas (last `ROLE`) | last replica lost (this master) | a grant |
-//! |---|---|---|
-//! | ≥ 1 | — | `WAIT 1`: confirmed, or undone (`Unconfirmed`) |
-//! | 0 | within `HOLD_DOWN` | undone (`Unconfirmed`, `replicas: 0`) |
-//! | 0 | never, or longer ago | confirmed (nothing to wait for) |
-//!
-//! A server that is no master any more lists no replicas. The pool's connection generation
-//! names the master: when it moves, the new one starts with its own `ROLE`.
+//! Each pool (a cluster has one per master) has its own [`ReplicaSync`], holding the view of
+//! its current generation; a reading on a connection of an older generation never touches
+//! it, and a newer generation starts a fresh one.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::transport::Conn;
 use parking_lot::Mutex;
 
-/// How often the number of replicas is read again.
-const RECHECK: Duration = Duration::from_secs(1);
+use crate::replica_view::{Probe, Reading, Refusal, ReplicaView, Verdict};
+use crate::transport::Conn;
 
-/// How long a master that lost its last replica is not trusted with grants: longer than
-/// Sentinel takes from promoting a replica to demoting the old master it can reach. (An
-/// old master cut off from the sentinels for longer is what the server's
-/// `min-replicas-to-write` is for: see `docs/deployment.md`.)
-pub(crate) const HOLD_DOWN: Duration = Duration::from_secs(10);
-
-/// What a grant's `WAIT` found.
+/// What became of a grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sync {
     /// A replica has it, or there is no replica to wait for.
     Confirmed,
-    /// The master has replicas and none confirmed the grant in time, or it lost them
-    /// lately (`replicas: 0`), or it is no master any more.
-    Unconfirmed { replicas: usize },
+    /// It must be taken back: why.
+    Unconfirmed(Unconfirmed),
+}
+
+/// Why a grant was not confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unconfirmed {
+    /// It was made on a connection to a master the client has left since.
+    Superseded,
+    /// The server is no master (any more).
+    NotMaster,
+    /// The master lost a replica lately: `before` it had that many, `now` fewer.
+    LostReplica { before: u64, now: u64 },
+    /// None of its `replicas` confirmed it in time.
+    NoAck { replicas: u64 },
 }
 
 pub(crate) struct ReplicaSync {
     /// `None`: grants are not waited for.
     timeout: Option<Duration>,
-    replicas: AtomicUsize,
-    checked_at: Mutex<Option<Instant>>,
-    seen: Mutex<Seen>,
-}
-
-/// When the master, as the pool's connection generation names it, was last seen losing its
-/// last replica.
-#[derive(Default)]
-struct Seen {
-    generation: u64,
-    lost_replicas_at: Option<Instant>,
+    /// The generation the view is of, and the view.
+    view: Mutex<(u64, ReplicaView)>,
 }
 
 impl ReplicaSync {
     pub(crate) fn new(timeout: Option<Duration>) -> ReplicaSync {
-        ReplicaSync {
-            timeout,
-            replicas: AtomicUsize::new(0),
-            checked_at: Mutex::new(None),
-            seen: Mutex::new(Seen::default()),
-        }
+        ReplicaSync { timeout, view: Mutex::new((0, ReplicaView::default())) }
     }
 
-    /// Reads how many replicas the master has, when that was last read more than a second
-    /// ago (or never).
-    pub(crate) fn refresh(&self, conn: &mut Conn) -> redis::RedisResult<()> {
+    /// Takes a first reading on `conn` (when the client is built), so that the first grant
+    /// has one to compare with.
+    pub(crate) fn read_now(&self, conn: &mut Conn) -> redis::RedisResult<()> {
         if self.timeout.is_none() {
             return Ok(());
         }
-        {
-            let mut checked = self.checked_at.lock();
-            if checked.is_some_and(|at| at.elapsed() < RECHECK) {
-                return Ok(());
-            }
-            *checked = Some(Instant::now());
-        }
-        self.read_replicas(conn).map(drop)
+        let reading = read(conn)?;
+        self.observe(conn, reading);
+        Ok(())
     }
 
-    /// After a grant on `conn`, a connection of the pool's `generation` (it changes when
-    /// the master moves): waits for a replica to have it.
-    pub(crate) fn confirm(
-        &self,
-        conn: &mut Conn,
-        command_timeout: Duration,
-        generation: u64,
-    ) -> redis::RedisResult<Sync> {
+    /// After a grant on `conn`: whether it stands. Waits for a replica when there is one
+    /// to wait for.
+    pub(crate) fn confirm(&self, conn: &mut Conn, command_timeout: Duration) -> redis::RedisResult<Sync> {
         let Some(timeout) = self.timeout else { return Ok(Sync::Confirmed) };
-        {
-            let mut seen = self.seen.lock();
-            if seen.generation != generation {
-                // A new master: what the old one had says nothing about it; read its own.
-                *seen = Seen { generation, lost_replicas_at: None };
-                self.replicas.store(0, Ordering::Relaxed);
-                *self.checked_at.lock() = None;
+        let Some(probe) = self.probe(conn) else { return Ok(Sync::Unconfirmed(Unconfirmed::Superseded)) };
+        let (reading, acked) = match probe {
+            Probe::Skip => return Ok(Sync::Confirmed),
+            Probe::Read => (read(conn)?, None),
+            Probe::ReadAndWait => {
+                let (reading, acked) = read_and_wait(conn, timeout, command_timeout)?;
+                (reading, Some(acked))
             }
-        }
-        self.refresh(conn)?;
-        if self.replicas.load(Ordering::Relaxed) == 0 {
-            return Ok(if self.lost_lately() { Sync::Unconfirmed { replicas: 0 } } else { Sync::Confirmed });
-        }
-        // WAIT blocks up to its own timeout: the reply may take that long on top of the
-        // command timeout.
-        conn.set_read_timeout(Some(timeout.saturating_add(command_timeout)))?;
-        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
-        let acked: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(millis).query(conn);
-        conn.set_read_timeout(Some(command_timeout))?;
-        let acked = match acked {
-            // The master turned replica while WAIT blocked (a failover): nothing will confirm
-            // a grant made there.
-            Err(err) if err.code() == Some("UNBLOCKED") => {
-                let known = self.replicas.load(Ordering::Relaxed);
-                return Ok(Sync::Unconfirmed { replicas: known.max(1) });
-            }
-            acked => acked?,
         };
-        if acked >= 1 {
-            return Ok(Sync::Confirmed);
-        }
-        // None confirmed. Replicas that just went away are no reason to trust the grant:
-        // the one that went may be the master now.
-        let known = self.replicas.load(Ordering::Relaxed);
-        self.read_replicas(conn)?;
-        Ok(Sync::Unconfirmed { replicas: known })
+        let Some(verdict) = self.observe(conn, reading) else {
+            return Ok(Sync::Unconfirmed(Unconfirmed::Superseded));
+        };
+        Ok(match verdict {
+            Verdict::Confirmed => Sync::Confirmed,
+            Verdict::Refused(Refusal::NotMaster) => Sync::Unconfirmed(Unconfirmed::NotMaster),
+            Verdict::Refused(Refusal::LostReplica { before, now }) => {
+                Sync::Unconfirmed(Unconfirmed::LostReplica { before, now })
+            }
+            Verdict::Wait => {
+                let acked = match acked {
+                    Some(acked) => acked,
+                    None => wait(conn, timeout, command_timeout)?,
+                };
+                match acked {
+                    Some(acked) if acked >= 1 => Sync::Confirmed,
+                    _ => Sync::Unconfirmed(Unconfirmed::NoAck { replicas: reading.replicas }),
+                }
+            }
+        })
     }
 
-    /// Whether this master was seen losing its last replica within [`HOLD_DOWN`].
-    fn lost_lately(&self) -> bool {
-        self.seen.lock().lost_replicas_at.is_some_and(|at| at.elapsed() < HOLD_DOWN)
+    /// What to read after a grant on `conn`; `None` when `conn` is of a generation older
+    /// than the pool's or than the view's. A newer one starts a fresh view.
+    fn probe(&self, conn: &Conn) -> Option<Probe> {
+        if !conn.is_current() {
+            return None;
+        }
+        let mut view = self.view.lock();
+        if view.0 < conn.generation() {
+            *view = (conn.generation(), ReplicaView::default());
+        }
+        (view.0 == conn.generation()).then(|| view.1.probe(Instant::now()))
     }
 
-    /// The number of replicas connected to the master, from `ROLE` (0 when the server is
-    /// not a master).
-    fn read_replicas(&self, conn: &mut Conn) -> redis::RedisResult<usize> {
-        let role: Vec<redis::Value> = redis::cmd("ROLE").query(conn)?;
-        let replicas = match (role.first(), role.get(2)) {
-            (Some(redis::Value::BulkString(kind)), Some(redis::Value::Array(replicas))) if kind == b"master" => {
-                replicas.len()
-            }
-            _ => 0,
-        };
-        if self.replicas.swap(replicas, Ordering::Relaxed) > 0 && replicas == 0 {
-            self.seen.lock().lost_replicas_at = Some(Instant::now());
+    /// Takes in a reading made on `conn`; `None` when `conn` is not of the view's generation.
+    fn observe(&self, conn: &Conn, reading: Reading) -> Option<Verdict> {
+        let mut view = self.view.lock();
+        if view.0 < conn.generation() {
+            *view = (conn.generation(), ReplicaView::default());
         }
-        Ok(replicas)
+        (view.0 == conn.generation()).then(|| view.1.observe(Instant::now(), reading))
     }
+}
+
+/// The two `INFO` sections a reading is made of. Two commands rather than one with two
+/// sections, which Redis 6 does not take.
+fn info_commands(pipe: &mut redis::Pipeline) {
+    pipe.cmd("INFO").arg("replication").cmd("INFO").arg("stats");
+}
+
+/// Reads the master's replication state on `conn`.
+fn read(conn: &mut Conn) -> redis::RedisResult<Reading> {
+    let mut pipe = redis::pipe();
+    info_commands(&mut pipe);
+    let (replication, stats): (String, String) = pipe.query(conn)?;
+    parse(&replication, &stats)
+}
+
+/// Reads the master's replication state and waits for one replica, in one round trip.
+/// The `WAIT` count is `None` when its master turned replica while it blocked
+/// (`UNBLOCKED`, a failover): nothing will confirm a grant made there.
+fn read_and_wait(
+    conn: &mut Conn,
+    timeout: Duration,
+    command_timeout: Duration,
+) -> redis::RedisResult<(Reading, Option<i64>)> {
+    let mut pipe = redis::pipe();
+    info_commands(&mut pipe);
+    pipe.cmd("WAIT").arg(1).arg(wait_millis(timeout)).ignore_errors();
+    let replies: Vec<redis::Value> = with_wait_timeout(conn, timeout, command_timeout, |conn| pipe.query(conn))?;
+    let [replication, stats, acked] = <[redis::Value; 3]>::try_from(replies)
+        .map_err(|_| malformed("a reading and WAIT did not get three replies"))?;
+    let text = |value: redis::Value| -> redis::RedisResult<String> {
+        match value {
+            redis::Value::ServerError(err) => Err(err.into()),
+            value => redis::FromRedisValue::from_redis_value(value).map_err(Into::into),
+        }
+    };
+    let reading = parse(&text(replication)?, &text(stats)?)?;
+    Ok((reading, wait_count(acked)?))
+}
+
+/// `WAIT 1` after a grant: how many replicas have it (`None`: see [`read_and_wait`]).
+fn wait(conn: &mut Conn, timeout: Duration, command_timeout: Duration) -> redis::RedisResult<Option<i64>> {
+    let acked = with_wait_timeout(conn, timeout, command_timeout, |conn| {
+        redis::cmd("WAIT").arg(1).arg(wait_millis(timeout)).query::<redis::Value>(conn)
+    })?;
+    wait_count(acked)
+}
+
+/// Runs `op`, whose `WAIT` blocks up to `timeout`: its reply may take that long on top of
+/// the command timeout.
+fn with_wait_timeout<T>(
+    conn: &mut Conn,
+    timeout: Duration,
+    command_timeout: Duration,
+    op: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
+) -> redis::RedisResult<T> {
+    conn.set_read_timeout(Some(timeout.saturating_add(command_timeout)))?;
+    let result = op(conn);
+    conn.set_read_timeout(Some(command_timeout))?;
+    result
+}
+
+fn wait_millis(timeout: Duration) -> u64 {
+    u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The count of a `WAIT` reply; `None` for `UNBLOCKED` (its master turned replica).
+fn wait_count(reply: redis::Value) -> redis::RedisResult<Option<i64>> {
+    match reply {
+        redis::Value::Int(acked) => Ok(Some(acked)),
+        redis::Value::ServerError(err) if err.code() == "UNBLOCKED" => Ok(None),
+        redis::Value::ServerError(err) => Err(err.into()),
+        other => Err(malformed(&format!("WAIT answered {other:?}"))),
+    }
+}
+
+fn parse(replication: &str, stats: &str) -> redis::RedisResult<Reading> {
+    Reading::parse(&format!("{replication}\n{stats}"))
+        .ok_or_else(|| malformed("INFO replication and INFO stats lack a field a reading needs"))
+}
+
+fn malformed(what: &str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Parse, "unexpected reply", what.to_owned()))
 }

@@ -17,7 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::conn::{Conn, PubSub};
+use crate::transport::conn::{Conn, Origin, PubSub};
 use crate::transport::sentinel::Sentinels;
 
 /// Where new connections go.
@@ -29,10 +29,11 @@ pub(crate) enum Connector {
 }
 
 impl Connector {
-    /// Opens a connection within `timeout`.
-    fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    /// Opens a connection within `timeout`. Behind sentinels, also says which master it
+    /// went to.
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<(redis::Connection, Option<(String, u16)>)> {
         match self {
-            Connector::Direct(client) => client.get_connection_with_timeout(timeout),
+            Connector::Direct(client) => client.get_connection_with_timeout(timeout).map(|conn| (conn, None)),
             Connector::Sentinel(sentinels) => {
                 let started = Instant::now();
                 let (host, port) = sentinels.master(timeout).map_err(|e| {
@@ -40,14 +41,14 @@ impl Connector {
                 })?;
                 let remaining = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
                 let connected = sentinels
-                    .node_info(host, port)
+                    .node_info(host.clone(), port)
                     .and_then(redis::Client::open)
                     .and_then(|client| client.get_connection_with_timeout(remaining));
                 if connected.is_err() {
                     // The master may have moved: ask the sentinels again next time.
                     sentinels.forget_master();
                 }
-                connected
+                connected.map(|conn| (conn, Some((host, port))))
             }
         }
     }
@@ -132,6 +133,9 @@ pub(crate) struct Pool {
     command_timeout: Duration,
     state: Mutex<State>,
     returned: Condvar,
+    /// The generation, for connections to tell whether theirs is still the current one
+    /// (written under `state`'s lock, read without it).
+    current: Arc<AtomicU64>,
 }
 
 struct State {
@@ -141,6 +145,9 @@ struct State {
     open: usize,
     /// Bumped when every connection must go (the master moved): older ones are not reused.
     generation: u64,
+    /// Behind sentinels: where this generation's connections go. A new connection that
+    /// goes elsewhere starts a new generation: one generation, one server.
+    master: Option<(String, u16)>,
 }
 
 impl Pool {
@@ -160,8 +167,9 @@ impl Pool {
             size,
             connect_timeout,
             command_timeout,
-            state: Mutex::new(State { idle: Vec::new(), open: 0, generation: 0 }),
+            state: Mutex::new(State { idle: Vec::new(), open: 0, generation: 0, master: None }),
             returned: Condvar::new(),
+            current: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -369,11 +377,10 @@ impl Pool {
             }
             if state.open < self.size {
                 state.open += 1;
-                let generation = state.generation;
                 drop(state);
                 return self
                     .connect_within(patience)
-                    .map(|conn| (generation, conn, false))
+                    .map(|conn| (conn.generation(), conn, false))
                     .inspect_err(|_| self.forget_one());
             }
             match deadline {
@@ -393,7 +400,7 @@ impl Pool {
 
     /// Opens a connection, connect and handshake bounded by `patience`.
     fn connect_within(&self, patience: Duration) -> Result<Conn> {
-        let conn = self.connector.connect(patience).map_err(|err| {
+        let (conn, master) = self.connector.connect(patience).map_err(|err| {
             if err.is_timeout() {
                 let which = if patience == self.connect_timeout { "the connect timeout" } else { "the per-call limit" };
                 Error::new(ErrorKind::Timeout, format!("no connection within {which} ({patience:?})"))
@@ -407,7 +414,42 @@ impl Pool {
         conn.set_read_timeout(timeout)
             .and_then(|()| conn.set_write_timeout(timeout))
             .map_err(|err| Error::from_redis(err, "configuring a connection", self.command_timeout).connection())?;
-        Ok(Conn::new(conn, self.pubsub))
+        let generation = self.generation_of(master);
+        let origin = Origin { pool: self.id, generation, current: Arc::clone(&self.current) };
+        Ok(Conn::new(conn, self.pubsub, origin))
+    }
+
+    /// The generation of a new connection to `master` (behind sentinels; `None` for one
+    /// server): the current one, or a new one when the master is not where this
+    /// generation's connections go (the sentinels named another since).
+    fn generation_of(&self, master: Option<(String, u16)>) -> u64 {
+        let mut state = self.state.lock();
+        match (&state.master, master) {
+            (Some(known), Some(master)) if *known != master => {
+                state.master = Some(master);
+                let stale = self.next_generation(&mut state);
+                let generation = state.generation;
+                drop(state);
+                drop(stale);
+                self.returned.notify_all();
+                generation
+            }
+            (None, master @ Some(_)) => {
+                state.master = master;
+                state.generation
+            }
+            _ => state.generation,
+        }
+    }
+
+    /// Starts a new generation: older connections are not reused. Returns the idle ones, to
+    /// be closed once the lock is released.
+    fn next_generation(&self, state: &mut State) -> Vec<(u64, Conn)> {
+        state.generation += 1;
+        self.current.store(state.generation, Ordering::Release);
+        let stale = std::mem::take(&mut state.idle);
+        state.open = state.open.saturating_sub(stale.len());
+        stale
     }
 
     fn checkin(&self, generation: u64, conn: Conn) {
@@ -450,17 +492,16 @@ impl Pool {
         self.discard_idle();
     }
 
-    /// Bumped each time the master moved: a name for the current master.
-    pub(crate) fn generation(&self) -> u64 {
-        self.state.lock().generation
-    }
-
     /// The master moved: forgets where it was, closes every idle connection, and keeps the
-    /// ones lent out from coming back.
+    /// ones lent out from coming back (and their grants from being confirmed).
     pub(crate) fn master_moved(&self) {
         self.connector.master_moved();
-        self.state.lock().generation += 1;
-        self.discard_idle();
+        let mut state = self.state.lock();
+        state.master = None;
+        let stale = self.next_generation(&mut state);
+        drop(state);
+        drop(stale);
+        self.returned.notify_all();
     }
 }
 

@@ -1,0 +1,298 @@
+//! What a client knows of one master's replicas, and what that makes of a grant made there:
+//! the pure state machine behind replica-synced grants (`engine::replicas` does the I/O).
+//!
+//! A grant is worth what the master it was made on is worth. A master that lost a replica
+//! a moment ago may be an old master whose replica was just promoted: it stays writable
+//! until the sentinels demote it, and what it grants then is thrown away with its history.
+//! So the client keeps, per master (a pool's connection generation), the last
+//! [`Reading`] of its replication state, taken on a grant's own connection *after* the
+//! grant, and decides from it and the one before:
+//!
+//! - a replica **went** when the count fell, or when more replicas synced with the master
+//!   since the last reading than the count grew by (one attached and left unseen between
+//!   two readings: the sync counter moves at every attach, so nothing passes unseen);
+//!   the loss is made good when the master has as many replicas again as at the last
+//!   reading (and at least one);
+//! - after a replica went, the master grants nothing for [`HOLD_DOWN`] while it has fewer
+//!   replicas than before the loss (longer than Sentinel takes from promoting a replica to
+//!   demoting the old master it can reach);
+//! - otherwise a master with replicas grants once one of them has the grant (`WAIT 1`), and
+//!   one without replicas grants at once.
+//!
+//! A fresh view (just connected, or the master just switched: a new generation) has no
+//! reading to compare with; its first reading is taken at its word. The reading is never
+//! skipped except on a master known to be unreplicated (no replica, no replication
+//! backlog: none attached for at least `repl-backlog-ttl`) whose last reading is younger
+//! than [`SETTLE`].
+//!
+//! | last reading | this reading | verdict |
+//! |---|---|---|
+//! | none (fresh view) | not a master | refused: `NotMaster` |
+//! | none (fresh view) | ≥ 1 replica | `Wait` |
+//! | none (fresh view) | no replica | `Confirmed` |
+//! | any | a replica went (count fell, or syncs outran the count) | loss recorded now, with the count before it |
+//! | loss within `HOLD_DOWN` | fewer replicas than before the loss | refused: `LostReplica` |
+//! | no loss, or one made good (as many replicas as before) or older than `HOLD_DOWN` | ≥ 1 replica | `Wait` |
+//! | no loss, or one older than `HOLD_DOWN` | no replica | `Confirmed` |
+//!
+//! | before the grant's reply | probe |
+//! |---|---|
+//! | last reading: master, no replica, no backlog, younger than `SETTLE` | `Skip`: confirmed without a reading |
+//! | last reading: ≥ 1 replica | `ReadAndWait`: the reading and `WAIT 1` in one round trip |
+//! | anything else (no reading, an old one, a replicated master without replicas) | `Read` (then `WAIT 1` if the verdict says so) |
+
+use std::time::{Duration, Instant};
+
+/// How long a master that lost a replica grants nothing while it has fewer than before:
+/// longer than Sentinel takes from promoting a replica to demoting the old master it can
+/// reach. (An old master cut off from the sentinels for longer is what the server's
+/// `min-replicas-to-write` is for: see `docs/deployment.md`.)
+pub(crate) const HOLD_DOWN: Duration = Duration::from_secs(10);
+
+/// How long a reading of an unreplicated master stands for the grants after it.
+pub(crate) const SETTLE: Duration = Duration::from_secs(1);
+
+/// One reading of a server's replication state (`INFO replication` and `INFO stats`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// `role:master`.
+    pub(crate) master: bool,
+    /// `connected_slaves`.
+    pub(crate) replicas: u64,
+    /// `repl_backlog_active`: a replica was attached within `repl-backlog-ttl`.
+    pub(crate) backlog: bool,
+    /// `sync_full + sync_partial_ok`: replicas that attached since the server started.
+    pub(crate) syncs: u64,
+}
+
+impl Reading {
+    /// Reads the fields out of the text of `INFO replication` followed by `INFO stats`.
+    /// `None` when one is missing or malformed.
+    pub(crate) fn parse(info: &str) -> Option<Reading> {
+        let field = |name: &str| {
+            info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim)
+        };
+        let number = |name: &str| field(name)?.parse::<u64>().ok();
+        Some(Reading {
+            master: field("role")? == "master",
+            replicas: number("connected_slaves")?,
+            backlog: number("repl_backlog_active")? == 1,
+            syncs: number("sync_full")?.checked_add(number("sync_partial_ok")?)?,
+        })
+    }
+
+    /// A master without a replica or a replication backlog.
+    fn unreplicated(&self) -> bool {
+        self.master && self.replicas == 0 && !self.backlog
+    }
+}
+
+/// What to read after a grant, before it is confirmed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Nothing: the master is known to be unreplicated, as of a moment ago.
+    Skip,
+    /// A reading; `WAIT` only if it says so.
+    Read,
+    /// A reading and `WAIT 1`, in one round trip (the master had replicas).
+    ReadAndWait,
+}
+
+/// What a reading makes of a grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Nothing to wait for: the grant stands.
+    Confirmed,
+    /// The grant stands once a replica has it (`WAIT 1`).
+    Wait,
+    /// The grant must be taken back.
+    Refused(Refusal),
+}
+
+/// Why a grant was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The server is no master (any more).
+    NotMaster,
+    /// It lost a replica within [`HOLD_DOWN`]: `before` it had that many, `now` fewer.
+    LostReplica { before: u64, now: u64 },
+}
+
+/// A replica loss: when it was seen, and how many replicas there were before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Loss {
+    at: Instant,
+    before: u64,
+}
+
+/// What one client knows of one master's replicas (see the module's state tables).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReplicaView {
+    last: Option<(Instant, Reading)>,
+    loss: Option<Loss>,
+}
+
+impl ReplicaView {
+    /// What to read after a grant at `now`.
+    pub(crate) fn probe(&self, now: Instant) -> Probe {
+        match self.last {
+            Some((at, last)) if last.unreplicated() && now.saturating_duration_since(at) < SETTLE => Probe::Skip,
+            Some((_, last)) if last.master && last.replicas > 0 => Probe::ReadAndWait,
+            _ => Probe::Read,
+        }
+    }
+
+    /// Takes in `reading`, made at `now`, and says what it makes of a grant made before it.
+    pub(crate) fn observe(&mut self, now: Instant, reading: Reading) -> Verdict {
+        if let Some((_, last)) = self.last
+            && let Some(before) = went(&last, &reading)
+        {
+            // A later loss while the earlier one is not made good keeps the larger count.
+            let before = match self.loss {
+                Some(loss) if held_down(loss, now) => before.max(loss.before),
+                _ => before,
+            };
+            self.loss = Some(Loss { at: now, before });
+        }
+        self.last = Some((now, reading));
+        if !reading.master {
+            return Verdict::Refused(Refusal::NotMaster);
+        }
+        match self.loss {
+            Some(loss) if held_down(loss, now) && reading.replicas < loss.before => {
+                Verdict::Refused(Refusal::LostReplica { before: loss.before, now: reading.replicas })
+            }
+            _ if reading.replicas > 0 => Verdict::Wait,
+            _ => Verdict::Confirmed,
+        }
+    }
+}
+
+/// Whether the loss is still within its hold-down at `now`.
+fn held_down(loss: Loss, now: Instant) -> bool {
+    now.saturating_duration_since(loss.at) < HOLD_DOWN
+}
+
+/// How many replicas the master must have again for a loss between the readings `last`
+/// and `now` to be made good, or `None` when none went. The replicas that attached in
+/// between are the growth of the sync counter: one went when the count is below the last
+/// count plus those. A replica that left and one that attached between two readings are
+/// taken for one whose link blipped and came back (the two cannot be told apart, and the
+/// blip is the common case): the count to be made good is the last one, and at least one.
+/// A counter that went back (`CONFIG RESETSTAT`, a restart) says nothing, and is taken for
+/// a loss.
+fn went(last: &Reading, now: &Reading) -> Option<u64> {
+    let peak = match now.syncs.checked_sub(last.syncs) {
+        Some(attached) => last.replicas.saturating_add(attached),
+        None => u64::MAX,
+    };
+    (now.replicas < peak).then_some(last.replicas.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn master(replicas: u64, backlog: bool, syncs: u64) -> Reading {
+        Reading { master: true, replicas, backlog, syncs }
+    }
+
+    const REPLICA: Reading = Reading { master: false, replicas: 0, backlog: true, syncs: 0 };
+
+    /// A view that has read `readings` in turn, 1 ms apart, starting at `t0`.
+    fn view_after(t0: Instant, readings: &[Reading]) -> ReplicaView {
+        let mut view = ReplicaView::default();
+        for (i, reading) in readings.iter().enumerate() {
+            view.observe(t0 + Duration::from_millis(i as u64), *reading);
+        }
+        view
+    }
+
+    #[test]
+    fn info_text_parses_into_a_reading() {
+        let text = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
+                    slave0:ip=127.0.0.1,port=7001,state=online,offset=42,lag=0\r\n\
+                    master_repl_offset:42\r\nrepl_backlog_active:1\r\n\
+                    # Stats\r\nsync_full:2\r\nsync_partial_ok:3\r\nsync_partial_err:1\r\n";
+        assert_eq!(Reading::parse(text), Some(master(1, true, 5)));
+        let replica = "role:slave\r\nconnected_slaves:0\r\nrepl_backlog_active:1\r\nsync_full:0\r\nsync_partial_ok:0\r\n";
+        assert_eq!(Reading::parse(replica), Some(REPLICA));
+        assert_eq!(Reading::parse("role:master\r\nconnected_slaves:0\r\n"), None, "no stats: nothing is assumed");
+        assert_eq!(Reading::parse(&text.replace("connected_slaves:1", "connected_slaves:x")), None);
+    }
+
+    /// Every row of the verdict table, in order.
+    #[test]
+    fn the_verdict_table_holds() {
+        let t0 = Instant::now();
+        let later = |ms: u64| t0 + Duration::from_millis(ms);
+        // Fresh views take their first reading at its word.
+        assert_eq!(ReplicaView::default().observe(t0, REPLICA), Verdict::Refused(Refusal::NotMaster));
+        assert_eq!(ReplicaView::default().observe(t0, master(1, true, 1)), Verdict::Wait);
+        assert_eq!(ReplicaView::default().observe(t0, master(0, true, 7)), Verdict::Confirmed);
+        // A count that falls is a loss; the master is held down while it has fewer.
+        let mut view = view_after(t0, &[master(1, true, 1)]);
+        assert_eq!(view.observe(later(5), master(0, true, 1)), Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 }));
+        assert_eq!(view.observe(later(9_000), master(0, true, 1)), Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 }));
+        // Made good (the replica came back): wait for it, within the hold-down too.
+        assert_eq!(view.observe(later(9_100), master(1, true, 2)), Verdict::Wait);
+        // Older than the hold-down: as a fresh master.
+        let mut view = view_after(t0, &[master(1, true, 1), master(0, true, 1)]);
+        assert_eq!(view.observe(later(1) + HOLD_DOWN, master(0, true, 1)), Verdict::Confirmed);
+        assert_eq!(view.observe(later(2) + HOLD_DOWN, master(1, true, 2)), Verdict::Wait);
+    }
+
+    /// A replica that attached and left between two readings (path of a failover right after
+    /// a replica came back) is seen through the sync counter.
+    #[test]
+    fn a_replica_that_came_and_went_unseen_is_a_loss() {
+        let t0 = Instant::now();
+        let mut view = view_after(t0, &[master(0, true, 4)]);
+        let verdict = view.observe(t0 + Duration::from_millis(500), master(0, true, 5));
+        assert_eq!(verdict, Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 }));
+        // One attached and is still there: nothing went.
+        let mut view = view_after(t0, &[master(0, true, 4)]);
+        assert_eq!(view.observe(t0 + Duration::from_millis(500), master(1, true, 5)), Verdict::Wait);
+        // A counter that went back says nothing: taken for a loss.
+        let mut view = view_after(t0, &[master(0, true, 4)]);
+        assert!(matches!(view.observe(t0 + Duration::from_millis(500), master(0, true, 0)), Verdict::Refused(_)));
+    }
+
+    /// A replica link that blips (the replica drops and resyncs between readings) costs a
+    /// loss that is made good at once: the grant waits for the replica, as before the blip.
+    #[test]
+    fn a_replica_that_resynced_between_readings_is_waited_for() {
+        let t0 = Instant::now();
+        let mut view = view_after(t0, &[master(1, true, 1)]);
+        assert_eq!(view.observe(t0 + Duration::from_millis(50), master(1, true, 2)), Verdict::Wait);
+    }
+
+    /// With several replicas, one promoted leaves the others attached to the old master for a
+    /// while: their confirmations would be lost with it, so fewer than before is refused.
+    #[test]
+    fn one_of_several_replicas_going_holds_the_master_down() {
+        let t0 = Instant::now();
+        let mut view = view_after(t0, &[master(2, true, 2)]);
+        let verdict = view.observe(t0 + Duration::from_millis(5), master(1, true, 2));
+        assert_eq!(verdict, Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 }));
+        // A second loss before the first is made good keeps the count before the first.
+        let verdict = view.observe(t0 + Duration::from_millis(10), master(0, true, 2));
+        assert_eq!(verdict, Verdict::Refused(Refusal::LostReplica { before: 2, now: 0 }));
+    }
+
+    /// Every row of the probe table.
+    #[test]
+    fn the_probe_table_holds() {
+        let t0 = Instant::now();
+        assert_eq!(ReplicaView::default().probe(t0), Probe::Read, "fresh: read");
+        let alone = view_after(t0, &[master(0, false, 0)]);
+        assert_eq!(alone.probe(t0 + Duration::from_millis(999)), Probe::Skip, "unreplicated, a moment ago");
+        assert_eq!(alone.probe(t0 + SETTLE), Probe::Read, "unreplicated, but not lately");
+        let degraded = view_after(t0, &[master(0, true, 3)]);
+        assert_eq!(degraded.probe(t0 + Duration::from_millis(1)), Probe::Read, "a backlog: replicas may come");
+        let replicated = view_after(t0, &[master(1, true, 3)]);
+        assert_eq!(replicated.probe(t0 + Duration::from_millis(1)), Probe::ReadAndWait);
+        let demoted = view_after(t0, &[REPLICA]);
+        assert_eq!(demoted.probe(t0 + Duration::from_millis(1)), Probe::Read);
+    }
+}
