@@ -120,16 +120,7 @@ impl Error {
         } else {
             (ErrorKind::Redis, format!("redis error while {what}"))
         };
-        Error {
-            kind,
-            message,
-            lock: None,
-            connection,
-            unsent: transient,
-            transient,
-            once: false,
-            source: Some(err),
-        }
+        Error { kind, message, lock: None, connection, unsent: transient, transient, once: false, source: Some(err) }
     }
 
     /// Marks the error as a failure to reach or keep a connection.

@@ -69,9 +69,8 @@ impl Reading {
     /// Reads the fields out of the text of `INFO replication` followed by `INFO stats`.
     /// `None` when one is missing or malformed.
     pub(crate) fn parse(info: &str) -> Option<Reading> {
-        let field = |name: &str| {
-            info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim)
-        };
+        let field =
+            |name: &str| info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim);
         let number = |name: &str| field(name)?.parse::<u64>().ok();
         Some(Reading {
             master: field("role")? == "master",
@@ -215,7 +214,8 @@ mod tests {
                     master_repl_offset:42\r\nrepl_backlog_active:1\r\n\
                     # Stats\r\nsync_full:2\r\nsync_partial_ok:3\r\nsync_partial_err:1\r\n";
         assert_eq!(Reading::parse(text), Some(master(1, true, 5)));
-        let replica = "role:slave\r\nconnected_slaves:0\r\nrepl_backlog_active:1\r\nsync_full:0\r\nsync_partial_ok:0\r\n";
+        let replica =
+            "role:slave\r\nconnected_slaves:0\r\nrepl_backlog_active:1\r\nsync_full:0\r\nsync_partial_ok:0\r\n";
         assert_eq!(Reading::parse(replica), Some(REPLICA));
         assert_eq!(Reading::parse("role:master\r\nconnected_slaves:0\r\n"), None, "no stats: nothing is assumed");
         assert_eq!(Reading::parse(&text.replace("connected_slaves:1", "connected_slaves:x")), None);
@@ -232,8 +232,14 @@ mod tests {
         assert_eq!(ReplicaView::default().observe(t0, master(0, true, 7)), Verdict::Confirmed);
         // A count that falls is a loss; the master is held down while it has fewer.
         let mut view = view_after(t0, &[master(1, true, 1)]);
-        assert_eq!(view.observe(later(5), master(0, true, 1)), Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 }));
-        assert_eq!(view.observe(later(9_000), master(0, true, 1)), Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 }));
+        assert_eq!(
+            view.observe(later(5), master(0, true, 1)),
+            Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })
+        );
+        assert_eq!(
+            view.observe(later(9_000), master(0, true, 1)),
+            Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })
+        );
         // Made good (the replica came back): wait for it, within the hold-down too.
         assert_eq!(view.observe(later(9_100), master(1, true, 2)), Verdict::Wait);
         // Older than the hold-down: as a fresh master.

@@ -220,7 +220,10 @@ fn a_grant_made_on_the_old_master_after_the_switch_is_never_given() {
             redis::Client::open(url)
                 .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
                 .and_then(|mut c| {
-                    redis::cmd("SENTINEL").arg("get-master-addr-by-name").arg(MASTER_NAME).query::<(String, u16)>(&mut c)
+                    redis::cmd("SENTINEL")
+                        .arg("get-master-addr-by-name")
+                        .arg(MASTER_NAME)
+                        .query::<(String, u16)>(&mut c)
                 })
                 .is_ok_and(|(_, port)| port == new_master)
         })
