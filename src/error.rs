@@ -156,11 +156,6 @@ impl Error {
         self
     }
 
-    /// Whether the command never left (the connection could not be made).
-    pub(crate) fn was_unsent(&self) -> bool {
-        self.unsent
-    }
-
     /// Whether trying again may mend it: a passing state refused the command before it had
     /// any effect, or the connection broke or could not be made. A command that got no
     /// reply within its timeout is not one (its outcome is unknown, and waiting on would

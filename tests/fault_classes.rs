@@ -376,6 +376,57 @@ fn a_fixed_lease_that_ran_out_under_its_guard_is_reported_lost_once_on_drop() {
     assert_eq!(recorder.count("release_failed"), 0, "{:?}", recorder.events());
 }
 
+/// (e) An unlock whose release reaches Redis, while its connection breaks before the reply
+/// is read (the proxy forwards the release, drops the reply, then cuts the connection): the
+/// outcome is unknown, and the release sent again finds nothing of the owner. That is the
+/// release having happened, not a loss: `unlock()` is `Ok`, no `lease_lost` is reported,
+/// and the lock is free. Every kind's release goes through the same send.
+///
+/// Breaks if "the owner holds nothing" after an unknown first outcome is taken for a lost
+/// lease (`NotHeld` and `lease_lost`, which a caller reads as someone else having held the
+/// lock), as it was when the pool's own resend on a broken connection hid the first send.
+#[test]
+fn a_release_whose_reply_was_lost_with_its_connection_is_a_release_not_a_loss() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let recorder = Arc::new(Recorder::default());
+    let client = client_at(&proxy.url(), recording(&recorder));
+    let rw = client.read_write_lock("cut-rw");
+    let kinds: Vec<(&str, AnyLock)> = vec![
+        ("cut-plain", client.lock("cut-plain").into()),
+        ("cut-fair", client.fair_lock("cut-fair").into()),
+        ("cut-rw", rw.write().into()),
+        ("cut-rw", rw.read().into()),
+        ("cut-fenced", client.fenced_lock("cut-fenced").into()),
+    ];
+    let mut conn = server.conn();
+    for (name, lock) in kinds {
+        let (held_tx, held_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let (done_tx, done_rx) = mpsc::channel();
+        // The guard stays on the thread that took it (guards are not Send).
+        let holder = thread::spawn(move || {
+            let guard = lock.lock().expect("acquired");
+            held_tx.send(()).expect("tell");
+            go_rx.recv().expect("told to release");
+            done_tx.send(guard.unlock().map_err(|e| e.to_string())).expect("report");
+        });
+        held_rx.recv_timeout(Duration::from_secs(5)).expect("held");
+        proxy.set_drop_replies(true);
+        go_tx.send(()).expect("release");
+        assert!(wait_until(Duration::from_secs(2), || !exists(&mut conn, name)), "{name}: the release ran in Redis");
+        // Its reply was dropped; now the connection breaks under the waiting unlock.
+        thread::sleep(Duration::from_millis(100));
+        proxy.set_drop_replies(false);
+        proxy.cut_all();
+        let unlocked = done_rx.recv_timeout(Duration::from_secs(10)).expect("the unlock returns");
+        holder.join().expect("holder");
+        assert_eq!(unlocked, Ok(()), "{name}: an unknown outcome, then nothing of the owner, is a release");
+        assert_eq!(recorder.count("lease_lost"), 0, "{name}: no loss: {:?}", recorder.events());
+        assert_eq!(recorder.count("release_failed"), 0, "{name}: {:?}", recorder.events());
+    }
+}
+
 // -----------------------------------------------------------------------------------------
 // 3. Liveness of a long-lived connection (half-open pub/sub)
 // -----------------------------------------------------------------------------------------

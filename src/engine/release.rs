@@ -1,6 +1,7 @@
 //! Releasing: a [`Hold`] (one guard's share of a lease), the local half of a release and
 //! the request that follows it, and the undo of an acquire whose outcome is unknown.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,39 +114,42 @@ impl PendingRelease {
     pub(crate) fn send(self, retry_timeout: bool, limit: Option<Duration>) -> Result<()> {
         let engine = &self.engine;
         let name = &*self.lease.name;
-        let send = |retry: bool| {
-            let release = Release {
-                name,
-                owner: &self.lease.owner,
-                keep_millis: self.keep_millis,
-                request_id: &self.request_id,
-                latch_millis: latch_lifetime(engine.config().command_timeout),
-                wait_millis: engine.fair_wait_millis(),
-                retry,
-                always_publish: engine.config().always_publish_releases,
-            };
-            engine.pool_for(name).run_within("releasing", limit, |conn| self.kind.release(conn, &release))
-        };
-        // Whether an earlier try may have gone through. A later one that finds nothing of
-        // this owner then means the hold is gone either way (only a release that leaves
-        // holds behind writes the latch that would replay its outcome).
-        let mut uncertain = false;
-        let mut try_once = || {
-            let outcome = match send(uncertain) {
-                Err(err) if retry_timeout && err.is_timeout() => {
-                    uncertain = true;
-                    send(true)
+        // Whether a send may have gone through without its reply being read (a timeout, a
+        // connection that broke after it left, the pool's own resend on a stale
+        // connection). A later send then replays its latch, and one that finds nothing of
+        // this owner means the hold is gone either way: only a release that leaves holds
+        // behind writes the latch that would replay its outcome. An unknown outcome is not
+        // a loss.
+        let uncertain = Cell::new(false);
+        let send = || {
+            engine.pool_for(name).run_within("releasing", limit, |conn| {
+                let release = Release {
+                    name,
+                    owner: &self.lease.owner,
+                    keep_millis: self.keep_millis,
+                    request_id: &self.request_id,
+                    latch_millis: latch_lifetime(engine.config().command_timeout),
+                    wait_millis: engine.fair_wait_millis(),
+                    retry: uncertain.get(),
+                    always_publish: engine.config().always_publish_releases,
+                };
+                let reply = self.kind.release(conn, &release);
+                if reply.as_ref().is_err_and(|err| err.is_io_error() || err.is_timeout() || err.is_connection_dropped())
+                {
+                    uncertain.set(true);
                 }
-                other => other,
-            };
-            if outcome.as_ref().is_err_and(|err| !err.was_unsent()) {
-                uncertain = true;
-            }
-            outcome
+                reply
+            })
+        };
+        // After a timeout, once more at once, with the same request id (the latch makes
+        // that safe).
+        let try_once = || match send() {
+            Err(err) if retry_timeout && err.is_timeout() => send(),
+            other => other,
         };
         // `unlock()` rides out a restart or a failover; a drop sends once.
         let outcome = if retry_timeout { with_retries(engine, None, |_| try_once()) } else { try_once() };
-        let outcome = outcome.map(|reply| if uncertain { reply.or(Some(1)) } else { reply });
+        let outcome = outcome.map(|reply| if uncertain.get() { reply.or(Some(1)) } else { reply });
         match outcome.map_err(|e| e.on_lock(name))? {
             Some(_) => Ok(()),
             None => {
