@@ -13,7 +13,9 @@
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  wait timeout in milliseconds
 -- ARGV[6]  the lock's release channel; a waiter's own channel is ARGV[6] .. ':' .. owner
--- ARGV[7]  "1" when this request was sent before (its latch may hold the outcome), else "0"
+-- ARGV[7]  "1" when this request was sent before with its outcome unknown (its latch may hold the
+--          outcome; finding nothing of the owner in a lock nobody else holds is the release
+--          having happened), else "0"
 --
 -- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed). A retry
 --          of the same request replays a stored 0; after the last hold it finds nothing of
@@ -30,6 +32,11 @@ if ARGV[7] == '1' then
 end
 local holds = tonumber(redis.call('hget', lock, ARGV[3]))
 if not holds then
+    -- Sent before with its outcome unknown: a free lock is this release done (see
+    -- release.lua).
+    if ARGV[7] == '1' and redis.call('exists', lock) == 0 then
+        return 1
+    end
     return nil
 end
 if holds > 1 then

@@ -8,7 +8,9 @@
 -- ARGV[3]  owner field, "<client uuid>:<thread number>"
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  the release channel
--- ARGV[6]  "1" when this request was sent before (its latch may hold the outcome), else "0"
+-- ARGV[6]  "1" when this request was sent before with its outcome unknown (its latch may hold the
+--          outcome; finding nothing of the owner in a lock nobody else holds is the release
+--          having happened), else "0"
 -- ARGV[7]  the channel on which waiting redlease clients mark that they listen, or '' to
 --          publish on the release channel whoever listens (see wake_waiters in the prelude)
 -- ARGV[8]  the prefix of the waiting clients' own channels (their token follows)
@@ -31,6 +33,11 @@ if ARGV[6] == '1' then
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not holds then
+    -- Sent before with its outcome unknown: a free lock is this release done (or a lease
+    -- that lapsed with nobody after it); one held by another owner may be a loss.
+    if ARGV[6] == '1' and redis.call('exists', KEYS[1]) == 0 then
+        return 1
+    end
     return nil
 end
 if holds > 1 then

@@ -9,7 +9,9 @@
 -- ARGV[5]  the lock's channel (redisson_rwlock:{name})
 -- ARGV[6]  prefix of this owner's per-hold timeout keys (hold k is ARGV[6] .. ':' .. k)
 -- ARGV[7]  prefix of every owner's timeout keys: "<ARGV[7]><owner>:rwlock_timeout:<k>"
--- ARGV[8]  "1" when this request was sent before (its latch may hold the outcome), else "0"
+-- ARGV[8]  "1" when this request was sent before with its outcome unknown (its latch may hold the
+--          outcome; finding nothing of the owner in a lock nobody else holds is the release
+--          having happened), else "0"
 --
 -- Returns  nil (this owner holds no read hold), 0 (released; the lock is still held),
 --          1 (released; the lock is free and the message was published). While this owner
@@ -36,6 +38,11 @@ for at = 1, #all, 2 do
 end
 local holds = tonumber(fields[ARGV[2]])
 if not holds then
+    -- Sent before with its outcome unknown: no writer is this release done (see
+    -- release.lua; other readers share the lock with it).
+    if ARGV[8] == '1' and fields['mode'] ~= 'write' then
+        return 1
+    end
     return nil
 end
 local left = holds - 1

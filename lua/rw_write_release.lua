@@ -10,7 +10,9 @@
 -- ARGV[5]  the owner's read field, "<owner>"
 -- ARGV[6]  the lock's channel (redisson_rwlock:{name})
 -- ARGV[7]  prefix of this owner's per-hold read timeout keys (hold k is ARGV[7] .. ':' .. k)
--- ARGV[8]  "1" when this request was sent before (its latch may hold the outcome), else "0"
+-- ARGV[8]  "1" when this request was sent before with its outcome unknown (its latch may hold the
+--          outcome; finding nothing of the owner in a lock nobody else holds is the release
+--          having happened), else "0"
 --
 -- Returns  nil (not held), 0 (one write hold released, others remain), 1 (the last write
 --          hold released: the lock is deleted, or, when this owner still has read holds
@@ -28,6 +30,11 @@ end
 -- One HMGET reads the mode, this owner's write holds and its read holds.
 local found = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[5])
 if found[1] ~= 'write' then
+    -- Sent before with its outcome unknown: a free lock is this release done (see
+    -- release.lua).
+    if ARGV[8] == '1' and not found[1] then
+        return 1
+    end
     return nil
 end
 local holds = tonumber(found[2])

@@ -16,24 +16,31 @@
 //! - after a replica went, the master grants nothing for [`HOLD_DOWN`] while it has fewer
 //!   replicas than before the loss (longer than Sentinel takes from promoting a replica to
 //!   demoting the old master it can reach);
-//! - otherwise a master with replicas grants once one of them has the grant (`WAIT 1`), and
-//!   one without replicas grants at once.
+//! - otherwise a **replicated** master (one with a replica, or with a replication backlog:
+//!   a replica was attached within `repl-backlog-ttl`, an hour by default) grants once an
+//!   online replica has the grant (`WAIT 1`), and grants nothing while it has none: a
+//!   master alone for now may be an old master whose replica was promoted, or a new one
+//!   whose next replica could be promoted before it has synced (Sentinel promotes a
+//!   replica whose link has been down for less than ten times `down-after-milliseconds`,
+//!   which a replica still loading its first sync is), and either way a grant it made
+//!   alone would be lost. This is Redis's own `min-replicas-to-write 1`, seen from the
+//!   client;
+//! - an **unreplicated** master (no replica, no backlog: a single server) grants at once:
+//!   there is nothing to fail over to.
 //!
 //! A fresh view (just connected, or the master just switched: a new generation) has no
-//! reading to compare with; its first reading is taken at its word. The reading is never
-//! skipped except on a master known to be unreplicated (no replica, no replication
-//! backlog: none attached for at least `repl-backlog-ttl`) whose last reading is younger
-//! than [`SETTLE`].
+//! reading to compare with; its first reading is judged by the same rules, which need no
+//! history. The reading is never skipped except on a master known to be unreplicated
+//! whose last reading is younger than [`SETTLE`].
 //!
 //! | last reading | this reading | verdict |
 //! |---|---|---|
-//! | none (fresh view) | not a master | refused: `NotMaster` |
-//! | none (fresh view) | ≥ 1 replica | `Wait` |
-//! | none (fresh view) | no replica | `Confirmed` |
-//! | any | a replica went (count fell, or syncs outran the count) | loss recorded now, with the count before it |
+//! | any | not a master | refused: `NotMaster` |
+//! | any | a replica went (count fell, or syncs outran the count) | loss recorded now, with the count before it (then the rows below) |
 //! | loss within `HOLD_DOWN` | fewer replicas than before the loss | refused: `LostReplica` |
-//! | no loss, or one made good (as many replicas as before) or older than `HOLD_DOWN` | ≥ 1 replica | `Wait` |
-//! | no loss, or one older than `HOLD_DOWN` | no replica | `Confirmed` |
+//! | any | ≥ 1 replica | `Wait` |
+//! | any | no replica, backlog active | refused: `Alone` |
+//! | any | no replica, no backlog | `Confirmed` |
 //!
 //! | before the grant's reply | probe |
 //! |---|---|
@@ -115,6 +122,8 @@ pub(crate) enum Refusal {
     NotMaster,
     /// It lost a replica within [`HOLD_DOWN`]: `before` it had that many, `now` fewer.
     LostReplica { before: u64, now: u64 },
+    /// It is replicated, and has no replica to confirm a grant.
+    Alone,
 }
 
 /// A replica loss: when it was seen, and how many replicas there were before it.
@@ -162,6 +171,7 @@ impl ReplicaView {
                 Verdict::Refused(Refusal::LostReplica { before: loss.before, now: reading.replicas })
             }
             _ if reading.replicas > 0 => Verdict::Wait,
+            _ if reading.backlog => Verdict::Refused(Refusal::Alone),
             _ => Verdict::Confirmed,
         }
     }
@@ -226,26 +236,31 @@ mod tests {
     fn the_verdict_table_holds() {
         let t0 = Instant::now();
         let later = |ms: u64| t0 + Duration::from_millis(ms);
-        // Fresh views take their first reading at its word.
+        // Not a master: refused, fresh or not.
         assert_eq!(ReplicaView::default().observe(t0, REPLICA), Verdict::Refused(Refusal::NotMaster));
-        assert_eq!(ReplicaView::default().observe(t0, master(1, true, 1)), Verdict::Wait);
-        assert_eq!(ReplicaView::default().observe(t0, master(0, true, 7)), Verdict::Confirmed);
+        assert_eq!(
+            view_after(t0, &[master(1, true, 1)]).observe(later(5), REPLICA),
+            Verdict::Refused(Refusal::NotMaster)
+        );
         // A count that falls is a loss; the master is held down while it has fewer.
-        let mut view = view_after(t0, &[master(1, true, 1)]);
-        assert_eq!(
-            view.observe(later(5), master(0, true, 1)),
-            Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })
-        );
-        assert_eq!(
-            view.observe(later(9_000), master(0, true, 1)),
-            Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })
-        );
-        // Made good (the replica came back): wait for it, within the hold-down too.
-        assert_eq!(view.observe(later(9_100), master(1, true, 2)), Verdict::Wait);
-        // Older than the hold-down: as a fresh master.
+        let mut view = view_after(t0, &[master(2, true, 2)]);
+        let lost = Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 });
+        assert_eq!(view.observe(later(5), master(1, true, 2)), lost);
+        assert_eq!(view.observe(later(9_000), master(1, true, 2)), lost);
+        // Made good (the replica came back): wait for one, within the hold-down too.
+        assert_eq!(view.observe(later(9_100), master(2, true, 3)), Verdict::Wait);
+        // Older than the hold-down, with a replica: wait for it.
+        let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
+        assert_eq!(view.observe(later(1) + HOLD_DOWN, master(1, true, 2)), Verdict::Wait);
+        // With replicas, fresh: wait.
+        assert_eq!(ReplicaView::default().observe(t0, master(1, true, 1)), Verdict::Wait);
+        // Replicated and alone, fresh or after the hold-down: refused.
+        assert_eq!(ReplicaView::default().observe(t0, master(0, true, 7)), Verdict::Refused(Refusal::Alone));
         let mut view = view_after(t0, &[master(1, true, 1), master(0, true, 1)]);
-        assert_eq!(view.observe(later(1) + HOLD_DOWN, master(0, true, 1)), Verdict::Confirmed);
-        assert_eq!(view.observe(later(2) + HOLD_DOWN, master(1, true, 2)), Verdict::Wait);
+        assert_eq!(view.observe(later(1) + HOLD_DOWN, master(0, true, 1)), Verdict::Refused(Refusal::Alone));
+        // Unreplicated: confirmed at once.
+        assert_eq!(ReplicaView::default().observe(t0, master(0, false, 0)), Verdict::Confirmed);
+        assert_eq!(view_after(t0, &[master(0, false, 0)]).observe(later(5), master(0, false, 0)), Verdict::Confirmed);
     }
 
     /// A replica that attached and left between two readings (path of a failover right after

@@ -177,11 +177,12 @@ fn failover_rounds_lose_grants_only_without_replica_sync() {
 /// A failover as the old master sees it: its replica is promoted and leaves, and for a
 /// while it is still a master, with no replica. A grant there is lost with it, so a master
 /// seen losing its last replica grants nothing for the hold-down (10 s): every try in that
-/// window is refused with `NotReplicated` and leaves nothing, while the promoted replica
-/// grants the lock to another client.
+/// window is refused with `NotReplicated` and leaves nothing. The promoted replica, alone,
+/// grants nothing either, until the old master follows it.
 ///
 /// Breaks if "no replica any more" is taken as "nothing to wait for" (the grant is given,
-/// and two clients hold the lock), on the first try or the next ones.
+/// and two clients hold the lock), on the first try or the next ones, or if the promoted
+/// replica grants before a replica follows it, or not once one does.
 #[test]
 fn a_master_that_just_lost_its_replica_to_a_promotion_grants_nothing() {
     let pair = Pair::start();
@@ -199,7 +200,24 @@ fn a_master_that_just_lost_its_replica_to_a_promotion_grants_nothing() {
         assert!(!exists(&mut pair.master.conn(), "split"), "attempt {attempt}: the grant was undone");
         thread::sleep(Duration::from_millis(600));
     }
+    // The promoted replica is alone: it grants nothing until a replica follows it (a grant
+    // it made alone would be lost if that replica were promoted before it had synced).
     let new = client(&pair.replica.url(), true);
+    let err = new.lock("split").try_lock().expect_err("a replicated master alone must not grant");
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err}");
+    assert!(!exists(&mut pair.replica.conn(), "split"), "the grant was undone");
+    // The old master follows it now, as the sentinels would make it: grants wait for it.
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(pair.replica.port())
+        .query::<()>(&mut pair.master.conn())
+        .expect("REPLICAOF");
+    let mut promoted = pair.replica.conn();
+    let online = wait_until(Duration::from_secs(15), || {
+        info_field(&mut promoted, "replication", "slave0").is_some_and(|s| s.contains("state=online"))
+    });
+    assert!(online, "the old master follows the promoted replica");
     let guard = new.lock("split").try_lock().expect("the new master").expect("granted on the new master");
+    assert!(exists(&mut pair.master.conn(), "split"), "its replica has the grant when try_lock() returns");
     guard.unlock().expect("released");
 }

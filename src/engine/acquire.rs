@@ -203,6 +203,10 @@ fn not_replicated(why: Unconfirmed, sync_timeout: Duration) -> Error {
             ),
             true,
         ),
+        Unconfirmed::Alone => (
+            "granted, but the master has no replica to confirm it, though it had one within its repl-backlog-ttl (a failover may be under way, or its replica is down); the grant was undone".to_owned(),
+            true,
+        ),
         Unconfirmed::NoAck { replicas } => (
             format!(
                 "granted, but none of the master's {replicas} replica(s) confirmed it within {sync_timeout:?}; the grant was undone"

@@ -116,10 +116,11 @@ impl PendingRelease {
         let name = &*self.lease.name;
         // Whether a send may have gone through without its reply being read (a timeout, a
         // connection that broke after it left, the pool's own resend on a stale
-        // connection). A later send then replays its latch, and one that finds nothing of
-        // this owner means the hold is gone either way: only a release that leaves holds
-        // behind writes the latch that would replay its outcome. An unknown outcome is not
-        // a loss.
+        // connection). A later send then replays its latch (only a release that leaves
+        // holds behind writes one), and when it finds nothing of this owner the script
+        // tells a free lock (this release done: an unknown outcome is not a loss) from one
+        // another owner holds (which may have taken it after this release, or after the
+        // lease was lost: taken for a loss, the cautious reading).
         let uncertain = Cell::new(false);
         let send = || {
             engine.pool_for(name).run_within("releasing", limit, |conn| {
@@ -149,7 +150,6 @@ impl PendingRelease {
         };
         // `unlock()` rides out a restart or a failover; a drop sends once.
         let outcome = if retry_timeout { with_retries(engine, None, |_| try_once()) } else { try_once() };
-        let outcome = outcome.map(|reply| if uncertain.get() { reply.or(Some(1)) } else { reply });
         match outcome.map_err(|e| e.on_lock(name))? {
             Some(_) => Ok(()),
             None => {

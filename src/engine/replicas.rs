@@ -7,11 +7,12 @@
 //!   never confirmed (`Superseded`), whatever that master says of itself.
 //! - **What is known of it.** After the grant, on the same connection, the master's
 //!   replication state is read (`INFO replication`, `INFO stats`) and judged by
-//!   [`ReplicaView`](crate::replica_view::ReplicaView): a master that has replicas
-//!   grants once one of them has the grant (`WAIT 1`); one that lost a replica lately grants
-//!   nothing; one without replicas grants at once. A master known to be unreplicated is
-//!   read again at most once a [`SETTLE`](crate::replica_view::SETTLE), so an uncontended
-//!   acquire on a single server costs nothing extra.
+//!   [`ReplicaView`](crate::replica_view::ReplicaView): a replicated master grants once
+//!   an online replica has the grant (`WAIT 1`), and nothing while it has no replica or
+//!   lost one lately; a single server (no replica, no replication backlog) grants at once.
+//!   A master known to be unreplicated is read again at most once a
+//!   [`SETTLE`](crate::replica_view::SETTLE), so an uncontended acquire on a single server
+//!   costs nothing extra.
 //!
 //! Each pool (a cluster has one per master) has its own [`ReplicaSync`], holding the view of
 //! its current generation; a reading on a connection of an older generation never touches
@@ -42,6 +43,8 @@ pub(crate) enum Unconfirmed {
     NotMaster,
     /// The master lost a replica lately: `before` it had that many, `now` fewer.
     LostReplica { before: u64, now: u64 },
+    /// The master is replicated and has no replica to confirm it.
+    Alone,
     /// None of its `replicas` confirmed it in time.
     NoAck { replicas: u64 },
 }
@@ -91,6 +94,7 @@ impl ReplicaSync {
             Verdict::Refused(Refusal::LostReplica { before, now }) => {
                 Sync::Unconfirmed(Unconfirmed::LostReplica { before, now })
             }
+            Verdict::Refused(Refusal::Alone) => Sync::Unconfirmed(Unconfirmed::Alone),
             Verdict::Wait => {
                 let acked = match acked {
                     Some(acked) => acked,
