@@ -25,7 +25,6 @@ use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
-use crate::replica_view::HOLD_DOWN;
 use crate::transport::Conn;
 use crate::transport::Wake;
 
@@ -154,7 +153,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
                     // that the next attempt does not find an extra hold of this owner.
                     undo_uncertain_acquire(engine, kind, request.name, &owner);
                 }
-                Err(not_replicated(why, engine.config().replica_sync_timeout).on_lock(name))
+                Err(why.error(engine.config().replica_sync_timeout).on_lock(name))
             }
             Ok((Reply::Busy { ttl }, _)) => Ok(Attempt::Held { ttl }),
             Err(err) => {
@@ -183,39 +182,6 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         let (lease, term) = engine.add_hold(kind, request.name, owner, sent, lease_millis, watchdog);
         Hold::new(Arc::clone(engine), lease, kind, term, token)
     }))
-}
-
-/// The error of a grant that was undone because it could not be trusted. Every such grant
-/// is transient; the ones a retry can mend at once (the master moved or is moving) are
-/// marked unsent, and are tried again within the retry budget, on the master the client
-/// follows by then. A grant no replica confirmed is not: trying again would wait as long.
-fn not_replicated(why: Unconfirmed, sync_timeout: Duration) -> Error {
-    let (message, mendable) = match why {
-        Unconfirmed::Superseded => {
-            ("granted on a master the client has left since (a failover); the grant was undone".to_owned(), true)
-        }
-        Unconfirmed::NotMaster => {
-            ("granted, but the server is no master any more (a failover); the grant was undone".to_owned(), true)
-        }
-        Unconfirmed::LostReplica { before, now } => (
-            format!(
-                "granted, but the master had {before} replica(s) less than {HOLD_DOWN:?} ago and has {now} (a failover may be under way); the grant was undone"
-            ),
-            true,
-        ),
-        Unconfirmed::Alone => (
-            "granted, but the master has no replica to confirm it, though it had one within its repl-backlog-ttl (a failover may be under way, or its replica is down); the grant was undone".to_owned(),
-            true,
-        ),
-        Unconfirmed::NoAck { replicas } => (
-            format!(
-                "granted, but none of the master's {replicas} replica(s) confirmed it within {sync_timeout:?}; the grant was undone"
-            ),
-            false,
-        ),
-    };
-    let err = Error::new(ErrorKind::NotReplicated, message).transient();
-    if mendable { err.unsent() } else { err }
 }
 
 /// One attempt for `owner` (computed on the owner's thread) within `limit`, for a Redlock

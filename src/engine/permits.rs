@@ -2,6 +2,7 @@
 //! use), giving them back, the leases of a permit-expirable semaphore's permits (renewed by
 //! the same watchdog), and waiting for a latch to open.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use rand::RngCore;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::replicas::{Sync, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
@@ -34,15 +36,36 @@ pub(crate) fn check_permits(name: &str, permits: u64) -> Result<()> {
 /// were not had in time. An acquire whose reply is lost is neither undone nor sent again:
 /// giving back permits that were never taken would let more holders in than there are
 /// permits, and a second send could take them twice; such permits stay taken (the
-/// permit-expirable semaphore has no such leak).
+/// permit-expirable semaphore has no such leak). Permits taken on a master that cannot be
+/// trusted with them (replica-synced grants, as for the locks) are given back on the
+/// connection they were taken on, and there only: whether the master the client follows
+/// next has them is not known, and a blind give-back there could add a permit.
 pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait) -> Result<bool> {
     ready(engine, name)?;
     check_permits(name, permits)?;
+    let command_timeout = engine.config().command_timeout;
     let attempt = || {
-        let taken = engine.pool_for(name).run_once("taking permits", |conn| semaphore::acquire(conn, name, permits));
+        // Whether permits were taken: an error after that came from confirming them.
+        let took = Cell::new(false);
+        let taken = engine.pool_for(name).run_once("taking permits", |conn| {
+            let taken = semaphore::acquire(conn, name, permits)?;
+            if taken != Taken::Yes {
+                return Ok((taken, None));
+            }
+            took.set(true);
+            let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
+            if let Ok(Sync::Unconfirmed(_)) = synced {
+                let given_back = i64::try_from(permits).unwrap_or(i64::MAX);
+                let _ = semaphore::add(conn, name, given_back);
+            }
+            // A confirmation that failed leaves the permits taken: safe, and not sent again.
+            synced.map(|synced| (taken, Some(synced)))
+        });
+        let taken = taken.map_err(|e| if took.get() { e.after_effect() } else { e });
         match taken.map_err(|e| e.on_lock(name))? {
-            Taken::Yes => Ok(Attempt::Acquired(())),
-            Taken::No { retry_in } => Ok(Attempt::Held { ttl: retry_in }),
+            (_, Some(Sync::Unconfirmed(why))) => Err(why.error(engine.config().replica_sync_timeout).on_lock(name)),
+            (Taken::Yes, _) => Ok(Attempt::Acquired(())),
+            (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
@@ -130,12 +153,33 @@ pub(crate) fn acquire_expirable(
         let taken = engine.pool_for(name).run_handing_off(
             "taking permits",
             None,
-            |conn| semaphore::acquire_permits(conn, name, &ids, Some(lease_millis)),
+            |conn| {
+                let taken = semaphore::acquire_permits(conn, name, &ids, Some(lease_millis))?;
+                if taken != Taken::Yes {
+                    return Ok((taken, None));
+                }
+                // Replica-synced, as the locks' grants; ids that cannot be trusted are given
+                // back (idempotent: ids that are not there are simply not there).
+                let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
+                if let Ok(Sync::Unconfirmed(_)) = synced {
+                    let _ = semaphore::release_permits(conn, name, &ids);
+                }
+                synced.map(|synced| (taken, Some(synced)))
+            },
             Some(undo),
         );
         match taken.map_err(|e| e.on_lock(name))? {
-            Taken::Yes => Ok(Attempt::Acquired(sent)),
-            Taken::No { retry_in } => Ok(Attempt::Held { ttl: retry_in }),
+            (_, Some(Sync::Unconfirmed(why))) => {
+                if why == Unconfirmed::Superseded {
+                    // The master the client follows now may have them from replication.
+                    let _ = engine
+                        .pool_for(name)
+                        .run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
+                }
+                Err(why.error(engine.config().replica_sync_timeout).on_lock(name))
+            }
+            (Taken::Yes, _) => Ok(Attempt::Acquired(sent)),
+            (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);

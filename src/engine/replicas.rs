@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::replica_view::{Probe, Reading, Refusal, ReplicaView, Verdict};
+use crate::error::{Error, ErrorKind};
+use crate::replica_view::{HOLD_DOWN, Probe, Reading, Refusal, ReplicaView, Verdict};
 use crate::transport::Conn;
 
 /// What became of a grant.
@@ -47,6 +48,42 @@ pub(crate) enum Unconfirmed {
     Alone,
     /// None of its `replicas` confirmed it in time.
     NoAck { replicas: u64 },
+}
+
+impl Unconfirmed {
+    /// The error of a grant that was undone because it could not be trusted. Every such
+    /// grant is transient; the ones a retry can mend at once (the master moved or is
+    /// moving, or has no replica for now) are marked unsent, and are tried again within the
+    /// retry budget, on the master the client follows by then. A grant no replica confirmed
+    /// is not: trying again would wait as long.
+    pub(crate) fn error(self, sync_timeout: Duration) -> Error {
+        let (message, mendable) = match self {
+            Unconfirmed::Superseded => {
+                ("granted on a master the client has left since (a failover); the grant was undone".to_owned(), true)
+            }
+            Unconfirmed::NotMaster => {
+                ("granted, but the server is no master any more (a failover); the grant was undone".to_owned(), true)
+            }
+            Unconfirmed::LostReplica { before, now } => (
+                format!(
+                    "granted, but the master had {before} replica(s) less than {HOLD_DOWN:?} ago and has {now} (a failover may be under way); the grant was undone"
+                ),
+                true,
+            ),
+            Unconfirmed::Alone => (
+                "granted, but the master has no replica to confirm it, though it had one within its repl-backlog-ttl (a failover may be under way, or its replica is down); the grant was undone".to_owned(),
+                true,
+            ),
+            Unconfirmed::NoAck { replicas } => (
+                format!(
+                    "granted, but none of the master's {replicas} replica(s) confirmed it within {sync_timeout:?}; the grant was undone"
+                ),
+                false,
+            ),
+        };
+        let err = Error::new(ErrorKind::NotReplicated, message).transient();
+        if mendable { err.unsent() } else { err }
+    }
 }
 
 pub(crate) struct ReplicaSync {
