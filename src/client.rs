@@ -347,12 +347,17 @@ impl ClientBuilder {
         self
     }
 
-    /// Whether a grant waits, while the master has replicas, until one of them has it
-    /// (`WAIT`), and is undone and refused with
+    /// Whether a grant (a lock's, or a semaphore's permits) is trusted only once an online
+    /// replica of the master it was made on has it (`WAIT`): it is undone and refused with
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when none confirms it
-    /// within [`replica_sync_timeout`](ClientBuilder::replica_sync_timeout). A failover right
-    /// after a confirmed grant does not lose it. It costs a round trip plus the replication
-    /// delay per grant, and nothing on a master without replicas. Renewals do not wait.
+    /// within [`replica_sync_timeout`](ClientBuilder::replica_sync_timeout), when the master
+    /// lost a replica lately, when a replicated master has no replica for now (after a
+    /// failover, until one follows the new master), or when the client has followed the
+    /// master elsewhere since. A failover right after a confirmed grant does not lose it. A
+    /// single server (no replica, no replication backlog) grants at once. It costs a round
+    /// trip plus the replication delay per grant on a replicated master, and nothing on a
+    /// single server. Renewals do not wait. The rules, and what they leave open, are in
+    /// `docs/guarantees.md`.
     ///
     /// Defaults to `true`, as Redisson's `checkLockSyncedSlaves`: a lock a failover can
     /// silently lose is a lock two owners can hold.
