@@ -7,6 +7,7 @@ mod bad_input;
 mod cluster;
 mod connection;
 mod exclusion;
+mod failover_storm;
 mod fair;
 mod fault_classes;
 mod fenced;
@@ -39,6 +40,7 @@ const ROLES: &[&[support::child::Role]] = &[
     hazards::ROLES,
     semaphores::ROLES,
     cluster::ROLES,
+    failover_storm::ROLES,
 ];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with

@@ -271,6 +271,16 @@ impl ClusterGroup {
     }
 }
 
+/// `cluster_state` (`ok` or `fail`) of the node at `port`, from `CLUSTER INFO`; `None` when
+/// it does not answer. Needs no group, so that a thread can watch a node while the test
+/// has the group busy (a kill, a failover).
+pub fn cluster_state(port: u16) -> Option<String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let mut conn = client.get_connection_with_timeout(Duration::from_secs(1)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    info_field(&mut conn, "cluster_state")
+}
+
 /// `master` or `slave`, from `ROLE`.
 fn role(server: &RedisServer) -> String {
     redis::cmd("ROLE")

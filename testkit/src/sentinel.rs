@@ -99,6 +99,18 @@ fn ping(port: u16) -> bool {
     conn_to(port).and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_ok()
 }
 
+/// `INFO section` of the server on `port`; `None` when it does not answer.
+fn info(port: u16, section: &str) -> Option<String> {
+    conn_to(port).and_then(|mut c| redis::cmd("INFO").arg(section).query::<String>(&mut c)).ok()
+}
+
+/// A `SENTINEL FAILOVER` refusal that a moment cures: no replica the sentinel would
+/// promote yet, or the last failover not finished.
+fn is_not_yet(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    text.contains("NOGOODSLAVE") || text.contains("INPROG")
+}
+
 impl SentinelGroup {
     /// Starts everything and waits (up to 30 s) until every sentinel knows the replica and
     /// the other sentinels, so that a failover can happen.
@@ -194,6 +206,86 @@ impl SentinelGroup {
         let mut c = conn_to(self.sentinels[0].port).expect("sentinel");
         redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER_NAME).query::<()>(&mut c).expect("SENTINEL FAILOVER");
         self.wait_for_new_master(old, Duration::from_secs(30))
+    }
+
+    /// `SENTINEL FAILOVER` as soon as the sentinels take one: asked again every 20 ms while
+    /// they answer `NOGOODSLAVE` (no replica they would promote yet) or `INPROG` (a
+    /// failover is still being finished), and asked again when one they took has named no
+    /// new master within 10 s (they gave it up: no promotion within their failover timeout),
+    /// for up to `timeout`. Returns once the new master says it is one, with its port. No
+    /// settling beyond what the sentinels themselves require.
+    pub fn failover_when_allowed(&self, timeout: Duration) -> u16 {
+        let deadline = Instant::now() + timeout;
+        let old = self.master_port();
+        let mut c = conn_to(self.sentinels[0].port).expect("sentinel");
+        let mut taken = 0;
+        loop {
+            match redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER_NAME).query::<()>(&mut c) {
+                Ok(()) => {
+                    taken += 1;
+                    let given_up = (Instant::now() + Duration::from_secs(10)).min(deadline);
+                    while Instant::now() < given_up {
+                        if let Some(new) = self.new_master_since(old) {
+                            return new;
+                        }
+                        thread::sleep(Duration::from_millis(50));
+                    }
+                }
+                Err(e) if is_not_yet(&e) => thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("SENTINEL FAILOVER refused: {e}"),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new master (still {old}) within {timeout:?}; the sentinels took {taken} failovers"
+            );
+        }
+    }
+
+    /// The master the sentinels name, when it is not `old` and says it is a master.
+    fn new_master_since(&self, old: u16) -> Option<u16> {
+        let new = self.master_port();
+        let role = conn_to(new).and_then(|mut c| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut c)).ok()?;
+        (new != old && matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")).then_some(new)
+    }
+
+    /// Waits until the master lists a replica `state=online` (`INFO replication`) and that
+    /// replica says its link to this master is up: the replica is back, as both ends see
+    /// it. Returns the replica's port.
+    pub fn wait_replica_online(&self, timeout: Duration) -> u16 {
+        let mut online = 0;
+        self.wait_until("a replica online at the master", timeout, |g| {
+            let master = g.master_port();
+            let Some(replicas) = info(master, "replication") else { return false };
+            let found =
+                replicas.lines().filter(|l| l.starts_with("slave") && l.contains("state=online")).find_map(|l| {
+                    let port: u16 = l.split(',').find_map(|f| f.strip_prefix("port="))?.parse().ok()?;
+                    let own = info(port, "replication")?;
+                    (own.contains("master_link_status:up") && own.contains(&format!("master_port:{master}\r")))
+                        .then_some(port)
+                });
+            online = found.unwrap_or(0);
+            found.is_some()
+        });
+        online
+    }
+
+    /// Waits until a replica has acknowledged everything the master had written when this
+    /// was called (its `offset=` in the master's `INFO replication` reaches the master's
+    /// `master_repl_offset`). Replicas acknowledge once a second.
+    pub fn wait_replicated(&self, timeout: Duration) {
+        let master = self.master_port();
+        let offset_of = |text: &str| -> Option<u64> {
+            text.lines().find_map(|l| l.strip_prefix("master_repl_offset:"))?.trim().parse().ok()
+        };
+        let target = info(master, "replication").and_then(|t| offset_of(&t)).expect("the master's offset");
+        self.wait_until("a replica to acknowledge the master's writes", timeout, |_| {
+            info(master, "replication").is_some_and(|t| {
+                t.lines().filter(|l| l.starts_with("slave")).any(|l| {
+                    l.split(',').find_map(|f| f.strip_prefix("offset=")).and_then(|o| o.parse::<u64>().ok())
+                        >= Some(target)
+                })
+            })
+        });
     }
 
     /// Waits until the sentinels name a master other than `old` that says it is one.
