@@ -8,6 +8,7 @@
 //! 6. User code on a library thread, and unbounded waits.
 //! 7. Validation at the edge.
 //! 8. Work left behind by a call that returned: a late undo, a command sent twice.
+//! 9. A transient server state taken for a fatal one.
 //!
 //! Each test asserts the intended behaviour and says in a comment what would make it fail.
 //! Timing bounds are sanity checks with generous slack, not measurements. Threads that could
@@ -1298,4 +1299,68 @@ fn a_command_that_must_not_run_twice_is_not_sent_again_after_its_connection_brea
     let err = counted.expect_err("the reply was cut off");
     assert!(err.is_connection_error(), "{err}");
     assert_eq!(latch.count().expect("count"), 4, "counted down once, not twice");
+}
+
+// -----------------------------------------------------------------------------------------
+// 9. A transient server state taken for a fatal one
+// -----------------------------------------------------------------------------------------
+
+/// Redis busy with another client's long script answers every other command `BUSY` until
+/// it ends (`busy-reply-threshold` passed): a state that passes by itself, in which nothing
+/// ran. An acquire, an unlock, a semaphore's acquire (a command that must not run twice)
+/// and a query each meet it, and each rides it out within the retry budget: no error, and
+/// the lock and the permit are had once the script is done. An error met in such a state
+/// says so (`is_transient`).
+///
+/// Breaks if a transient refusal is returned as a plain `Redis` error (every call below
+/// failed with "BUSY Redis is busy running a script" before), if a command that must not
+/// run twice is not tried again after a refusal that ran nothing, or if `is_transient`
+/// does not tell it.
+#[test]
+fn calls_ride_out_a_busy_script_and_the_error_says_it_is_transient() {
+    let server = RedisServer::start();
+    redis::cmd("CONFIG").arg("SET").arg("busy-reply-threshold").arg(50).query::<()>(&mut server.conn()).unwrap();
+    let client = client_at(&server.url(), |b| b.retry_budget(Duration::from_secs(5)));
+    let semaphore = client.semaphore("busy-sem");
+    assert!(semaphore.try_set_permits(1).expect("set"));
+    let lock = client.lock("busy");
+    let guard = lock.try_lock().expect("free").expect("granted");
+    // Another client's script spins for 1.5 s (by the server's clock).
+    let busy = {
+        let url = server.url();
+        thread::spawn(move || {
+            let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let spin = "local t = redis.call('TIME') local until_ = t[1] * 1000000 + t[2] + 1500000 \
+                        repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_ return 1";
+            redis::cmd("EVAL").arg(spin).arg(0).query::<i64>(&mut conn).expect("the spin ends")
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    guard.unlock().expect("the unlock rides out BUSY");
+    let regranted = lock.try_lock().expect("the acquire rides out BUSY");
+    assert!(regranted.is_some(), "free again");
+    let permit = semaphore.try_acquire(1).expect("the semaphore rides out BUSY").expect("the permit is free");
+    assert_eq!(semaphore.available_permits().expect("a query rides it out"), 0, "taken once, not twice");
+    drop(permit);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5) + SLACK, "within the retry budget: {took:?}");
+    assert_eq!(busy.join().expect("spin"), 1);
+    drop(regranted);
+    // Past the budget the error is returned, and says it is transient.
+    let impatient = client_at(&server.url(), |b| b.retry_budget(Duration::from_millis(100)));
+    let busy = {
+        let url = server.url();
+        thread::spawn(move || {
+            let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let spin = "local t = redis.call('TIME') local until_ = t[1] * 1000000 + t[2] + 1000000 \
+                        repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_ return 1";
+            redis::cmd("EVAL").arg(spin).arg(0).query::<i64>(&mut conn).expect("the spin ends")
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+    let err = impatient.lock("busy-2").try_lock().expect_err("busy past the budget");
+    assert!(err.is_transient(), "{err}");
+    assert!(!err.is_invalid_input() && !err.is_permission_denied(), "{err}");
+    busy.join().expect("spin");
 }
