@@ -389,6 +389,28 @@ impl ClientBuilder {
         self
     }
 
+    /// The share of a lease taken off its validity for clocks that run at different rates:
+    /// a hold is trusted until the last successful acquire or renewal was *sent*, plus the
+    /// lease, less `rate` × the lease and the [margin](ClientBuilder::clock_drift_margin)
+    /// (see [`LockGuard::valid_until`](crate::LockGuard::valid_until)). It must be within
+    /// `0 ..= 0.25`, and the allowance for the watchdog lease less than a third of it;
+    /// `build()` refuses other values with `InvalidInput`.
+    ///
+    /// Defaults to 0.01 (1 %), Redlock's allowance.
+    pub fn clock_drift_rate(mut self, rate: f64) -> ClientBuilder {
+        self.config.drift_rate = rate;
+        self
+    }
+
+    /// The time taken off every lease's validity besides the
+    /// [drift rate](ClientBuilder::clock_drift_rate)'s share.
+    ///
+    /// Defaults to 2 milliseconds, Redlock's allowance.
+    pub fn clock_drift_margin(mut self, margin: Duration) -> ClientBuilder {
+        self.config.drift_margin = margin;
+        self
+    }
+
     /// Trusts these certificates (PEM: one or more, typically the CA that signed the
     /// server's certificate) for a `rediss://` URL, instead of the system's roots. A bundle
     /// that does not parse is `InvalidInput` at [`build`](ClientBuilder::build).

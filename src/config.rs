@@ -27,6 +27,14 @@ pub const DEFAULT_REPLICA_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(3);
 /// Default most leases renewed by one script call of the watchdog.
 pub const DEFAULT_RENEW_BATCH_SIZE: usize = 1000;
+/// Default share of a lease taken off its validity for clocks that run at different rates
+/// (Redlock's reasoning: the holder's clock and Redis's may disagree by 1 %).
+pub const DEFAULT_CLOCK_DRIFT_RATE: f64 = 0.01;
+/// Default time taken off every lease's validity besides the drift rate's share.
+pub const DEFAULT_CLOCK_DRIFT_MARGIN: Duration = Duration::from_millis(2);
+
+/// Largest drift rate: clocks a quarter apart are broken, not drifting.
+const MAX_CLOCK_DRIFT_RATE: f64 = 0.25;
 
 /// Most pooled connections: Redis's default `maxclients`.
 const MAX_POOL_SIZE: usize = 10_000;
@@ -48,6 +56,10 @@ pub(crate) struct Config {
     pub(crate) sync_replicas: bool,
     pub(crate) replica_sync_timeout: Duration,
     pub(crate) retry_budget: Duration,
+    /// The clock-drift allowance taken off every lease's validity: this share of the
+    /// lease, plus `drift_margin`.
+    pub(crate) drift_rate: f64,
+    pub(crate) drift_margin: Duration,
     /// Every release of a plain or fenced lock also publishes on the lock's channel, for
     /// waiters the master cannot count (Redisson clients subscribed on replicas).
     pub(crate) always_publish_releases: bool,
@@ -98,6 +110,8 @@ impl Default for Config {
             sync_replicas: true,
             replica_sync_timeout: DEFAULT_REPLICA_SYNC_TIMEOUT,
             retry_budget: DEFAULT_RETRY_BUDGET,
+            drift_rate: DEFAULT_CLOCK_DRIFT_RATE,
+            drift_margin: DEFAULT_CLOCK_DRIFT_MARGIN,
             always_publish_releases: false,
             tls: TlsSettings::default(),
             events: Events::none(),
@@ -110,6 +124,12 @@ impl Config {
     /// the reply, and one retry on a new connection when a pooled one was found dead.
     pub(crate) fn round_trip_bound(&self) -> Duration {
         self.connect_timeout.saturating_add(self.command_timeout).saturating_mul(2)
+    }
+
+    /// The clock-drift allowance for a lease of `lease`: what is taken off it to know until
+    /// when no other owner can hold the lock.
+    pub(crate) fn drift(&self, lease: Duration) -> Duration {
+        lease.mul_f64(self.drift_rate).saturating_add(self.drift_margin)
     }
 
     /// Every setting within its range: `InvalidInput` before anything is sent.
@@ -146,6 +166,21 @@ impl Config {
                 self.pool_size
             )));
         }
+        if !(0.0..=MAX_CLOCK_DRIFT_RATE).contains(&self.drift_rate) {
+            return Err(Error::invalid(format!(
+                "clock drift rate {} is out of range: it must be 0 ..= {MAX_CLOCK_DRIFT_RATE} (a share of the lease)",
+                self.drift_rate
+            )));
+        }
+        // The renewal comes a third of the way through the lease: an allowance of more than
+        // that would leave a watchdog lease invalid before its renewal is due.
+        let allowance = self.drift(self.watchdog_timeout);
+        if allowance >= self.watchdog_timeout / 3 {
+            return Err(Error::invalid(format!(
+                "the clock drift allowance ({allowance:?}: {} of the lease plus {:?}) must be less than a third of the watchdog timeout {:?}",
+                self.drift_rate, self.drift_margin, self.watchdog_timeout
+            )));
+        }
         if !(1..=MAX_RENEW_BATCH_SIZE).contains(&self.renew_batch_size) {
             return Err(Error::invalid(format!(
                 "renew batch size {} is out of range: it must be 1 ..= {MAX_RENEW_BATCH_SIZE}",
@@ -169,6 +204,8 @@ impl fmt::Debug for Config {
             .field("sync_replicas", &self.sync_replicas)
             .field("replica_sync_timeout", &self.replica_sync_timeout)
             .field("retry_budget", &self.retry_budget)
+            .field("drift_rate", &self.drift_rate)
+            .field("drift_margin", &self.drift_margin)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
     }

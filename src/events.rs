@@ -3,6 +3,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::error::Error;
 
@@ -44,6 +45,21 @@ pub trait LockEvents: Send + Sync {
     /// deadline passes.
     fn renewal_failed(&self, error: &Error) {
         let _ = error;
+    }
+
+    /// Renewals of `lock`'s lease are failing: it is valid only until `valid_until`, and
+    /// lost then unless a renewal gets through first. Whatever the lock protects should
+    /// stop before then. Called once per spell of failures (on the first failed round trip,
+    /// which a renewal due a third of the way through the lease meets by half of it at
+    /// the latest); [`lease_recovered`](LockEvents::lease_recovered) ends the spell.
+    fn lease_at_risk(&self, lock: &str, valid_until: Instant) {
+        let _ = (lock, valid_until);
+    }
+
+    /// A renewal of `lock`'s lease got through again after
+    /// [`lease_at_risk`](LockEvents::lease_at_risk): it is held as before.
+    fn lease_recovered(&self, lock: &str) {
+        let _ = lock;
     }
 
     /// Dropping a guard could not release its hold; the lock expires after its lease.
@@ -89,6 +105,14 @@ impl Events {
 
     pub(crate) fn renewal_failed(&self, error: &Error) {
         self.call(|e| e.renewal_failed(error));
+    }
+
+    pub(crate) fn lease_at_risk(&self, lock: &str, valid_until: Instant) {
+        self.call(|e| e.lease_at_risk(lock, valid_until));
+    }
+
+    pub(crate) fn lease_recovered(&self, lock: &str) {
+        self.call(|e| e.lease_recovered(lock));
     }
 
     pub(crate) fn release_failed(&self, lock: &str, error: &Error) {

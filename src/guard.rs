@@ -3,11 +3,12 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, Hold, LeaseState, PendingRelease};
 use crate::error::{Error, Result};
 use crate::fan_out;
+use crate::watch::{LeaseWatch, combined_state, combined_valid_until};
 
 /// Proof that the current thread holds a lock; releases its hold (or, for a
 /// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock), every member's hold)
@@ -67,20 +68,43 @@ impl LockGuard {
         LockGuard::of(holds, quorum, None, None, None)
     }
 
-    /// Whether the lease is held as far as this client knows (no I/O): false once it was
-    /// lost or ran out. For a [`RedLock`](crate::RedLock), while a majority of its nodes'
-    /// leases are held; for a [`MultiLock`](crate::MultiLock), while every member's is.
+    /// Whether the lease is held as far as this client knows (no I/O): true while it is
+    /// [`Held`](LeaseState::Held) or [`AtRisk`](LeaseState::AtRisk), false once it was lost
+    /// or its validity ran out ([`valid_until`](LockGuard::valid_until)). For a
+    /// [`RedLock`](crate::RedLock), while a majority of its nodes' leases are held; for a
+    /// [`MultiLock`](crate::MultiLock), while every member's is.
     pub fn is_held(&self) -> bool {
-        self.lease_state() == LeaseState::Held
+        matches!(self.lease_state(), LeaseState::Held | LeaseState::AtRisk)
     }
 
-    /// The lease's state as this client knows it (no I/O).
+    /// The lease's state as this client knows it (no I/O): `Held`; `AtRisk` when renewals
+    /// are failing and the lease is valid only until [`valid_until`](LockGuard::valid_until);
+    /// `Lost`.
     pub fn lease_state(&self) -> LeaseState {
-        if self.holds.is_empty() {
-            return LeaseState::Released;
-        }
-        let held = self.holds.iter().filter(|h| h.state() == LeaseState::Held).count();
-        if held >= self.quorum { LeaseState::Held } else { LeaseState::Lost }
+        combined_state(self.holds.iter().map(Hold::state), self.quorum)
+    }
+
+    /// Until when no other owner can hold the lock, as far as this process can tell (no
+    /// I/O): the instant the last successful acquire or renewal was *sent*, plus the lease,
+    /// less the clock-drift allowance (1 % of the lease and 2 ms by default:
+    /// [`ClientBuilder::clock_drift_rate`](crate::ClientBuilder::clock_drift_rate)). Redis
+    /// expires the key no earlier, while the two clocks run at rates within the allowance.
+    /// It moves forward with every renewal; [`is_held`](LockGuard::is_held) turns false
+    /// when it passes. `None` once the lease is lost (and for a fixed lease too long for
+    /// the clock to hold its end). For a [`MultiLock`](crate::MultiLock), the earliest of
+    /// its members'; for a [`RedLock`](crate::RedLock), the latest its majority shares.
+    ///
+    /// A [`LeaseWatch`](crate::LeaseWatch) ([`watch`](LockGuard::watch)) gives the same to
+    /// other threads.
+    pub fn valid_until(&self) -> Option<Instant> {
+        combined_valid_until(self.holds.iter().map(|h| h.lease().valid_until()), self.quorum)
+    }
+
+    /// A handle on this guard's lease for other threads (the guard itself is `!Send`):
+    /// workers ask it whether they may still act, and block on it until the lease is at
+    /// risk or lost. See [`LeaseWatch`](crate::LeaseWatch).
+    pub fn watch(&self) -> LeaseWatch {
+        LeaseWatch::new(self.holds.iter().map(|h| Arc::clone(h.lease())).collect(), self.quorum)
     }
 
     /// The fencing token of this acquisition: `Some` for a [`FencedLock`](crate::FencedLock),

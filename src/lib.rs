@@ -70,6 +70,7 @@ mod permit_semaphore;
 mod read_write_lock;
 mod red_lock;
 mod semaphore;
+mod watch;
 // Engine: the lease registry and the acquire, release and renewal flows.
 mod engine;
 // Kinds: each lock kind's scripts, keys and replies.
@@ -86,15 +87,15 @@ mod clock;
 mod error;
 mod keys;
 mod owner;
-mod scripts;
 mod replica_view;
+mod scripts;
 mod wheel;
 
 pub use client::{Client, ClientBuilder, ClientStats, redact_url};
 pub use config::{
-    DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL,
-    DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE, DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET,
-    DEFAULT_WATCHDOG_TIMEOUT,
+    DEFAULT_CLOCK_DRIFT_MARGIN, DEFAULT_CLOCK_DRIFT_RATE, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL, DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE,
+    DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET, DEFAULT_WATCHDOG_TIMEOUT,
 };
 pub use engine::LeaseState;
 pub use error::{Error, ErrorKind, Result};
@@ -110,6 +111,7 @@ pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use red_lock::RedLock;
 pub use semaphore::{Semaphore, SemaphoreGuard};
+pub use watch::LeaseWatch;
 
 /// The README's example, compiled as a doctest so that it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -3,11 +3,12 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::engine::{self, Engine, LeaseState, PermitHold, Wait};
 use crate::error::Result;
 use crate::semaphore::semaphore_handle;
+use crate::watch::LeaseWatch;
 
 /// A semaphore whose every permit has a lease (Redisson's `RPermitExpirableSemaphore`): a
 /// holder that dies does not keep its permits forever.
@@ -70,14 +71,27 @@ impl PermitExpirableSemaphore {
 semaphore_handle!(PermitExpirableSemaphore, PermitGuard);
 
 impl PermitGuard {
-    /// Whether the permits are held as far as this client knows (no I/O).
+    /// Whether the permits are held as far as this client knows (no I/O): while their lease
+    /// is held or at risk, and valid.
     pub fn is_held(&self) -> bool {
-        self.lease_state() == LeaseState::Held
+        matches!(self.lease_state(), LeaseState::Held | LeaseState::AtRisk)
     }
 
     /// The permits' lease state as this client knows it (no I/O).
     pub fn lease_state(&self) -> LeaseState {
         self.hold.as_ref().map_or(LeaseState::Released, PermitHold::state)
+    }
+
+    /// Until when the permits are this guard's, as far as this process can tell (see
+    /// [`LockGuard::valid_until`](crate::LockGuard::valid_until)); `None` once lost.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.hold.as_ref().and_then(|hold| hold.lease().valid_until()).flatten()
+    }
+
+    /// A handle on the permits' lease for other threads (see
+    /// [`LeaseWatch`](crate::LeaseWatch)).
+    pub fn watch(&self) -> LeaseWatch {
+        LeaseWatch::new(self.hold.as_ref().map(|hold| Arc::clone(hold.lease())).into_iter().collect(), 1)
     }
 
     /// The number of permits this guard holds.

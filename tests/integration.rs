@@ -22,6 +22,7 @@ mod replication;
 mod rwlock;
 mod semaphores;
 mod sentinel;
+mod stop_in_time;
 mod support;
 mod support_selftest;
 mod tls;

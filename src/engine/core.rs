@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::clock;
 use crate::config::Config;
-use crate::engine::lease::{Lease, Term};
+use crate::engine::lease::{Lease, Span, Term};
 use crate::engine::registry::Registry;
 use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::ReplicaSync;
@@ -189,6 +189,19 @@ impl Engine {
         }
     }
 
+    /// The watchdog's lease and its clock-drift allowance.
+    pub(crate) fn watchdog_span(&self) -> Span {
+        let lease = self.config.watchdog_timeout;
+        Span { lease, drift: self.config.drift(lease) }
+    }
+
+    /// The term of a hold with a fixed lease of `lease_millis`, acquired by a request sent
+    /// at `sent`: valid until then plus the lease, less its drift allowance.
+    pub(crate) fn fixed_term(&self, sent: Instant, lease_millis: u64) -> Term {
+        let lease = Duration::from_millis(lease_millis);
+        Term::Until(Span { lease, drift: self.config.drift(lease) }.valid_until(sent))
+    }
+
     /// Records a granted hold, acquired by a request sent at `sent`, and schedules its
     /// renewal when the watchdog keeps it. Returns the lease and the hold's term.
     pub(crate) fn add_hold(
@@ -201,10 +214,9 @@ impl Engine {
         watchdog: bool,
     ) -> (Arc<Lease>, Term) {
         let lease = self.registry.lease_for(kind, name, owner);
-        let term =
-            if watchdog { Term::Watchdog } else { Term::Until(sent.checked_add(Duration::from_millis(lease_millis))) };
+        let term = if watchdog { Term::Watchdog } else { self.fixed_term(sent, lease_millis) };
         let mut inner = lease.lock();
-        inner.add(term, sent, self.config.watchdog_timeout);
+        inner.add(term, sent, self.watchdog_span());
         if watchdog && inner.renewal.is_none() && !inner.renewing {
             self.renewer.schedule(&lease, &mut inner, sent + self.config.watchdog_timeout / 3);
         }
@@ -217,7 +229,7 @@ impl Engine {
     /// in the registry.
     pub(crate) fn add_permit_lease(&self, lease: &Arc<Lease>, term: Term, sent: Instant) {
         let mut inner = lease.lock();
-        inner.add(term, sent, self.config.watchdog_timeout);
+        inner.add(term, sent, self.watchdog_span());
         if term == Term::Watchdog {
             self.renewer.schedule(lease, &mut inner, sent + self.config.watchdog_timeout / 3);
         }

@@ -8,16 +8,26 @@
 //! acquire, renew and release scripts). When the lease is lost every one of those guards
 //! reports it.
 //!
-//! | status     | event                                              | next       |
-//! |------------|----------------------------------------------------|------------|
-//! | `Held`     | renewal sent at `t` succeeds                       | `Held`, watchdog part expires at `t` + lease |
-//! | `Held`     | Redis says the owner's field is gone (renewal, release or query) | `Lost`, reported once |
-//! | `Held`     | local deadline passes (renewals failed, or every fixed lease ran out) | `Lost` (seen by `state()`; reported by whoever acts on it first) |
-//! | `Held`     | the last guard is released                         | `Released` |
-//! | `Released` | that release finds nothing of the owner in Redis   | `Lost`, reported once |
-//! | `Lost`     | guards are released                                | `Lost` (nothing is sent) |
+//! Every hold is **valid** until the instant its acquire (or the watchdog's last successful
+//! renewal) was *sent*, plus its lease, less the clock-drift allowance: as far as this
+//! process can tell, no other owner can hold the lock before then (Redis's expiry counts
+//! from when the request arrived, later, by a clock that runs at nearly the same rate).
+//! The lease is valid until the latest of its holds' validity ends (its local deadline).
 //!
-//! A new acquisition by the same thread after a loss starts a new `Lease`.
+//! | state (as `state()` reports it) | event | next |
+//! |---|---|---|
+//! | `Held` | renewal sent at `t` succeeds | `Held`, watchdog part valid until `t` + lease − drift, at risk from `t` + lease/2 |
+//! | `Held` | a renewal round trip fails, or half the watchdog lease passes since the last success's send (the renewal due at a third has not come back), while the watchdog part is what keeps it valid | `AtRisk` (reported once, with the deadline) |
+//! | `AtRisk` | a renewal succeeds | `Held` (reported) |
+//! | `Held`, `AtRisk` | Redis says the owner's field is gone (renewal, release or query) | `Lost`, reported once |
+//! | `Held`, `AtRisk` | the local deadline passes (renewals failed, or every fixed lease ran out) | `Lost` (seen by `state()`; reported by whoever acts on it first) |
+//! | `Held`, `AtRisk` | the last guard is released | `Released` |
+//! | `Released` | that release finds nothing of the owner in Redis | `Lost`, reported once |
+//! | `Lost` | guards are released | `Lost` (nothing is sent) |
+//!
+//! `AtRisk` is never stored: it is read off the clock and the renewal's last outcome, so
+//! it shows on time even while the renewal thread is blocked in a round trip. A new
+//! acquisition by the same thread after a loss starts a new `Lease`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +48,11 @@ pub enum LeaseState {
     /// Held as far as this client knows: the last acquire or renewal succeeded and its
     /// lease has not run out.
     Held,
+    /// Still held, but renewals are failing (or overdue) and the lease is valid only until
+    /// its deadline ([`LockGuard::valid_until`](crate::LockGuard::valid_until)): whatever
+    /// the lock protects should stop before then. Curator's `SUSPENDED`. It turns back to
+    /// `Held` when a renewal succeeds, and to `Lost` at the deadline.
+    AtRisk,
     /// The lease is gone: it ran out, Redis said this owner no longer holds the lock, or
     /// renewals failed until it ran out. Another owner may hold the lock now.
     Lost,
@@ -45,12 +60,26 @@ pub enum LeaseState {
     Released,
 }
 
-/// How long one hold lasts: renewed by the watchdog, or until a fixed end (`None`: beyond
-/// what `Instant` holds, i.e. never).
+/// How long one hold lasts: renewed by the watchdog, or valid until a fixed end (`None`:
+/// beyond what `Instant` holds, i.e. never).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Term {
     Watchdog,
     Until(Option<Instant>),
+}
+
+/// The watchdog's lease, and the clock-drift allowance taken off it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Span {
+    pub(crate) lease: Duration,
+    pub(crate) drift: Duration,
+}
+
+impl Span {
+    /// The end of a hold's validity whose request was sent at `sent` (`None`: never).
+    pub(crate) fn valid_until(&self, sent: Instant) -> Option<Instant> {
+        sent.checked_add(self.lease.saturating_sub(self.drift))
+    }
 }
 
 pub(crate) struct Lease {
@@ -69,15 +98,27 @@ pub(crate) struct Lease {
     pub(crate) permits: Option<Vec<PermitId>>,
     inner: Mutex<LeaseInner>,
     renewal_done: Condvar,
+    /// Notified whenever the state may have changed other than by the clock (a renewal's
+    /// outcome, a loss, a release), for [`Lease::wait_while_held`].
+    changed: Condvar,
 }
 
 pub(crate) struct LeaseInner {
+    /// `Held`, `Lost` or `Released` (`AtRisk` is read off the clock by `state()`).
     pub(crate) status: LeaseState,
-    /// Until when the watchdog's holds are held by the local clock: measured from when the
-    /// last successful acquire or renewal was *sent* (so never later than Redis's own
-    /// expiry); `None` is never.
+    /// Until when the watchdog's holds are valid by the local clock: the last successful
+    /// acquire or renewal's *send*, plus the lease, less the drift allowance (so never
+    /// later than Redis's own expiry while the clocks keep within it); `None` is never.
     renewed_until: Option<Instant>,
-    /// The end of every live fixed-lease hold, likewise measured from its acquire's send.
+    /// From when the watchdog's holds are at risk unless renewed again: half the lease after
+    /// that send.
+    risk_at: Option<Instant>,
+    /// A renewal round trip failed since the last success.
+    failing: bool,
+    /// The spell of failures has been reported (`lease_at_risk`), and its end will be.
+    risk_reported: bool,
+    /// The end of every live fixed-lease hold's validity, likewise measured from its
+    /// acquire's send.
     fixed_until: Vec<Option<Instant>>,
     /// Guards alive on this lease.
     pub(crate) holds: u32,
@@ -108,6 +149,9 @@ impl Lease {
             inner: Mutex::new(LeaseInner {
                 status: LeaseState::Held,
                 renewed_until: None,
+                risk_at: None,
+                failing: false,
+                risk_reported: false,
                 fixed_until: Vec::new(),
                 holds: 0,
                 watchdog_holds: 0,
@@ -115,6 +159,7 @@ impl Lease {
                 renewing: false,
             }),
             renewal_done: Condvar::new(),
+            changed: Condvar::new(),
         }
     }
 
@@ -123,13 +168,15 @@ impl Lease {
     }
 
     /// The state as a guard reports it: a `Held` lease whose local deadline has passed is
-    /// `Lost`.
+    /// `Lost`, one whose renewals are failing or overdue is `AtRisk`.
     pub(crate) fn state(&self) -> LeaseState {
+        self.inner.lock().state(Instant::now())
+    }
+
+    /// Until when the lease is valid (`None`: no end), while it is held or at risk.
+    pub(crate) fn valid_until(&self) -> Option<Option<Instant>> {
         let inner = self.inner.lock();
-        match inner.status {
-            LeaseState::Held if !inner.is_live() => LeaseState::Lost,
-            status => status,
-        }
+        matches!(inner.state(Instant::now()), LeaseState::Held | LeaseState::AtRisk).then(|| inner.expires_at())
     }
 
     /// Marks the lease lost and reports it to `events`; whoever learns of a loss calls this
@@ -142,7 +189,40 @@ impl Lease {
         }
         inner.status = LeaseState::Lost;
         drop(inner);
+        self.changed.notify_all();
         events.lease_lost(&self.name);
+    }
+
+    /// Marks the lease released by its last guard.
+    pub(crate) fn release(&self, inner: &mut MutexGuard<'_, LeaseInner>) {
+        inner.status = LeaseState::Released;
+        self.changed.notify_all();
+    }
+
+    /// Wakes the threads waiting in [`wait_while_held`](Lease::wait_while_held) after a
+    /// change they cannot read off the clock (a renewal's outcome).
+    pub(crate) fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    /// Waits until the lease is no longer plainly `Held` (at risk, lost or released), or
+    /// until `deadline` (`None`: no deadline); returns its state then.
+    pub(crate) fn wait_while_held(&self, deadline: Option<Instant>) -> LeaseState {
+        let mut inner = self.inner.lock();
+        loop {
+            let now = Instant::now();
+            let state = inner.state(now);
+            if state != LeaseState::Held || deadline.is_some_and(|d| now >= d) {
+                return state;
+            }
+            // The clock changes the state too: wake when it will.
+            match clock::earliest(inner.next_change(now), deadline) {
+                Some(at) => {
+                    self.changed.wait_until(&mut inner, at);
+                }
+                None => self.changed.wait(&mut inner),
+            }
+        }
     }
 
     /// Waits until no renewal round trip carrying this lease is in flight, so that none
@@ -170,8 +250,37 @@ impl Lease {
 }
 
 impl LeaseInner {
-    /// When the lease runs out by the local clock: the latest end of its holds (`None`:
-    /// never).
+    /// The state at `now` (see the module's table).
+    fn state(&self, now: Instant) -> LeaseState {
+        match self.status {
+            LeaseState::Held if !self.is_live_at(now) => LeaseState::Lost,
+            LeaseState::Held if self.at_risk(now) => LeaseState::AtRisk,
+            status => status,
+        }
+    }
+
+    /// Whether the lease's validity hangs on renewals that are failing or overdue: the
+    /// watchdog part is at risk and no fixed hold is valid longer than it.
+    fn at_risk(&self, now: Instant) -> bool {
+        if self.watchdog_holds == 0 || !(self.failing || self.risk_at.is_some_and(|at| now >= at)) {
+            return false;
+        }
+        let watchdog_end = self.renewed_until;
+        !self.fixed_until.iter().any(|end| match (end, watchdog_end) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(end), Some(watchdog_end)) => *end > watchdog_end,
+        })
+    }
+
+    /// The next instant at which the clock alone changes the state (at risk, then lost).
+    fn next_change(&self, now: Instant) -> Option<Instant> {
+        let risk = self.risk_at.filter(|at| *at > now && self.watchdog_holds > 0);
+        clock::earliest(risk, self.expires_at())
+    }
+
+    /// When the lease runs out by the local clock: the latest end of its holds' validity
+    /// (`None`: never).
     pub(crate) fn expires_at(&self) -> Option<Instant> {
         let watchdog = (self.watchdog_holds > 0).then_some(self.renewed_until);
         watchdog.into_iter().chain(self.fixed_until.iter().copied()).try_fold(
@@ -185,11 +294,15 @@ impl LeaseInner {
 
     /// Whether a new acquisition by the same thread can join this lease.
     pub(crate) fn is_live(&self) -> bool {
-        self.status == LeaseState::Held && self.expires_at().is_none_or(|at| Instant::now() < at)
+        self.is_live_at(Instant::now())
+    }
+
+    fn is_live_at(&self, now: Instant) -> bool {
+        self.status == LeaseState::Held && self.expires_at().is_none_or(|at| now < at)
     }
 
     /// Records one more hold, granted by a request sent at `sent`.
-    pub(crate) fn add(&mut self, term: Term, sent: Instant, watchdog: Duration) {
+    pub(crate) fn add(&mut self, term: Term, sent: Instant, watchdog: Span) {
         self.holds += 1;
         match term {
             Term::Watchdog => {
@@ -214,11 +327,28 @@ impl LeaseInner {
         self.holds == 0
     }
 
-    /// A renewal (or a watchdog acquire) sent at `sent` succeeded.
-    pub(crate) fn renewed(&mut self, sent: Instant, watchdog: Duration) {
+    /// A renewal (or a watchdog acquire) sent at `sent` succeeded. True when it ends a
+    /// spell of failures that was reported.
+    pub(crate) fn renewed(&mut self, sent: Instant, watchdog: Span) -> bool {
         // A later acquire may have renewed it further already; `None` (beyond what
         // `Instant` holds) is never.
-        self.renewed_until = sent.checked_add(watchdog).map(|until| self.renewed_until.map_or(until, |u| u.max(until)));
+        let later = |new: Option<Instant>, old: Option<Instant>| new.map(|new| old.map_or(new, |old| old.max(new)));
+        self.renewed_until = later(watchdog.valid_until(sent), self.renewed_until);
+        self.risk_at = later(sent.checked_add(watchdog.lease / 2), self.risk_at);
+        self.failing = false;
+        std::mem::replace(&mut self.risk_reported, false)
+    }
+
+    /// A renewal round trip failed. `Some(deadline)` when that puts the lease at risk and
+    /// the spell is not reported yet: report it, with the deadline.
+    pub(crate) fn renewal_failed(&mut self) -> Option<Instant> {
+        self.failing = true;
+        if self.risk_reported || !self.at_risk(Instant::now()) {
+            return None;
+        }
+        let deadline = self.expires_at()?;
+        self.risk_reported = true;
+        Some(deadline)
     }
 
     /// Whether some fixed-lease hold of this lease would be cut short by setting Redis's
@@ -248,16 +378,18 @@ mod tests {
         Lease::new("l".into(), "o".into(), Role::Exclusive, "o".into(), None)
     }
 
+    const WATCHDOG: Span = Span { lease: Duration::from_secs(3), drift: Duration::ZERO };
+
     #[test]
     fn a_lease_lasts_as_long_as_its_longest_hold() {
         let lease = lease();
         let mut inner = lease.lock();
         let now = Instant::now();
-        let watchdog = Duration::from_secs(3);
+        let watchdog = WATCHDOG;
         inner.add(Term::Watchdog, now, watchdog);
         let short = Term::Until(now.checked_add(Duration::from_millis(200)));
         inner.add(short, now, watchdog);
-        assert_eq!(inner.expires_at(), now.checked_add(watchdog), "the short hold does not cut the watchdog's");
+        assert_eq!(inner.expires_at(), now.checked_add(watchdog.lease), "the short hold does not cut the watchdog's");
         let long = Term::Until(now.checked_add(Duration::from_secs(10)));
         inner.add(long, now, watchdog);
         assert_eq!(inner.expires_at(), now.checked_add(Duration::from_secs(10)));
@@ -269,11 +401,83 @@ mod tests {
         assert!(inner.remove(short));
     }
 
+    /// The rows of the state table that the clock and the renewal's outcome drive.
+    #[test]
+    fn a_watchdog_lease_turns_at_risk_recovers_and_is_lost_at_its_validity_end() {
+        let lease = lease();
+        let span = Span { lease: Duration::from_secs(3), drift: Duration::from_millis(32) };
+        let sent = Instant::now();
+        let mut inner = lease.lock();
+        inner.add(Term::Watchdog, sent, span);
+        assert_eq!(inner.state(sent), LeaseState::Held);
+        assert_eq!(inner.expires_at(), sent.checked_add(Duration::from_millis(2968)), "sent + lease - drift");
+        // Half the lease without a successful renewal: at risk, by the clock alone.
+        let half = sent + Duration::from_millis(1500);
+        assert_eq!(inner.state(half - Duration::from_millis(1)), LeaseState::Held);
+        assert_eq!(inner.state(half), LeaseState::AtRisk);
+        assert_eq!(inner.next_change(sent), Some(half));
+        // A failed round trip: at risk at once, reported once, with the deadline.
+        assert_eq!(inner.renewal_failed(), inner.expires_at(), "the first failure is reported");
+        assert_eq!(inner.state(sent), LeaseState::AtRisk);
+        assert_eq!(inner.renewal_failed(), None, "once per spell");
+        // A renewal gets through: held again, and the end of the spell is reported.
+        let later = sent + Duration::from_millis(1000);
+        assert!(inner.renewed(later, span), "the reported spell ends");
+        assert_eq!(inner.state(later), LeaseState::Held);
+        assert!(!inner.renewed(later, span), "nothing to report twice");
+        // The validity end passes: lost.
+        let end = inner.expires_at().expect("an end");
+        assert_eq!(inner.state(end - Duration::from_millis(1)), LeaseState::AtRisk, "overdue before the end");
+        assert_eq!(inner.state(end), LeaseState::Lost);
+    }
+
+    /// A fixed hold that outlasts the watchdog's keeps the lease valid whatever renewals do:
+    /// never at risk while it does.
+    #[test]
+    fn a_fixed_hold_longer_than_the_watchdog_part_keeps_the_lease_out_of_risk() {
+        let lease = lease();
+        let sent = Instant::now();
+        let mut inner = lease.lock();
+        inner.add(Term::Watchdog, sent, WATCHDOG);
+        inner.add(Term::Until(sent.checked_add(Duration::from_secs(60))), sent, WATCHDOG);
+        assert!(inner.renewal_failed().is_none(), "not at risk: nothing to report");
+        assert_eq!(inner.state(sent + Duration::from_secs(2)), LeaseState::Held);
+        assert!(!inner.remove(Term::Until(sent.checked_add(Duration::from_secs(60)))));
+        assert_eq!(inner.state(sent + Duration::from_secs(2)), LeaseState::AtRisk, "the watchdog part alone now");
+    }
+
+    /// A waiter on the lease wakes when a renewal fails (notified) and when the clock turns
+    /// it at risk (its own deadline), and returns at its timeout otherwise.
+    #[test]
+    fn waiting_while_held_ends_at_risk_or_at_the_timeout() {
+        let lease = Arc::new(lease());
+        let sent = Instant::now();
+        lease.lock().add(Term::Watchdog, sent, Span { lease: Duration::from_millis(600), drift: Duration::ZERO });
+        let timed_out = lease.wait_while_held(Some(Instant::now() + Duration::from_millis(20)));
+        assert_eq!(timed_out, LeaseState::Held);
+        // The clock: at risk at half the lease (300 ms after the send).
+        assert_eq!(lease.wait_while_held(None), LeaseState::AtRisk);
+        assert!(sent.elapsed() >= Duration::from_millis(300), "{:?}", sent.elapsed());
+        // A failure, notified: at once.
+        let lease = Arc::new(super::tests::lease());
+        lease.lock().add(Term::Watchdog, Instant::now(), WATCHDOG);
+        let failing = Arc::clone(&lease);
+        let failer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            failing.lock().renewal_failed();
+            failing.notify();
+        });
+        let started = Instant::now();
+        assert_eq!(lease.wait_while_held(Some(Instant::now() + Duration::from_secs(5))), LeaseState::AtRisk);
+        assert!(started.elapsed() < Duration::from_secs(2), "woken by the failure: {:?}", started.elapsed());
+        failer.join().expect("failer");
+    }
+
     #[test]
     fn a_hold_without_end_never_expires_and_the_loss_is_reported_once() {
         let lease = lease();
         let mut inner = lease.lock();
-        inner.add(Term::Until(None), Instant::now(), Duration::from_secs(1));
+        inner.add(Term::Until(None), Instant::now(), WATCHDOG);
         assert_eq!(inner.expires_at(), None);
         assert!(inner.is_live());
         assert_eq!(inner.keep_millis(1000), keys::MAX_LEASE_MILLIS);

@@ -16,6 +16,7 @@ mod undos;
 
 pub(crate) use acquire::{Request, Wait, acquire, attempt_within, deadline_after, prepare, ready};
 pub(crate) use core::Engine;
+pub(crate) use lease::Lease;
 pub use lease::LeaseState;
 pub(crate) use permits::{
     PermitHold, acquire as acquire_semaphore, acquire_expirable, add as add_permits, available as available_permits,

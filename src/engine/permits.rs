@@ -185,8 +185,7 @@ pub(crate) fn acquire_expirable(
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
     let Some(sent) = taken.map_err(|e| e.on_lock(name))? else { return Ok(None) };
     let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
-    let term =
-        if watchdog { Term::Watchdog } else { Term::Until(sent.checked_add(Duration::from_millis(lease_millis))) };
+    let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
     engine.add_permit_lease(&lease, term, sent);
     Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term }))
 }
@@ -195,6 +194,11 @@ impl PermitHold {
     /// The lease's state as this client knows it (no I/O).
     pub(crate) fn state(&self) -> LeaseState {
         self.lease.state()
+    }
+
+    /// The permits' lease.
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
     }
 
     /// The semaphore's name.
@@ -230,7 +234,7 @@ impl PermitHold {
             )
             .on_lock(name));
         }
-        inner.status = LeaseState::Released;
+        self.lease.release(&mut inner);
         drop(inner);
         let ids = self.lease.permits.as_deref().unwrap_or(&[]);
         let returned = with_retries(engine, None, |_| {

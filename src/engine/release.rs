@@ -58,6 +58,11 @@ impl Hold {
         self.lease.state()
     }
 
+    /// The lease this hold is one of (shared by the thread's holds of the lock).
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
+    }
+
     /// The engine of the client that holds it.
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
@@ -80,7 +85,7 @@ impl Hold {
         }
         let keep_millis = inner.keep_millis(engine.watchdog_millis());
         if last && was_live {
-            inner.status = LeaseState::Released;
+            self.lease.release(&mut inner);
         }
         if was_live {
             drop(inner);

@@ -28,7 +28,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::background::Background;
 use crate::config::Config;
-use crate::engine::lease::{Lease, LeaseInner, LeaseState};
+use crate::engine::lease::{Lease, LeaseInner, LeaseState, Span};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{self, PermitEntry, RenewEntry, RenewOutcome, Renewal};
@@ -75,6 +75,8 @@ struct Worker {
     topology: Arc<Topology>,
     config: Config,
     lease_millis: u64,
+    /// The watchdog's lease and its drift allowance.
+    span: Span,
 }
 
 impl Renewer {
@@ -89,7 +91,9 @@ impl Renewer {
             }),
             wake: Condvar::new(),
         });
-        let worker = Worker { shared: Arc::clone(&shared), topology, config, lease_millis };
+        let lease = Duration::from_millis(lease_millis);
+        let span = Span { lease, drift: config.drift(lease) };
+        let worker = Worker { shared: Arc::clone(&shared), topology, config, lease_millis, span };
         let thread = Background::spawn("redlease-renewal", move || worker.run())?;
         Ok(Renewer { shared, thread })
     }
@@ -201,6 +205,14 @@ impl Worker {
         }
     }
 
+    /// How long one renewal round trip may take: the command timeout, and at most a sixth
+    /// of the lease, so that a renewal sent a third of the way through it has failed by
+    /// half of it, when the lease turns at risk, and the failure is reported then rather
+    /// than a command timeout later (a cut-off connection answers nothing).
+    fn round_trip_limit(&self) -> Option<Duration> {
+        Some(self.config.command_timeout.min(self.span.lease / 6))
+    }
+
     /// A quarter of the renewal period, in ticks.
     fn coalesce_ticks(&self) -> u64 {
         self.lease_millis / 12
@@ -281,12 +293,16 @@ impl Worker {
                     }
                 })
                 .collect();
-            let replies = pool.run("renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries));
+            let replies = pool.run_within("renewing leases", self.round_trip_limit(), |conn| {
+                kind::renew(conn, self.lease_millis, &entries)
+            });
             round_trips += 1 + self.take_replies(chunk, &locks, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
-                self.topology
-                    .pool_for(entries[j].name)
-                    .run("renewing a lease", |conn| kind::renew(conn, self.lease_millis, one))
+                self.topology.pool_for(entries[j].name).run_within(
+                    "renewing a lease",
+                    self.round_trip_limit(),
+                    |conn| kind::renew(conn, self.lease_millis, one),
+                )
             });
         }
         if !permits.is_empty() {
@@ -294,12 +310,16 @@ impl Worker {
                 .iter()
                 .filter_map(|&i| chunk[i].0.permits.as_deref().map(|ids| PermitEntry { name: &chunk[i].0.name, ids }))
                 .collect();
-            let replies = pool.run("renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, &entries));
+            let replies = pool.run_within("renewing permits", self.round_trip_limit(), |conn| {
+                kind::renew_permits(conn, self.lease_millis, &entries)
+            });
             round_trips += 1 + self.take_replies(chunk, &permits, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
-                self.topology
-                    .pool_for(&keys::permit_timeouts(entries[j].name))
-                    .run("renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, one))
+                self.topology.pool_for(&keys::permit_timeouts(entries[j].name)).run_within(
+                    "renewing permits",
+                    self.round_trip_limit(),
+                    |conn| kind::renew_permits(conn, self.lease_millis, one),
+                )
             });
         }
         (outcomes, round_trips)
@@ -371,7 +391,7 @@ impl Worker {
     /// Records one lease's renewal outcome: `Some(true)` renewed, `Some(false)` Redis says
     /// the owner is gone, `None` the round trip failed.
     fn settle(&self, lease: &Arc<Lease>, sent: Instant, renewed: Option<bool>) {
-        let watchdog = Duration::from_millis(self.lease_millis);
+        let watchdog = self.span.lease;
         let mut inner = lease.lock();
         lease.renewal_finished(&mut inner);
         if inner.status != LeaseState::Held {
@@ -379,9 +399,14 @@ impl Worker {
         }
         match renewed {
             Some(true) => {
-                inner.renewed(sent, watchdog);
+                let recovered = inner.renewed(sent, self.span);
                 if inner.watchdog_holds > 0 {
                     self.reschedule(lease, &mut inner, sent + watchdog / 3);
+                }
+                drop(inner);
+                lease.notify();
+                if recovered {
+                    self.config.events.lease_recovered(&lease.name);
                 }
             }
             Some(false) => self.lose(lease, inner),
@@ -391,8 +416,16 @@ impl Worker {
                     Some(at) if now >= at => self.lose(lease, inner),
                     // Try again soon, and at the latest when the lease runs out, so that its
                     // loss is known then.
-                    Some(at) => self.reschedule(lease, &mut inner, (now + watchdog / 12).min(at)),
-                    None => self.reschedule(lease, &mut inner, now + watchdog / 12),
+                    at => {
+                        let again = now + watchdog / 12;
+                        self.reschedule(lease, &mut inner, at.map_or(again, |at| again.min(at)));
+                        let at_risk = inner.renewal_failed();
+                        drop(inner);
+                        lease.notify();
+                        if let Some(deadline) = at_risk {
+                            self.config.events.lease_at_risk(&lease.name, deadline);
+                        }
+                    }
                 }
             }
         }
