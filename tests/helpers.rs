@@ -36,15 +36,7 @@ pub fn increment_non_atomically(conn: &mut redis::Connection, key: &str) {
     redis::cmd("SET").arg(key).arg(value.unwrap_or(0) + 1).query::<()>(conn).expect("SET");
 }
 
-/// Calls of every command the server has served so far (INFO commandstats), less the
-/// INFO calls themselves.
-pub fn commands_served(conn: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum()
-}
+pub use crate::support::server::commands_served;
 
 /// Subscribers of `channel` across all connections (PUBSUB NUMSUB).
 pub fn subscribers(conn: &mut redis::Connection, channel: &str) -> u64 {

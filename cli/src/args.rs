@@ -38,8 +38,8 @@ Examples:
   # hand the fencing token to the command (REDLEASE_TOKEN)
   redlease run --kind fenced ledger -- sh -c 'store --token \"$REDLEASE_TOKEN\"'
 
-  # short leases: a lost lock is noticed within a second; SIGKILL 2s after SIGTERM
-  redlease run --watchdog 3s --grace 2s job -- ./job.sh
+  # short leases: a cut-off run stops its command within 1.5s; SIGKILL 1s after SIGTERM
+  redlease run --watchdog 3s --grace 1s job -- ./job.sh
 
   # at most 4 of these at once across the fleet (a semaphore of 4 permits)
   redlease run --permits 4 thumbnails -- ./make-thumbnails.sh
@@ -49,11 +49,16 @@ Redis, <client id>:<thread number>), REDLEASE_CLIENT_ID and, for --kind fenced,
 REDLEASE_TOKEN in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
 sent to redlease are passed on to it; the lock is released after it has exited.
 
+When renewals fail the lease is at risk: the command gets SIGTERM --grace before the
+lease's deadline and SIGKILL just before it, so that it is gone before another run can
+start (see docs/cli.md, \"Stop in time\").
+
 Exit codes: the command's (128+n when signal n killed it); 64 bad input, 69 Redis
 unreachable, 75 lock (or permit) not had, 76 Redis error, 77 ACL refusal, 78 the
 semaphore has more permits than --permits, 79 lease lost (the command was told as
---on-lost says), 126/127 command not executable / not found, 128+n interrupted by
-signal n while waiting.";
+--on-lost says), 80 stopped before the lease could run out (renewals failing),
+126/127 command not executable / not found, 128+n interrupted by signal n while
+waiting.";
 
 const STATUS_EXAMPLES: &str = "\
 Examples:
@@ -117,12 +122,12 @@ pub enum Kind {
     Fenced,
 }
 
-/// What to do with the command when the lease is lost.
+/// What to do with the command when the lease is at risk or lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnLost {
-    /// SIGTERM, then SIGKILL after --grace.
+    /// SIGTERM --grace before the lease's deadline, SIGKILL just before it.
     Term,
-    /// SIGKILL at once.
+    /// SIGKILL just before the lease's deadline (at once when it is lost).
     Kill,
     /// Let it run; the exit code still says the lease was lost (79).
     Ignore,
@@ -204,13 +209,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
     pub watchdog: Option<Duration>,
 
-    /// What to do with the command when the lease is lost.
+    /// What to do with the command when the lease is at risk (renewals failing) or lost.
     #[arg(long, value_enum, default_value_t = OnLost::Term)]
     pub on_lost: OnLost,
 
-    /// Time between SIGTERM and SIGKILL when the lease is lost (--on-lost term).
-    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true, default_value = "10s")]
-    pub grace: Duration,
+    /// Time between SIGTERM and SIGKILL (--on-lost term): SIGKILL lands before the
+    /// lease's deadline, SIGTERM this long before. It must fit in the warning a lease gives
+    /// (about half the watchdog's, or the fixed --lease); default 10s, or what fits.
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub grace: Option<Duration>,
 
     /// No status line while waiting.
     #[arg(long, short)]

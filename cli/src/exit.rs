@@ -34,6 +34,9 @@ pub const CONFIG: u8 = 78;
 /// The lease was lost while the command ran (or found lost at release): the command was
 /// not, or not all the time, alone.
 pub const LEASE_LOST: u8 = 79;
+/// The lease was at risk (renewals failing, or a fixed lease about to end), and the
+/// command was stopped before its deadline: it was alone all the time, but did not finish.
+pub const STOPPED_AT_RISK: u8 = 80;
 /// The command was found but could not be executed (as shells say).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found (as shells say).

@@ -12,6 +12,7 @@
 mod args;
 mod child;
 mod connect;
+mod deadline;
 mod exit;
 mod layout;
 mod locks;

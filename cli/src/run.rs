@@ -6,9 +6,16 @@
 //! Threads: the main thread acquires and keeps the `LockGuard` (it is `!Send`) and
 //! supervises; a signal thread takes SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2;
 //! a child thread learns of the command's exit; the library's renewal thread reports a
-//! lost lease through `LockEvents::lease_lost`. All report to the main thread over one
-//! channel. The main thread also reads `LockGuard::is_held()` (no I/O) every tick, which
-//! catches a lease that ran out without a renewal saying so (a fixed `--lease`).
+//! lease at risk, recovered or lost through `LockEvents`. All report to the main thread
+//! over one channel. The main thread also reads the guard's state (no I/O) every tick,
+//! which catches a lease that turned at risk or ran out by the clock alone.
+//!
+//! **Stop in time.** A lease at risk (renewals failing) has a deadline
+//! (`LockGuard::valid_until`): the command gets SIGTERM `--grace` before it and SIGKILL
+//! just before it, so it is gone before Redis can expire the key and another run start
+//! (see `deadline`); a renewal that gets through before SIGTERM calls it off. A fixed
+//! `--lease` has its deadline from the start. A command stopped so exits `redlease` with
+//! 80; one that outlived its lease (lost, or `--on-lost ignore`) with 79.
 //!
 //! | phase | a signal |
 //! |---|---|
@@ -22,11 +29,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use redlease::{AnyLock, Client, LockEvents, LockGuard, PermitExpirableSemaphore, PermitGuard};
+use redlease::{AnyLock, Client, LeaseState, LockEvents, LockGuard, PermitExpirableSemaphore, PermitGuard};
 
 use crate::args::{Kind, OnLost, RunArgs};
 use crate::child::{self, Child};
 use crate::connect::Settings;
+use crate::deadline::{self, Action, Stopping};
 use crate::exit::{self, Failure, say, shown};
 use crate::layout::{self, owner_of};
 use crate::progress::Progress;
@@ -44,7 +52,8 @@ const FAIR_GIVE_UP: &str = concat!(include_str!("../../lua/prelude.lua"), includ
 #[derive(Debug)]
 enum Event {
     Signal(Received),
-    LeaseLost,
+    /// The lease turned at risk, recovered or was lost: look at it now.
+    LeaseChanged,
     ChildExited,
 }
 
@@ -113,7 +122,15 @@ struct LeaseEvents {
 
 impl LockEvents for LeaseEvents {
     fn lease_lost(&self, _lock: &str) {
-        let _ = self.events.send(Event::LeaseLost);
+        let _ = self.events.send(Event::LeaseChanged);
+    }
+
+    fn lease_at_risk(&self, _lock: &str, _valid_until: Instant) {
+        let _ = self.events.send(Event::LeaseChanged);
+    }
+
+    fn lease_recovered(&self, _lock: &str) {
+        let _ = self.events.send(Event::LeaseChanged);
     }
 
     fn renewal_failed(&self, error: &redlease::Error) {
@@ -165,11 +182,26 @@ impl Target {
 }
 
 impl Guard {
-    /// Whether the lease is held as far as the client knows (no I/O).
+    /// Whether the lease is held (or at risk) as far as the client knows (no I/O).
     fn is_held(&self) -> bool {
         match self {
             Guard::Lock(guard) => guard.is_held(),
             Guard::Permit(guard) => guard.is_held(),
+        }
+    }
+
+    fn lease_state(&self) -> LeaseState {
+        match self {
+            Guard::Lock(guard) => guard.lease_state(),
+            Guard::Permit(guard) => guard.lease_state(),
+        }
+    }
+
+    /// Until when no other run can hold the lock, as far as this process can tell.
+    fn valid_until(&self) -> Option<Instant> {
+        match self {
+            Guard::Lock(guard) => guard.valid_until(),
+            Guard::Permit(guard) => guard.valid_until(),
         }
     }
 
@@ -192,6 +224,7 @@ impl Guard {
 pub fn run(args: RunArgs) -> Result<u8, Failure> {
     names::check(&args.name)?;
     let settings = Settings::from_args(&args.connection)?;
+    let grace = resolve_grace(&args)?;
     let mask = signals::block().map_err(|e| Failure::software(format!("cannot block signals: {e}")))?;
     let (events, inbox) = mpsc::channel();
     let shared = Arc::new(Shared {
@@ -214,7 +247,7 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
         }
         None => Target::Lock(locks::handle(&client, args.kind, &args.name, args.lease)),
     };
-    let run = Run { args: &args, settings: &settings, client: &client, hook: &hook };
+    let run = Run { args: &args, settings: &settings, client: &client, hook: &hook, grace };
 
     shared.wait_with(client.clone());
     let progress = (!args.quiet && std::io::stderr().is_terminal())
@@ -252,6 +285,35 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
         Err(err) => return Err(Failure::from_lock_error("cannot acquire", &err)),
     };
     run.hold(guard, &inbox)
+}
+
+/// The grace between SIGTERM and SIGKILL: `--grace` when it fits in the warning the lease
+/// gives before its deadline, a default that fits when none is given; an asked grace that
+/// does not fit is bad input (64), refused before anything is sent.
+fn resolve_grace(args: &RunArgs) -> Result<Duration, Failure> {
+    if args.on_lost != OnLost::Term {
+        return Ok(args.grace.unwrap_or_default());
+    }
+    let watchdog = args.watchdog.unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
+    let warning = deadline::warning(watchdog, args.lease);
+    deadline::grace(args.grace, warning, tick_for(args), args.lease).map_err(|room| {
+        let (lease, when) = match args.lease {
+            Some(lease) => (format!("--lease {}", humantime::format_duration(lease)), "from its start"),
+            None => (format!("--watchdog {}", humantime::format_duration(watchdog)), "once renewals fail"),
+        };
+        Failure::usage(format!(
+            "--grace {} does not fit: with {lease} the command can be told {} {when} before the lease may run out, and SIGKILL must land before that; give --grace {} or less, or a longer lease",
+            humantime::format_duration(args.grace.unwrap_or_default()),
+            humantime::format_duration(warning),
+            humantime::format_duration(room),
+        ))
+    })
+}
+
+/// How often the supervisor reads the lease: a tenth of it, between 10 ms and 250 ms.
+fn tick_for(args: &RunArgs) -> Duration {
+    let lease = args.lease.or(args.watchdog).unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
+    (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
 }
 
 /// Sets the semaphore to `permits` when it has none; otherwise checks the number it has
@@ -296,11 +358,21 @@ struct Run<'a> {
     settings: &'a Settings,
     client: &'a Client,
     hook: &'a LeaseEvents,
+    /// Between SIGTERM and SIGKILL (it fits in the lease's warning).
+    grace: Duration,
 }
 
 /// Why the lease was lost, and when that was learned.
 struct Loss {
     why: String,
+}
+
+/// How the supervision ended, besides the command's exit.
+struct Ending {
+    /// The command outlived its lease.
+    loss: Option<Loss>,
+    /// The command was stopped before the lease's deadline: why, and the deadline.
+    stopped: Option<(String, Instant)>,
 }
 
 impl Run<'_> {
@@ -359,8 +431,9 @@ impl Run<'_> {
             self.release(guard);
             return Err(Failure::software(format!("cannot start a thread: {e}")));
         }
-        let loss = self.supervise(&guard, &child, inbox, acquired_at);
+        let Ending { loss, stopped } = self.supervise(&guard, &child, inbox, acquired_at);
         let status = child.reap().map_err(|e| Failure::software(format!("cannot reap the command: {e}")))?;
+        let exited_at = Instant::now();
         let loss = match (loss, guard.release()) {
             (Some(loss), _) => Some(loss),
             (None, Ok(())) => None,
@@ -374,34 +447,117 @@ impl Run<'_> {
                 None
             }
         };
-        match loss {
-            Some(loss) => Err(Failure::new(
+        match (loss, stopped) {
+            (Some(loss), _) => Err(Failure::new(
                 exit::LEASE_LOST,
                 format!("lost {} ({}); the command {}", self.name(), loss.why, child::describe(status)),
             )),
-            None => Ok(child::exit_code(status)),
+            (None, Some((why, deadline))) => Err(Failure::new(
+                exit::STOPPED_AT_RISK,
+                format!(
+                    "stopped the command before {} could run out ({why}): it {}, {} before the lease's deadline",
+                    self.name(),
+                    child::describe(status),
+                    humantime::format_duration(round_ms(deadline.saturating_duration_since(exited_at)))
+                ),
+            )),
+            (None, None) => Ok(child::exit_code(status)),
         }
     }
 
-    /// Waits for the command to exit, passing signals on and telling it of a lost lease.
-    fn supervise(&self, guard: &Guard, child: &Child, inbox: &Receiver<Event>, acquired_at: Instant) -> Option<Loss> {
+    /// Waits for the command to exit, passing signals on, stopping it before the lease's
+    /// deadline when the lease is at risk (or fixed), and telling it of a lost lease.
+    fn supervise(&self, guard: &Guard, child: &Child, inbox: &Receiver<Event>, acquired_at: Instant) -> Ending {
         let tick = self.tick();
         let mut loss: Option<Loss> = None;
         let mut kill_at: Option<Instant> = None;
+        // A fixed lease's deadline is known from the start.
+        let mut stopping = match (self.args.lease, guard.valid_until()) {
+            (Some(lease), Some(deadline)) => Stopping::plan(self.args.on_lost, self.grace, deadline)
+                .map(|plan| (format!("its fixed lease of {} was ending", humantime::format_duration(lease)), plan)),
+            _ => None,
+        };
+        let mut ignoring_risk = false;
         loop {
-            let wait = kill_at.map_or(tick, |at| at.saturating_duration_since(Instant::now()).min(tick));
+            let next = [stopping.as_ref().and_then(|(_, plan)| plan.next_at()), kill_at].into_iter().flatten().min();
+            let wait = next.map_or(tick, |at| at.saturating_duration_since(Instant::now()).min(tick));
             match inbox.recv_timeout(wait) {
-                Ok(Event::ChildExited) | Err(RecvTimeoutError::Disconnected) => return loss,
+                Ok(Event::ChildExited) | Err(RecvTimeoutError::Disconnected) => {
+                    let stopped = stopping
+                        .filter(|(_, plan)| plan.started() && loss.is_none())
+                        .map(|(why, plan)| (why, plan.deadline()));
+                    return Ending { loss, stopped };
+                }
                 Ok(Event::Signal(received)) => {
                     if !received.from_terminal {
                         child.signal(received.signal);
                     }
                 }
-                Ok(Event::LeaseLost) | Err(RecvTimeoutError::Timeout) => {}
+                Ok(Event::LeaseChanged) | Err(RecvTimeoutError::Timeout) => {}
+            }
+            if loss.is_none() {
+                match guard.lease_state() {
+                    LeaseState::AtRisk if stopping.is_none() => match guard.valid_until() {
+                        Some(deadline) if self.args.on_lost != OnLost::Ignore => {
+                            stopping = Stopping::plan(self.args.on_lost, self.grace, deadline).map(|plan| {
+                                let why = self.why_at_risk();
+                                self.announce(child, &why, &plan);
+                                (why, plan)
+                            });
+                        }
+                        _ if !ignoring_risk => {
+                            ignoring_risk = true;
+                            say(&format!(
+                                "{} is at risk ({}): the command (pid {}) runs on (--on-lost ignore)",
+                                self.name(),
+                                self.why_at_risk(),
+                                child.pid()
+                            ));
+                        }
+                        _ => {}
+                    },
+                    // A renewal got through before any signal went: the command runs on.
+                    LeaseState::Held if self.args.lease.is_none() => {
+                        if stopping.as_ref().is_some_and(|(_, plan)| !plan.started()) {
+                            say(&format!("renewals of {} got through again: the command runs on", self.name()));
+                            stopping = None;
+                        }
+                        ignoring_risk = false;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some((_, plan)) = &mut stopping
+                && loss.is_none()
+            {
+                while let Some(action) = plan.due(Instant::now()) {
+                    let pid = child.pid();
+                    match action {
+                        Action::Term => {
+                            say(&format!("sending SIGTERM to the command (pid {pid}) before the lease can run out"));
+                            child.signal(Signal::SIGTERM);
+                        }
+                        Action::Kill => {
+                            say(&format!("sending SIGKILL to the command (pid {pid}) before the lease can run out"));
+                            child.signal(Signal::SIGKILL);
+                        }
+                    }
+                }
             }
             if loss.is_none() && !guard.is_held() {
                 let why = self.why_lost(acquired_at);
-                kill_at = self.tell(child, &why);
+                kill_at = match &stopping {
+                    // Being stopped already, and still running at the deadline: at once.
+                    Some((_, plan)) if plan.started() => {
+                        say(&format!(
+                            "lost {} ({why}) while the command (pid {}) was stopping",
+                            self.name(),
+                            child.pid()
+                        ));
+                        Some(Instant::now())
+                    }
+                    _ => self.tell(child, &why),
+                };
                 loss = Some(Loss { why });
             }
             if kill_at.is_some_and(|at| Instant::now() >= at) {
@@ -409,6 +565,34 @@ impl Run<'_> {
                 child.signal(Signal::SIGKILL);
                 kill_at = None;
             }
+        }
+    }
+
+    /// Says that the lease is at risk and when the command will be stopped.
+    fn announce(&self, child: &Child, why: &str, plan: &Stopping) {
+        let now = Instant::now();
+        let left = |at: Instant| humantime::format_duration(round_ms(at.saturating_duration_since(now)));
+        let signals = match plan.term_at() {
+            Some(term_at) => format!(
+                "SIGTERM in {}, SIGKILL in {}",
+                left(term_at),
+                plan.kill_at().map_or_else(String::new, |at| left(at).to_string())
+            ),
+            None => format!("SIGKILL in {}", plan.kill_at().map_or_else(String::new, |at| left(at).to_string())),
+        };
+        say(&format!(
+            "{} is at risk ({why}): it may run out in {}; the command (pid {}) gets {signals}",
+            self.name(),
+            left(plan.deadline()),
+            child.pid()
+        ));
+    }
+
+    /// Why the lease is at risk: the last renewal error, if one was heard.
+    fn why_at_risk(&self) -> String {
+        match self.hook.renewal_error() {
+            Some(error) => format!("renewals failing: {error}"),
+            None => "renewals overdue".to_owned(),
         }
     }
 
@@ -421,11 +605,11 @@ impl Run<'_> {
                 say(&format!(
                     "lost {} ({why}): sending SIGTERM to the command (pid {pid}), SIGKILL in {}",
                     self.name(),
-                    humantime::format_duration(self.args.grace)
+                    humantime::format_duration(self.grace)
                 ));
                 child.signal(Signal::SIGTERM);
                 // A grace too long for the clock means no SIGKILL at all.
-                Instant::now().checked_add(self.args.grace)
+                Instant::now().checked_add(self.grace)
             }
             OnLost::Kill => {
                 say(&format!("lost {} ({why}): sending SIGKILL to the command (pid {pid})", self.name()));
@@ -451,10 +635,9 @@ impl Run<'_> {
         }
     }
 
-    /// How often `is_held()` is read: a tenth of the lease, between 10 ms and 250 ms.
+    /// How often the lease is read: a tenth of it, between 10 ms and 250 ms.
     fn tick(&self) -> Duration {
-        let lease = self.args.lease.or(self.args.watchdog).unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
-        (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
+        tick_for(self.args)
     }
 
     /// Releases, reporting a failure (the lock then expires after its lease).
@@ -545,4 +728,9 @@ impl Run<'_> {
             say(&format!("could not leave the queue of {}; the place lapses after its deadline", self.name()));
         }
     }
+}
+
+/// `d` to the millisecond, for messages.
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
@@ -31,6 +31,8 @@ pub(crate) struct PendingRelease {
     kind: Kind,
     keep_millis: u64,
     request_id: String,
+    /// Until when the hold was valid (`None`: no end): a release is not tried again past it.
+    valid_until: Option<Instant>,
 }
 
 impl Hold {
@@ -79,6 +81,7 @@ impl Hold {
         engine.check_running().map_err(|e| e.on_lock(name))?;
         let mut inner = self.lease.lock();
         let was_live = inner.is_live();
+        let valid_until = inner.expires_at();
         let last = inner.remove(self.term);
         if inner.watchdog_holds == 0 {
             engine.stop_renewing(&self.lease, &mut inner);
@@ -103,7 +106,14 @@ impl Hold {
             );
         }
         let request_id = engine.next_request_id();
-        Ok(PendingRelease { engine: self.engine, lease: self.lease, kind: self.kind, keep_millis, request_id })
+        Ok(PendingRelease {
+            engine: self.engine,
+            lease: self.lease,
+            kind: self.kind,
+            keep_millis,
+            request_id,
+            valid_until,
+        })
     }
 }
 
@@ -153,8 +163,10 @@ impl PendingRelease {
             Err(err) if retry_timeout && err.is_timeout() => send(),
             other => other,
         };
-        // `unlock()` rides out a restart or a failover; a drop sends once.
-        let outcome = if retry_timeout { with_retries(engine, None, |_| try_once()) } else { try_once() };
+        // `unlock()` rides out a restart or a failover, and stops trying at the lease's
+        // validity deadline (past it the hold may be gone, and another owner's); a drop
+        // sends once.
+        let outcome = if retry_timeout { with_retries(engine, self.valid_until, |_| try_once()) } else { try_once() };
         match outcome.map_err(|e| e.on_lock(name))? {
             Some(_) => Ok(()),
             None => {

@@ -414,3 +414,13 @@ fn probe(port: u16, pid: u32) -> Probe {
         Probe::NotYet
     }
 }
+
+/// Calls of every command the server has served so far (INFO commandstats), less the
+/// INFO calls themselves: a test reads it before and after to see that nothing was sent.
+pub fn commands_served(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}

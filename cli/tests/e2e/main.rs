@@ -9,6 +9,7 @@ mod lost_lease;
 mod permits;
 mod signals;
 mod status;
+mod stop_in_time;
 mod support;
 mod terminal;
 mod urls;

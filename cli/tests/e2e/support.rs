@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use redlease_testkit::proxy::Proxy;
-pub use redlease_testkit::server::RedisServer;
+pub use redlease_testkit::server::{RedisServer, commands_served};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_redlease");
@@ -20,6 +20,7 @@ pub const USAGE: i32 = 64;
 pub const UNAVAILABLE: i32 = 69;
 pub const NOT_ACQUIRED: i32 = 75;
 pub const LEASE_LOST: i32 = 79;
+pub const STOPPED_AT_RISK: i32 = 80;
 pub const NOT_FOUND: i32 = 127;
 pub const CANNOT_EXECUTE: i32 = 126;
 
@@ -116,6 +117,11 @@ impl Running {
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
         nix::sys::signal::kill(pid, signal).expect("signal redlease");
+    }
+
+    /// What it has written to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        fs::read_to_string(&self.err).unwrap_or_default()
     }
 
     /// Waits for it to exit, at most `limit` (then kills it and fails).
