@@ -37,6 +37,10 @@ pub enum ErrorKind {
     /// The operating system refused what the client needs to run, such as a new thread;
     /// the message says what.
     System,
+    /// The wait was interrupted by another thread
+    /// ([`Interrupter::interrupt`](crate::Interrupter::interrupt)); nothing of it was left
+    /// behind (a grant made in the same instant was given back).
+    Interrupted,
     /// The lock was granted, but the grant could not be trusted to survive a failover, and
     /// was undone: none of the master's replicas confirmed it within the replica sync
     /// timeout, or the master lost a replica lately (a failover may be under way), or it
@@ -57,6 +61,7 @@ impl ErrorKind {
             ErrorKind::Shutdown => "client shut down",
             ErrorKind::System => "system error",
             ErrorKind::NotReplicated => "not replicated",
+            ErrorKind::Interrupted => "interrupted",
         }
     }
 }
@@ -104,6 +109,10 @@ impl Error {
 
     pub(crate) fn shutdown() -> Error {
         Error::new(ErrorKind::Shutdown, "the client was shut down")
+    }
+
+    pub(crate) fn interrupted() -> Error {
+        Error::new(ErrorKind::Interrupted, "another thread interrupted the wait; nothing of it was kept")
     }
 
     /// Wraps a Redis error met while doing `what` ("acquiring", "connecting", ...).
@@ -221,6 +230,11 @@ impl Error {
     /// True for [`ErrorKind::InvalidInput`].
     pub fn is_invalid_input(&self) -> bool {
         self.kind == ErrorKind::InvalidInput
+    }
+
+    /// True for [`ErrorKind::Interrupted`]: another thread ended the wait.
+    pub fn is_interrupted(&self) -> bool {
+        self.kind == ErrorKind::Interrupted
     }
 
     /// True for [`ErrorKind::Shutdown`].

@@ -82,6 +82,7 @@ mod background;
 mod config;
 mod events;
 mod fan_out;
+mod interrupt;
 // Pure: no I/O.
 mod clock;
 mod error;
@@ -103,6 +104,7 @@ pub use events::LockEvents;
 pub use fair_lock::FairLock;
 pub use fenced_lock::FencedLock;
 pub use guard::LockGuard;
+pub use interrupt::Interrupter;
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
 pub use lock::Lock;

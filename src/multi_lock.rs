@@ -9,6 +9,7 @@ use crate::fair_lock::FairLock;
 use crate::fenced_lock::FencedLock;
 use crate::guard::LockGuard;
 use crate::handle::{Handle, lock_handle};
+use crate::interrupt;
 use crate::lock::Lock;
 use crate::read_write_lock::{ReadLock, WriteLock};
 
@@ -126,6 +127,10 @@ impl MultiLock {
         for i in 0..self.members.len() {
             self.member(i).prepare()?;
         }
+        // A wait that another thread interrupted before it began fails at once.
+        if wait.waits() && interrupt::take() {
+            return Err(Error::interrupted());
+        }
         // The member found busy last time: waited for first, while holding nothing.
         let mut blocker: Option<usize> = None;
         loop {
@@ -147,6 +152,11 @@ impl MultiLock {
                 }
             }
             if blocker.is_none() {
+                // Every member taken in the same instant as an interrupt came: given back.
+                if wait.waits() && interrupt::take() {
+                    drop(held);
+                    return Err(Error::interrupted());
+                }
                 return Ok(Some(LockGuard::merge(held)));
             }
             drop(held); // release every member taken before waiting again

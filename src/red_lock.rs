@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::fan_out;
 use crate::guard::LockGuard;
 use crate::handle::Handle;
+use crate::interrupt;
 use crate::keys;
 use crate::kind::Reply;
 use crate::multi_lock::AnyLock;
@@ -156,8 +157,18 @@ impl RedLock {
     fn acquire(&self, deadline: Option<Instant>, once: bool) -> Result<Option<LockGuard>> {
         self.check()?;
         let (lease_millis, watchdog) = self.lease()?;
+        // A wait (not a single attempt) is interruptible: before it, between its rounds,
+        // and when a round wins in the same instant (the majority is given back).
+        let interrupted = || !once && interrupt::take();
+        if interrupted() {
+            return Err(Error::interrupted());
+        }
         loop {
             if let Some(guard) = self.attempt(lease_millis, watchdog)? {
+                if interrupted() {
+                    drop(guard);
+                    return Err(Error::interrupted());
+                }
                 return Ok(Some(guard));
             }
             if once || deadline.is_some_and(|d| Instant::now() >= d) {
@@ -166,7 +177,9 @@ impl RedLock {
             let max = u64::try_from(self.retry_delay.as_micros()).unwrap_or(u64::MAX).max(2);
             let pause = Duration::from_micros(rand::rng().random_range(max / 2..=max));
             let pause = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
-            std::thread::sleep(pause);
+            if interrupt::nap(pause) && interrupted() {
+                return Err(Error::interrupted());
+            }
             for node in &self.nodes {
                 node.engine.check_running()?;
             }

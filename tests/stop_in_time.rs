@@ -221,3 +221,180 @@ fn bad_drift_allowances_are_refused_before_anything_is_sent() {
     Client::builder(server.url()).clock_drift_rate(0.0).clock_drift_margin(Duration::ZERO).build().expect("none");
     Client::builder(server.url()).clock_drift_rate(0.25).build().expect("a quarter");
 }
+
+// -----------------------------------------------------------------------------------------
+// Interruptible waits
+// -----------------------------------------------------------------------------------------
+
+/// A blocking wait, run on its own thread: `Ok(true)` when it got what it waited for.
+type BlockingWait = Box<dyn FnOnce() -> redlease::Result<bool> + Send>;
+
+/// Runs `wait` on a thread, interrupts it once it has blocked (`blocked` tells), and
+/// returns its outcome and how long after the interrupt it returned.
+fn interrupt_while_blocked(wait: BlockingWait, blocked: impl Fn() -> bool) -> (redlease::Result<bool>, Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = thread::spawn(move || {
+        tx.send(redlease::Interrupter::current()).expect("send the interrupter");
+        let outcome = wait();
+        (outcome, Instant::now())
+    });
+    let interrupter = rx.recv_timeout(Duration::from_secs(5)).expect("the interrupter");
+    assert!(wait_until(Duration::from_secs(5), blocked), "the waiter blocked");
+    thread::sleep(Duration::from_millis(50));
+    let interrupted_at = Instant::now();
+    interrupter.interrupt();
+    let (outcome, returned_at) = waiter.join().expect("the waiter");
+    (outcome, returned_at.saturating_duration_since(interrupted_at))
+}
+
+/// Every kind's wait, interrupted while it blocks: it returns `Interrupted` within
+/// milliseconds, and leaves nothing in Redis (its wake-up registration, its place in a fair
+/// queue, its subscription) nor in the client; the lock or permits stay as the holder left
+/// them.
+///
+/// Breaks if a wait can only be ended by shutting the client down (as the CLI used to), if
+/// it returns late (after a recheck or its deadline), or if it leaves anything behind.
+#[test]
+fn every_kind_of_wait_is_interrupted_within_milliseconds_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let waiting = client(&server);
+    let mut conn = server.conn();
+    let forever = Duration::from_secs(60);
+    // What the holder holds, and each kind's wait on it.
+    let held_rw = holder.read_write_lock("i-rw");
+    let _read = held_rw.read().lock().expect("a reader holds");
+    let _plain = holder.lock("i-plain").lock().expect("held");
+    let _fair = holder.fair_lock("i-fair").lock().expect("held");
+    let _fenced = holder.fenced_lock("i-fenced").lock().expect("held");
+    let _multi_member = holder.lock("i-multi-b").lock().expect("held");
+    assert!(holder.semaphore("i-sem").try_set_permits(1).expect("set"));
+    let _permit = holder.semaphore("i-sem").acquire(1).expect("the only permit");
+    assert!(holder.permit_expirable_semaphore("i-psem").try_set_permits(1).expect("set"));
+    let _expirable = holder.permit_expirable_semaphore("i-psem").acquire(1).expect("the only permit");
+    assert!(holder.count_down_latch("i-latch").try_set_count(1).expect("set"));
+    let waits: Vec<(&str, BlockingWait)> = vec![
+        ("plain", {
+            let l = waiting.lock("i-plain");
+            Box::new(move || l.lock().map(|g| g.is_held()))
+        }),
+        ("fair", {
+            let l = waiting.fair_lock("i-fair");
+            Box::new(move || l.try_lock_for(forever).map(|g| g.is_some()))
+        }),
+        ("write", {
+            let l = waiting.read_write_lock("i-rw").write();
+            Box::new(move || l.lock().map(|g| g.is_held()))
+        }),
+        ("fenced", {
+            let l = waiting.fenced_lock("i-fenced");
+            Box::new(move || l.lock().map(|g| g.is_held()))
+        }),
+        ("semaphore", {
+            let s = waiting.semaphore("i-sem");
+            Box::new(move || s.acquire(1).map(|_| true))
+        }),
+        ("expirable", {
+            let s = waiting.permit_expirable_semaphore("i-psem");
+            Box::new(move || s.try_acquire_for(1, forever).map(|g| g.is_some()))
+        }),
+        ("latch", {
+            let l = waiting.count_down_latch("i-latch");
+            Box::new(move || l.await_zero().map(|()| true))
+        }),
+        ("multi", {
+            let m = redlease::MultiLock::new([waiting.lock("i-multi-a"), waiting.lock("i-multi-b")]);
+            Box::new(move || m.lock().map(|g| g.is_held()))
+        }),
+    ];
+    for (kind, wait) in waits {
+        let (outcome, took) = interrupt_while_blocked(wait, || waiting.stats().waiters == 1);
+        let err = outcome.expect_err(kind);
+        assert!(err.is_interrupted(), "{kind}: {err}");
+        assert!(took < Duration::from_millis(500), "{kind}: returned {took:?} after the interrupt");
+        assert_eq!(waiting.stats().waiters, 0, "{kind}: no waiter left in the client");
+    }
+    // Nothing left in Redis: no waiting client registered, no fair queue, the multi-lock's
+    // free member not taken, the permits as the holder left them, no subscription.
+    assert_eq!(redis::cmd("ZCARD").arg("redlease_waiters:{i-plain}").query::<u64>(&mut conn).unwrap(), 0);
+    assert_eq!(redis::cmd("ZCARD").arg("redlease_waiters:{i-fenced}").query::<u64>(&mut conn).unwrap(), 0);
+    assert_eq!(llen(&mut conn, "redisson_lock_queue:{i-fair}"), 0, "no place left in the fair queue");
+    assert!(!exists(&mut conn, "redisson_lock_timeout:{i-fair}"));
+    assert!(!exists(&mut conn, "i-multi-a"), "the multi-lock's free member was given back");
+    assert_eq!(waiting.semaphore("i-sem").available_permits().unwrap(), 0);
+    assert_eq!(waiting.permit_expirable_semaphore("i-psem").available_permits().unwrap(), 0);
+    let subscribed = wait_until(Duration::from_secs(3), || {
+        let channels: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").arg("*i-*").query(&mut conn).unwrap();
+        channels.is_empty()
+    });
+    assert!(subscribed, "no subscription left");
+}
+
+/// A Redlock's wait, interrupted between its rounds: `Interrupted`, and nothing left on any
+/// node.
+///
+/// Breaks if the Redlock's pause between rounds cannot be interrupted, or if a round's
+/// partial holds stay behind.
+#[test]
+fn a_redlock_wait_is_interrupted_and_leaves_nothing_on_any_node() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let holders: Vec<Client> = servers.iter().map(client).collect();
+    let waiting: Vec<Client> = servers.iter().map(client).collect();
+    // Two of three nodes held elsewhere: no majority for the waiter.
+    let _held: Vec<_> = holders[..2].iter().map(|c| c.lock("i-red").lock().expect("held")).collect();
+    let red = redlease::RedLock::new(waiting.iter().map(|c| c.lock("i-red"))).retry_delay(Duration::from_millis(500));
+    let started = Instant::now();
+    let (outcome, took) = interrupt_while_blocked(Box::new(move || red.lock().map(|g| g.is_held())), || {
+        started.elapsed() > Duration::from_millis(200)
+    });
+    assert!(outcome.expect_err("interrupted").is_interrupted());
+    assert!(took < Duration::from_millis(500), "returned {took:?} after the interrupt");
+    let mut third = servers[2].conn();
+    assert!(!exists(&mut third, "i-red"), "the free node's hold was given back");
+}
+
+/// An interrupt sent while the thread is not waiting stays pending: its next wait fails at
+/// once, a single attempt (`try_lock`) is not a wait and ignores it, and `clear()`
+/// withdraws it.
+///
+/// Breaks if an interrupt sent just before a wait is lost (the race Java's semantics
+/// close), or if it makes single attempts fail.
+#[test]
+fn an_interrupt_before_a_wait_fails_it_at_once_and_spares_single_attempts() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let interrupter = redlease::Interrupter::current();
+    interrupter.interrupt();
+    let single = client.lock("i-pending").try_lock().expect("a single attempt").expect("free");
+    drop(single);
+    assert!(interrupter.is_interrupted(), "still pending after a single attempt");
+    let started = Instant::now();
+    let err = client.lock("i-pending").lock().expect_err("the pending interrupt");
+    assert!(err.is_interrupted() && started.elapsed() < Duration::from_millis(100), "{err}");
+    assert!(!interrupter.is_interrupted(), "taken by the wait");
+    assert!(!client.lock("i-pending").is_locked().unwrap(), "nothing was taken");
+    interrupter.interrupt();
+    assert!(interrupter.clear());
+    client.lock("i-pending").lock().expect("no interrupt pending").unlock().expect("released");
+}
+
+/// A grant that comes back in the same instant as the interrupt (the acquire's round trip
+/// is slow, and the interrupt lands during it): the grant is given back, and the wait says
+/// `Interrupted`.
+///
+/// Breaks if a wait that was interrupted returns a guard anyway, or keeps the lock.
+#[test]
+fn a_grant_in_the_same_instant_as_the_interrupt_is_given_back() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let slow = Client::builder(proxy.url()).command_timeout(Duration::from_secs(3)).build().expect("client");
+    proxy.set_latency(Duration::from_millis(150));
+    let lock = slow.lock("i-same-instant");
+    let started = Instant::now();
+    let (outcome, _) = interrupt_while_blocked(Box::new(move || lock.lock().map(|g| g.is_held())), || {
+        started.elapsed() > Duration::from_millis(100)
+    });
+    assert!(outcome.expect_err("interrupted").is_interrupted());
+    proxy.set_latency(Duration::ZERO);
+    assert!(!exists(&mut server.conn(), "i-same-instant"), "the grant was given back");
+}

@@ -335,15 +335,6 @@ pub fn permit_total(client: &Client, name: &str) -> Result<Option<i64>, Failure>
     Ok(available.map(|a| a.saturating_add(taken)))
 }
 
-/// The owner field of client `client_id` among `fields` (hash fields or queue entries):
-/// `<client_id>:<n>`, also when the field is a writer's `<owner>:write`.
-pub fn owner_of(client_id: &str, fields: &[String]) -> Option<String> {
-    fields.iter().find_map(|field| {
-        let number = field.strip_prefix(client_id)?.strip_prefix(':')?.split(':').next()?;
-        (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then(|| format!("{client_id}:{number}"))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,14 +348,6 @@ mod tests {
         assert_eq!(permit_timeouts_key("{jobs}:1"), "{jobs}:1:timeout");
         assert_eq!(tagged("doc"), "{doc}");
         assert_eq!(tagged("{doc}7"), "{doc}7");
-    }
-
-    #[test]
-    fn the_owner_is_found_by_client_id() {
-        let fields = vec!["mode".to_owned(), "other:3".to_owned(), "abc:12:write".to_owned()];
-        assert_eq!(owner_of("abc", &fields).as_deref(), Some("abc:12"));
-        assert_eq!(owner_of("ab", &fields), None);
-        assert_eq!(owner_of("zzz", &fields), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! | phase | a signal |
 //! |---|---|
 //! | starting (connecting) | exit at once with 128 + n: nothing was acquired |
-//! | waiting for the lock | the client is shut down, which ends the wait; anything the wait left (a fair lock's place in the queue, a grant that came in the same instant) is cleaned up; exit 128 + n |
+//! | waiting for the lock | the wait is interrupted (the library's `Interrupter`), which leaves nothing behind (a fair lock's place in the queue, a grant that came in the same instant); a grant that came just before is released; exit 128 + n |
 //! | running | passed on to the command, unless the terminal sent it to the whole process group (the command has it already) |
 
 use std::io::IsTerminal;
@@ -29,24 +29,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use redlease::{AnyLock, Client, LeaseState, LockEvents, LockGuard, PermitExpirableSemaphore, PermitGuard};
+use redlease::{
+    AnyLock, Client, Interrupter, LeaseState, LockEvents, LockGuard, PermitExpirableSemaphore, PermitGuard,
+};
 
-use crate::args::{Kind, OnLost, RunArgs};
+use crate::args::{OnLost, RunArgs};
 use crate::child::{self, Child};
 use crate::connect::Settings;
 use crate::deadline::{self, Action, Stopping};
 use crate::exit::{self, Failure, say, shown};
-use crate::layout::{self, owner_of};
+use crate::layout;
 use crate::progress::Progress;
 use crate::signals::{self, Received};
 use crate::{locks, names};
-
-/// The library's fair wait timeout (the client is built with the default).
-const FAIR_WAIT: Duration = redlease::DEFAULT_FAIR_WAIT_TIMEOUT;
-
-/// A fair waiter leaving the queue: the library's own script (see `lua/fair_give_up.lua`),
-/// after the prelude it is built with (`lua/prelude.lua`).
-const FAIR_GIVE_UP: &str = concat!(include_str!("../../lua/prelude.lua"), include_str!("../../lua/fair_give_up.lua"));
 
 /// What the main thread hears about.
 #[derive(Debug)]
@@ -60,7 +55,8 @@ enum Event {
 /// Where the run is, as the signal thread needs to know it.
 enum Phase {
     Starting,
-    Waiting(Client),
+    /// Waiting, on the thread this interrupts.
+    Waiting(Interrupter),
     Running,
 }
 
@@ -88,12 +84,12 @@ impl Shared {
                 say(&format!("interrupted by {} while connecting", received.signal.as_str()));
                 std::process::exit(i32::from(exit::signal_code(received.signal as i32)));
             }
-            Phase::Waiting(client) => {
+            Phase::Waiting(interrupter) => {
                 if state.interrupted.is_none() {
-                    let client = client.clone();
+                    let interrupter = interrupter.clone();
                     state.interrupted = Some(received.signal);
-                    // Ends the wait: `lock()` returns `Shutdown`.
-                    client.shutdown();
+                    // Ends the wait: it returns `Interrupted`, having left nothing behind.
+                    interrupter.interrupt();
                 }
             }
             Phase::Running => {
@@ -102,8 +98,8 @@ impl Shared {
         }
     }
 
-    fn wait_with(&self, client: Client) {
-        self.state().phase = Phase::Waiting(client);
+    fn wait_with(&self, interrupter: Interrupter) {
+        self.state().phase = Phase::Waiting(interrupter);
     }
 
     /// Ends the waiting phase: the signal that interrupted it, if one did.
@@ -247,9 +243,9 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
         }
         None => Target::Lock(locks::handle(&client, args.kind, &args.name, args.lease)),
     };
-    let run = Run { args: &args, settings: &settings, client: &client, hook: &hook, grace };
+    let run = Run { args: &args, client: &client, hook: &hook, grace };
 
-    shared.wait_with(client.clone());
+    shared.wait_with(Interrupter::current());
     let progress = (!args.quiet && std::io::stderr().is_terminal())
         .then(|| Progress::start(client.clone(), args.name.clone()))
         .flatten();
@@ -355,7 +351,6 @@ fn set_permits(client: &Client, semaphore: &PermitExpirableSemaphore, permits: u
 /// One run's settings and handles.
 struct Run<'a> {
     args: &'a RunArgs,
-    settings: &'a Settings,
     client: &'a Client,
     hook: &'a LeaseEvents,
     /// Between SIGTERM and SIGKILL (it fits in the lease's warning).
@@ -649,84 +644,15 @@ impl Run<'_> {
         }
     }
 
-    /// A signal ended the wait (the client is shut down): undo whatever the wait left, and
-    /// exit with 128 + the signal.
+    /// A signal ended the wait: the library left nothing of an interrupted wait; a grant
+    /// that came just before the signal is released. Exit with 128 + the signal.
     fn give_up(&self, signal: Signal, acquired: redlease::Result<Option<Guard>>) -> u8 {
         let code = exit::signal_code(signal as i32);
         say(&format!("interrupted by {} while waiting for {}", signal.as_str(), self.name()));
-        match acquired {
-            // Granted in the same instant as the signal came.
-            // Its id is the library's alone: nobody else can give it back.
-            Ok(Some(Guard::Permit(guard))) => match guard.release() {
-                Err(err) if err.is_shutdown() => say(&format!("{} lapses after its lease", self.name())),
-                _ => {}
-            },
-            Ok(Some(Guard::Lock(guard))) => match guard.unlock() {
-                Err(err) if err.is_shutdown() => self.undo_grant(),
-                _ => {}
-            },
-            _ if self.args.kind == Kind::Fair && self.args.permits.is_none() => self.leave_queue(),
-            _ => {}
+        if let Ok(Some(guard)) = acquired {
+            self.release(guard);
         }
         code
-    }
-
-    /// A client of the same settings, for what the shut-down client can no longer do.
-    fn fresh_client(&self) -> Option<Client> {
-        self.settings.client(self.args.watchdog, None).ok()
-    }
-
-    /// The grant came as the client was shut down, so its guard could not release it:
-    /// delete the lock through a new client (its force unlock wakes the waiters as a
-    /// release would) when it holds our hold alone.
-    fn undo_grant(&self) {
-        let name = &self.args.name;
-        let id = self.client.id();
-        let undone = self.fresh_client().is_some_and(|client| {
-            let fields: Vec<String> =
-                client.with_connection(name, |conn| redis::cmd("HKEYS").arg(name).query(conn)).unwrap_or_default();
-            if owner_of(id, &fields).is_none() {
-                return true;
-            }
-            let others = fields.iter().filter(|f| *f != "mode" && owner_of(id, std::slice::from_ref(f)).is_none());
-            if others.count() > 0 {
-                say(&format!("our read hold on {} expires after its lease", self.name()));
-                return true;
-            }
-            locks::handle(&client, self.args.kind, name, None).force_unlock().is_ok()
-        });
-        if !undone {
-            say(&format!("could not release {}; it expires after its lease", self.name()));
-        }
-    }
-
-    /// Leaves the fair lock's queue, which the interrupted wait could not do, through a new
-    /// client (the library's own script, as an expired wait runs it).
-    fn leave_queue(&self) {
-        let name = &self.args.name;
-        let id = self.client.id();
-        let script = redis::Script::new(FAIR_GIVE_UP);
-        let left = self.fresh_client().is_some_and(|client| {
-            client
-                .with_connection(name, |conn| {
-                    let queue: Vec<String> =
-                        redis::cmd("LRANGE").arg(layout::queue_key(name)).arg(0).arg(-1).query(conn)?;
-                    let Some(owner) = owner_of(id, &queue) else { return Ok(()) };
-                    script
-                        .key(name)
-                        .key(layout::queue_key(name))
-                        .key(layout::timeouts_key(name))
-                        .arg(&owner)
-                        .arg(u64::try_from(FAIR_WAIT.as_millis()).unwrap_or(u64::MAX))
-                        .arg(layout::prefixed("redisson_lock__channel", name))
-                        .invoke::<i64>(conn)
-                        .map(drop)
-                })
-                .is_ok()
-        });
-        if !left {
-            say(&format!("could not leave the queue of {}; the place lapses after its deadline", self.name()));
-        }
     }
 }
 

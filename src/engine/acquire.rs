@@ -11,6 +11,7 @@
 //! | retry | held, deadline passed | leave, `Ok(None)` |
 //! | retry | held (TTL `t`) | park until a release message, `t`, or the deadline; retry |
 //! | any | error, refusal, or shutdown | leave, `Err` |
+//! | a wait (not a single attempt) | another thread interrupts it (before, while parked, between retries) | leave, `Err(Interrupted)`; a grant made in the same instant is given back |
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -20,9 +21,10 @@ use crate::clock;
 use crate::engine::core::Engine;
 use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
 use crate::engine::replicas::{Sync, Unconfirmed};
-use crate::engine::retry::with_retries;
+use crate::engine::retry::{with_retries, with_retries_interruptibly};
 use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
+use crate::interrupt;
 use crate::keys;
 use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
 use crate::transport::Conn;
@@ -35,6 +37,13 @@ pub(crate) enum Wait {
     No,
     Until(Instant),
     Forever,
+}
+
+impl Wait {
+    /// Whether this is a wait (which another thread may interrupt), not a single attempt.
+    pub(crate) fn waits(self) -> bool {
+        !matches!(self, Wait::No)
+    }
 }
 
 /// The deadline `timeout` from now: `InvalidInput` when it overflows the clock (`lock()`
@@ -178,10 +187,19 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             .run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis, token, always_publish));
     }
     let acquired = result.map_err(|e| e.on_lock(name))?;
-    Ok(acquired.map(|(sent, token)| {
+    let hold = acquired.map(|(sent, token)| {
         let (lease, term) = engine.add_hold(kind, request.name, owner, sent, lease_millis, watchdog);
         Hold::new(Arc::clone(engine), lease, kind, term, token)
-    }))
+    });
+    // Granted in the same instant as an interrupt came: given back, as if the wait had
+    // ended first (a release, which wakes the next waiter).
+    if hold.is_some() && wait.waits() && interrupt::take() {
+        if let Some(hold) = hold {
+            let _ = hold.begin_release().and_then(|release| release.send(true, None));
+        }
+        return Err(Error::interrupted().on_lock(name));
+    }
+    Ok(hold)
 }
 
 /// One attempt for `owner` (computed on the owner's thread) within `limit`, for a Redlock
@@ -256,9 +274,20 @@ pub(crate) fn wait_for<T>(
         Wait::Until(deadline) => Some(deadline),
         Wait::No | Wait::Forever => None,
     };
+    // A wait (not a single attempt) that another thread interrupted before it began fails
+    // at once.
+    if wait.waits() && interrupt::take() {
+        return Err(Error::interrupted());
+    }
     // An attempt that could not reach Redis is tried again within the retry budget (an
-    // uncertain one was undone first).
-    let mut attempt = move || with_retries(engine, deadline, |_| attempt());
+    // uncertain one was undone first); an interrupt ends the pauses between tries.
+    let mut attempt = move || {
+        if wait.waits() {
+            with_retries_interruptibly(engine, deadline, |_| attempt())
+        } else {
+            with_retries(engine, deadline, |_| attempt())
+        }
+    };
     // What the subscribers had read before the first attempt: a subscription confirmed,
     // and silent, since then has missed nothing after it.
     let since = engine.topology().message_seq();
@@ -274,6 +303,9 @@ pub(crate) fn wait_for<T>(
     }
     let (channel, wake, weight) = waiting();
     let mut ticket = engine.topology().join(&channel, deadline, wake, weight, since)?;
+    if interrupt::take() {
+        return Err(Error::interrupted());
+    }
     // A subscription kept from an earlier wait, silent since before the first attempt: any
     // release after that attempt will wake this waiter, so it parks at once.
     let mut parked_first = ticket.fresh().then_some(first_ttl);
@@ -303,6 +335,9 @@ pub(crate) fn wait_for<T>(
         }
         let until = clock::earliest(now.checked_add(recheck), deadline);
         ticket.park(until);
+        if interrupt::take() {
+            return Err(Error::interrupted());
+        }
         // Redis may have refused the subscription meanwhile (after a reconnect).
         ticket.check()?;
         if ticket.moved() {

@@ -16,6 +16,7 @@ use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
+use crate::interrupt;
 use crate::keys;
 use crate::kind::semaphore::{self, PermitId, Taken};
 use crate::transport::Conn;
@@ -69,7 +70,15 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
         }
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
-    Ok(taken.map_err(|e| e.on_lock(name))?.is_some())
+    let taken = taken.map_err(|e| e.on_lock(name))?.is_some();
+    // Taken in the same instant as an interrupt came: given back (these permits are surely
+    // this call's, so adding them back is exact), as if the wait had ended first.
+    if taken && wait.waits() && interrupt::take() {
+        let given_back = i64::try_from(permits).unwrap_or(i64::MAX);
+        let _ = engine.pool_for(name).run_once("giving permits back", |conn| semaphore::add(conn, name, given_back));
+        return Err(Error::interrupted().on_lock(name));
+    }
+    Ok(taken)
 }
 
 /// Sets the permits of the semaphore `name` when none is set yet; whether it did.
@@ -184,6 +193,12 @@ pub(crate) fn acquire_expirable(
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
     let Some(sent) = taken.map_err(|e| e.on_lock(name))? else { return Ok(None) };
+    // Taken in the same instant as an interrupt came: given back, as if the wait had ended
+    // first.
+    if wait.waits() && interrupt::take() {
+        let _ = engine.pool_for(name).run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
+        return Err(Error::interrupted().on_lock(name));
+    }
     let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
     let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
     engine.add_permit_lease(&lease, term, sent);

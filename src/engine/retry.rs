@@ -10,7 +10,8 @@ use rand::Rng;
 
 use crate::clock;
 use crate::engine::core::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::interrupt;
 
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 const LONGEST_PAUSE: Duration = Duration::from_secs(1);
@@ -21,6 +22,25 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 pub(crate) fn with_retries<T>(
     engine: &Engine,
     deadline: Option<Instant>,
+    op: impl FnMut(bool) -> Result<T>,
+) -> Result<T> {
+    retrying(engine, deadline, false, op)
+}
+
+/// [`with_retries`] for a wait: an interrupt of the calling thread ends a pause between
+/// tries, and the call returns `Interrupted`.
+pub(crate) fn with_retries_interruptibly<T>(
+    engine: &Engine,
+    deadline: Option<Instant>,
+    op: impl FnMut(bool) -> Result<T>,
+) -> Result<T> {
+    retrying(engine, deadline, true, op)
+}
+
+fn retrying<T>(
+    engine: &Engine,
+    deadline: Option<Instant>,
+    interruptible: bool,
     mut op: impl FnMut(bool) -> Result<T>,
 ) -> Result<T> {
     let mut first_failure: Option<Instant> = None;
@@ -37,7 +57,11 @@ pub(crate) fn with_retries<T>(
         if give_up_at.is_some_and(|at| next_at.is_none_or(|next| next >= at)) || engine.check_running().is_err() {
             return Err(err);
         }
-        std::thread::sleep(jittered);
+        if !interruptible {
+            std::thread::sleep(jittered);
+        } else if interrupt::nap(jittered) && interrupt::take() {
+            return Err(Error::interrupted());
+        }
         pause = pause.saturating_mul(2).min(LONGEST_PAUSE);
     }
 }

@@ -70,6 +70,7 @@ use crate::background::Background;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
+use crate::interrupt;
 use crate::keys::{self, Beside};
 use crate::transport::conn::PubSub;
 use crate::transport::net::{Connection, Stream, Target};
@@ -458,11 +459,41 @@ impl Subscriber {
         }
         let patience = if connected { timing.command } else { timing.connect.saturating_add(timing.command) };
         let until = clock::earliest(deadline, clock::deadline_in(patience));
+        // An interrupt wakes this wait for the subscription's confirmation too.
+        let interrupted = {
+            let shared = Arc::clone(shared);
+            move || {
+                let _state = shared.state.lock();
+                shared.changed.notify_all();
+            }
+        };
+        drop(state);
+        interrupt::parked(interrupted, || self.confirmed(ticket, channel, until, deadline, generation))
+    }
+
+    /// Waits until the subscription of the ticket's channel is confirmed (or refused, or
+    /// moved), at most until `until`; a silence past the command timeout closes the
+    /// connection (`generation`).
+    fn confirmed(
+        &self,
+        ticket: Ticket,
+        channel: &str,
+        until: Option<Instant>,
+        deadline: Option<Instant>,
+        generation: u64,
+    ) -> Result<Ticket> {
+        let shared = &self.shared;
+        let timing = shared.timing;
+        let mut state = shared.state.lock();
         loop {
             if state.shutdown {
                 // Let the registry go before the ticket leaves it (its drop takes the lock).
                 drop(state);
                 return Err(Error::shutdown());
+            }
+            if interrupt::pending() {
+                drop(state);
+                return Ok(ticket);
             }
             let Some(ch) = state.channels.get(channel) else { return Ok(ticket) };
             if let Some(refusal) = &ch.refused {
@@ -543,20 +574,28 @@ fn refusal_error(channel: &str, refusal: &redis::RedisError) -> Error {
 impl Ticket {
     /// Parks until a release message (or a reconnect, a refusal, or shutdown) wakes this
     /// waiter, or until `until`. Returns whether it was woken; the wake-up is consumed.
+    /// An interrupt of the calling thread ends the park too (the caller takes it).
     pub(crate) fn park(&self, until: Option<Instant>) -> bool {
-        let mut parked = self.waiter.parked.lock();
-        while !parked.woken {
-            match clock::earliest(until, parked.poll_by) {
-                Some(end) => {
-                    if self.waiter.cv.wait_until(&mut parked, end).timed_out() {
-                        break;
+        let waiter = Arc::clone(&self.waiter);
+        let interrupted = move || {
+            let _parked = waiter.parked.lock();
+            waiter.cv.notify_all();
+        };
+        interrupt::parked(interrupted, || {
+            let mut parked = self.waiter.parked.lock();
+            while !parked.woken && !interrupt::pending() {
+                match clock::earliest(until, parked.poll_by) {
+                    Some(end) => {
+                        if self.waiter.cv.wait_until(&mut parked, end).timed_out() {
+                            break;
+                        }
                     }
+                    None => self.waiter.cv.wait(&mut parked),
                 }
-                None => self.waiter.cv.wait(&mut parked),
             }
-        }
-        parked.poll_by = None;
-        std::mem::replace(&mut parked.woken, false)
+            parked.poll_by = None;
+            std::mem::replace(&mut parked.woken, false)
+        })
     }
 
     /// `Err` when Redis refused this channel's subscription (after a reconnect, say, under
