@@ -46,8 +46,9 @@
 //! running, at most one owner holds a lock. A process that is paused or cut off longer than
 //! its lease can lose the lock while still inside its critical section; its guard then
 //! reports [`LockGuard::is_held`] `== false` and [`LockEvents::lease_lost`] is called. No
-//! lease-based lock can promise more: `docs/guarantees.md` in the repository says what holds
-//! under which faults.
+//! lease-based lock can promise more: [`guide::guarantees`] says what holds under which
+//! faults, measured; [`guide`] has the rest of the documents of record (design, deployment,
+//! performance, the command line).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
@@ -63,6 +64,7 @@ mod fair_lock;
 mod fenced_lock;
 mod guard;
 mod handle;
+pub mod guide;
 mod latch;
 mod lock;
 mod multi_lock;
@@ -120,7 +122,3 @@ pub use watch::LeaseWatch;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-/// The deployment guide's examples, compiled as doctests.
-#[doc = include_str!("../docs/deployment.md")]
-#[cfg(doctest)]
-pub struct DeploymentDoctests;

@@ -13,6 +13,11 @@ use crate::watch::LeaseWatch;
 /// A semaphore whose every permit has a lease (Redisson's `RPermitExpirableSemaphore`): a
 /// holder that dies does not keep its permits forever.
 ///
+/// **It has no permits until someone sets them**
+/// ([`try_set_permits`](PermitExpirableSemaphore::try_set_permits)): as with
+/// [`Semaphore`](crate::Semaphore), `acquire` waits until they are, and a timed acquire that
+/// runs out on a semaphore with no permits at all is an error that says so.
+///
 /// Beyond Redisson: by default a held permit is **renewed by the watchdog** (the same timing
 /// wheel and batched renewals as the locks) while its guard lives, and frees itself one
 /// watchdog timeout after its process dies; a slow holder never loses its permit to an

@@ -14,6 +14,12 @@ use crate::error::Result;
 /// waiters as the permits can serve (not one, not all). Redisson clients on the same name
 /// share the same permits.
 ///
+/// **A semaphore has no permits until someone sets them** ([`try_set_permits`](Semaphore::try_set_permits)
+/// or [`add_permits`](Semaphore::add_permits)): [`acquire`](Semaphore::acquire) on one whose
+/// permits were never set waits until they are, as Redisson's does, and a
+/// [`try_acquire_for`](Semaphore::try_acquire_for) that runs out on a semaphore with no
+/// permits at all is an error (`Timeout`) that says so, rather than `Ok(None)`.
+///
 /// Permits are not owned: a process that dies holding some never gives them back. Where
 /// that matters, use a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), whose
 /// permits have leases that a watchdog renews.

@@ -438,3 +438,30 @@ fn a_permit_lease_whose_permits_were_taken_away_is_lost_and_only_it() {
         let _ = guard.release();
     }
 }
+
+/// A semaphore whose permits were never set has none, and `acquire` would wait for them
+/// forever (as Redisson's does): a timed acquire that runs out on it says why, for both
+/// kinds, while one on a set but exhausted semaphore runs out with `Ok(None)` as before.
+///
+/// Breaks if a wait that could never succeed ends as plain contention (`Ok(None)`), with no
+/// hint that the permits were never set.
+#[test]
+fn a_timed_acquire_on_a_semaphore_that_has_no_permits_says_so() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let short = Duration::from_millis(200);
+    let err = client.semaphore("never-set").try_acquire_for(1, short).expect_err("no permits at all");
+    assert!(err.is_timeout() && err.to_string().contains("no permits at all"), "{err}");
+    assert!(err.to_string().contains("try_set_permits"), "says how: {err}");
+    let err = client.permit_expirable_semaphore("never-set-2").try_acquire_for(1, short).expect_err("none");
+    assert!(err.is_timeout() && err.to_string().contains("no permits at all"), "{err}");
+    // Set, then exhausted: plain contention.
+    let sem = client.semaphore("exhausted");
+    assert!(sem.try_set_permits(1).unwrap());
+    let _held = sem.acquire(1).unwrap();
+    assert!(sem.try_acquire_for(1, short).expect("contention is not an error").is_none());
+    let psem = client.permit_expirable_semaphore("exhausted-2");
+    assert!(psem.try_set_permits(1).unwrap());
+    let _held = psem.acquire(1).unwrap();
+    assert!(psem.try_acquire_for(1, short).expect("contention is not an error").is_none());
+}

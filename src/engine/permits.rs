@@ -71,6 +71,9 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
     let taken = taken.map_err(|e| e.on_lock(name))?.is_some();
+    if !taken {
+        no_permits_at_all(engine, name, wait)?;
+    }
     // Taken in the same instant as an interrupt came: given back (these permits are surely
     // this call's, so adding them back is exact), as if the wait had ended first.
     if taken && wait.waits() && interrupt::take() {
@@ -79,6 +82,23 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
         return Err(Error::interrupted().on_lock(name));
     }
     Ok(taken)
+}
+
+/// After a timed wait for permits that ran out: `Err` when the semaphore has no permits at
+/// all (none was ever set, or its keys were deleted), rather than `Ok(None)`, since nothing
+/// would ever have come back: a semaphore waits for permits someone sets, as Redisson's
+/// does, and a caller deserves to hear why its wait could not succeed.
+fn no_permits_at_all(engine: &Engine, name: &str, wait: Wait) -> Result<()> {
+    let Wait::Until(_) = wait else { return Ok(()) };
+    let set = engine.pool_for(name).run("reading the permits", |conn| semaphore::has_permits(conn, name));
+    match set {
+        Ok(false) => Err(Error::new(
+            ErrorKind::Timeout,
+            "the wait ran out on a semaphore that has no permits at all: none was ever set (try_set_permits, add_permits) or its keys were deleted",
+        )
+        .on_lock(name)),
+        _ => Ok(()),
+    }
 }
 
 /// Sets the permits of the semaphore `name` when none is set yet; whether it did.
@@ -192,7 +212,10 @@ pub(crate) fn acquire_expirable(
         }
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
-    let Some(sent) = taken.map_err(|e| e.on_lock(name))? else { return Ok(None) };
+    let Some(sent) = taken.map_err(|e| e.on_lock(name))? else {
+        no_permits_at_all(engine, name, wait)?;
+        return Ok(None);
+    };
     // Taken in the same instant as an interrupt came: given back, as if the wait had ended
     // first.
     if wait.waits() && interrupt::take() {

@@ -48,6 +48,13 @@ pub(crate) fn available(conn: &mut Conn, name: &str) -> redis::RedisResult<i64> 
     Ok(value.unwrap_or(0))
 }
 
+/// Whether the semaphore `name` has permits at all, available or taken: false when none was
+/// ever set (or its keys were deleted), so that nothing will ever come back to a waiter.
+pub(crate) fn has_permits(conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
+    let set: u64 = redis::cmd("EXISTS").arg(name).arg(keys::permit_timeouts(name)).query(conn)?;
+    Ok(set > 0)
+}
+
 /// Takes one permit per id of a permit-expirable semaphore, each with `lease` (`None`:
 /// never expiring).
 pub(crate) fn acquire_permits(
