@@ -422,8 +422,10 @@ impl ClientBuilder {
     }
 
     /// Presents this certificate chain and private key (PEM) to a `rediss://` server that
-    /// checks its clients (`tls-auth-clients yes`): mutual TLS. Either not parsing, or the
-    /// two not belonging together, is `InvalidInput` at [`build`](ClientBuilder::build).
+    /// checks its clients (`tls-auth-clients yes`): mutual TLS. Either not parsing, the two
+    /// not belonging together, or an X.509 v1 certificate (what `openssl x509 -req` makes
+    /// without `-extfile`; rustls reads v3 only, and the message says how to reissue it) is
+    /// `InvalidInput` at [`build`](ClientBuilder::build).
     ///
     /// Defaults to no client certificate.
     pub fn tls_client_certificate(
@@ -439,6 +441,10 @@ impl ClientBuilder {
     /// certificate, from anyone, for any name, expired or not, is accepted. The connection
     /// is still encrypted, but anyone who can intercept it can read and change it. Only for
     /// tests and for servers whose certificate cannot be checked any other way.
+    ///
+    /// This is the one way to turn the check off: a `rediss://...#insecure` URL (which the
+    /// `redis` crate reads) is [`InvalidInput`](crate::ErrorKind::InvalidInput) at
+    /// [`build`](ClientBuilder::build), naming this switch.
     ///
     /// Defaults to `false`: the certificate must be valid, unexpired, for the URL's host and
     /// signed by a trusted root.

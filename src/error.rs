@@ -1,5 +1,6 @@
-//! The crate's error: an opaque struct with a kind, the lock it concerns and, where there is
-//! one, the underlying [`redis::RedisError`].
+//! The crate's error: an opaque struct with a kind, the lock, semaphore or latch it
+//! concerns and, where there is one, the underlying [`redis::RedisError`]; and how a user's
+//! name is shown in a message (cut to its first [`SHOWN_NAME_CHARS`] characters).
 
 use std::fmt;
 use std::time::Duration;
@@ -32,7 +33,8 @@ pub enum ErrorKind {
     /// a key or a channel); the message names what was refused. A refused script changed
     /// nothing.
     PermissionDenied,
-    /// The client was shut down.
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)): it takes
+    /// no more calls.
     Shutdown,
     /// The operating system refused what the client needs to run, such as a new thread;
     /// the message says what.
@@ -66,16 +68,55 @@ impl ErrorKind {
     }
 }
 
+/// What the name an error concerns names: its `Display` says which (`(lock "a")`,
+/// `(semaphore "a")`, `(latch "a")`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subject {
+    Lock,
+    Semaphore,
+    Latch,
+}
+
+impl Subject {
+    fn describe(self) -> &'static str {
+        match self {
+            Subject::Lock => "lock",
+            Subject::Semaphore => "semaphore",
+            Subject::Latch => "latch",
+        }
+    }
+}
+
+/// Most characters of a user's name a message shows: a longer name is cut there, with an
+/// ellipsis and its length (a name may be 8 KiB long, and a refused one any length).
+pub(crate) const SHOWN_NAME_CHARS: usize = 64;
+
+/// A user's name as a message shows it: quoted and escaped, and, when it is longer than
+/// [`SHOWN_NAME_CHARS`] characters, cut after them (on a character boundary) with an
+/// ellipsis and its whole length: `"orders:42"`, or `"nnn…nnn"…, 100000 bytes long`.
+pub(crate) fn shown_name(name: &str) -> String {
+    match name.char_indices().nth(SHOWN_NAME_CHARS) {
+        None => format!("{name:?}"),
+        Some((end, _)) => format!("{:?}…, {} bytes long", &name[..end], name.len()),
+    }
+}
+
 /// The error of every fallible redlease operation.
 ///
 /// Inspect it with [`kind`](Error::kind) and the `is_*` predicates; [`source`] gives the
-/// [`redis::RedisError`] where one caused it.
+/// [`redis::RedisError`] where one caused it. A message shows at most the first 64
+/// characters of a name (and its length); [`lock_name`](Error::lock_name) gives it whole.
 ///
 /// [`source`]: std::error::Error::source
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    /// The name of the lock, semaphore or latch the error concerns.
     lock: Option<String>,
+    /// What `lock` names.
+    subject: Subject,
+    /// What may be wrong, where the error alone does not say (shown last).
+    hint: Option<String>,
     connection: bool,
     /// The command had no effect: it never left (the connection could not be made), Redis
     /// refused it before running it, or what it did was undone. Sending it again is safe.
@@ -95,6 +136,8 @@ impl Error {
             kind,
             message: message.into(),
             lock: None,
+            subject: Subject::Lock,
+            hint: None,
             connection: false,
             unsent: false,
             transient: false,
@@ -107,8 +150,10 @@ impl Error {
         Error::new(ErrorKind::InvalidInput, message)
     }
 
+    /// A call on a client that was shut down ("client shut down" is its kind's part of the
+    /// message).
     pub(crate) fn shutdown() -> Error {
-        Error::new(ErrorKind::Shutdown, "the client was shut down")
+        Error::new(ErrorKind::Shutdown, "no more calls are taken")
     }
 
     pub(crate) fn interrupted() -> Error {
@@ -129,7 +174,18 @@ impl Error {
         } else {
             (ErrorKind::Redis, format!("redis error while {what}"))
         };
-        Error { kind, message, lock: None, connection, unsent: transient, transient, once: false, source: Some(err) }
+        Error {
+            kind,
+            message,
+            lock: None,
+            subject: Subject::Lock,
+            hint: None,
+            connection,
+            unsent: transient,
+            transient,
+            once: false,
+            source: Some(err),
+        }
     }
 
     /// Marks the error as a failure to reach or keep a connection.
@@ -143,6 +199,11 @@ impl Error {
     pub(crate) fn unsent(mut self) -> Error {
         self.unsent = true;
         self
+    }
+
+    /// Whether the command had no effect (see [`unsent`](Error::unsent)).
+    pub(crate) fn was_unsent(&self) -> bool {
+        self.unsent
     }
 
     /// Marks the error as caused by a passing state of the deployment.
@@ -175,12 +236,53 @@ impl Error {
             || (self.connection && (self.unsent || (self.kind != ErrorKind::Timeout && !self.once)))
     }
 
-    /// Names the lock the error concerns (shown by `Display`).
-    pub(crate) fn on_lock(mut self, name: &str) -> Error {
-        if self.lock.is_none() {
-            self.lock = Some(name.to_owned());
+    /// Names the lock the error concerns (shown by `Display` as `(lock "name")`). The
+    /// first name given stays.
+    pub(crate) fn on_lock(self, name: &str) -> Error {
+        self.on(Subject::Lock, name)
+    }
+
+    /// Names the semaphore (either kind) the error concerns: `(semaphore "name")`, also
+    /// over what an earlier call said of the same name (the checks every kind shares,
+    /// `engine::ready`, say "lock"). Another name given first stays.
+    pub(crate) fn on_semaphore(self, name: &str) -> Error {
+        self.on(Subject::Semaphore, name)
+    }
+
+    /// Names the count-down latch the error concerns: `(latch "name")`, also over what an
+    /// earlier call said of the same name, as [`on_semaphore`](Error::on_semaphore).
+    pub(crate) fn on_latch(self, name: &str) -> Error {
+        self.on(Subject::Latch, name)
+    }
+
+    /// Names what the error concerns: the first name given stays; for that same name, a
+    /// semaphore or a latch says what it is over what was said before ("lock", the word of
+    /// the checks every kind shares), and "lock" never overrides them.
+    fn on(mut self, subject: Subject, name: &str) -> Error {
+        match &self.lock {
+            None => {
+                self.lock = Some(name.to_owned());
+                self.subject = subject;
+            }
+            Some(named) if named == name && subject != Subject::Lock => self.subject = subject,
+            Some(_) => {}
         }
         self
+    }
+
+    /// Adds what may be wrong, where the error alone does not say (shown at the end of the
+    /// message). The first hint given stays.
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Error {
+        if self.hint.is_none() {
+            self.hint = Some(hint.into());
+        }
+        self
+    }
+
+    /// Whether the server closed or reset the connection (not a refused connection, not a
+    /// timeout): at the first exchange, what a TLS port does to a plaintext client.
+    pub(crate) fn is_closed_by_peer(&self) -> bool {
+        self.source.as_ref().is_some_and(|e| e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout())
     }
 
     /// The category of the error.
@@ -188,7 +290,8 @@ impl Error {
         self.kind
     }
 
-    /// The name of the lock the error concerns, if any.
+    /// The name of the lock, semaphore or latch the error concerns, if any: the whole name
+    /// (the message shows at most its first 64 characters).
     pub fn lock_name(&self) -> Option<&str> {
         self.lock.as_deref()
     }
@@ -262,11 +365,14 @@ fn is_refusal(err: &redis::RedisError) -> bool {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.kind.describe(), self.message)?;
-        if let Some(lock) = &self.lock {
-            write!(f, " (lock {lock:?})")?;
+        if let Some(name) = &self.lock {
+            write!(f, " ({} {})", self.subject.describe(), shown_name(name))?;
         }
         if let Some(source) = &self.source {
             write!(f, ": {source}")?;
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, " ({hint})")?;
         }
         Ok(())
     }
@@ -277,10 +383,21 @@ impl fmt::Debug for Error {
         f.debug_struct("Error")
             .field("kind", &self.kind)
             .field("message", &self.message)
-            .field("lock", &self.lock)
+            .field("lock", &self.lock.as_deref().map(shown_name).map(Shown))
+            .field("subject", &self.subject)
+            .field("hint", &self.hint)
             .field("connection", &self.connection)
             .field("source", &self.source)
             .finish()
+    }
+}
+
+/// Text that `Debug` shows as it is (a name already quoted by [`shown_name`]).
+struct Shown(String);
+
+impl fmt::Debug for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -301,6 +418,63 @@ mod tests {
         assert_eq!(text, "not held: this thread holds nothing to release (lock \"orders:42\")");
         assert!(!text.ends_with('.'));
         assert!(e.is_not_held() && !e.is_timeout() && !e.is_connection_error());
+    }
+
+    /// A long name shows its first 64 characters, cut on a character boundary, and its
+    /// length in bytes; `lock_name()` keeps it whole.
+    #[test]
+    fn long_names_are_cut_on_a_character_boundary_with_their_length() {
+        assert_eq!(shown_name("orders:42"), "\"orders:42\"");
+        assert_eq!(shown_name(&"x".repeat(64)), format!("\"{}\"", "x".repeat(64)));
+        assert_eq!(shown_name(&"x".repeat(65)), format!("\"{}\"…, 65 bytes long", "x".repeat(64)));
+        let wide = "é".repeat(50_000);
+        assert_eq!(shown_name(&wide), format!("\"{}\"…, 100000 bytes long", "é".repeat(64)));
+        let e = Error::invalid("the name is too long").on_lock(&wide);
+        assert!(e.to_string().len() < 250 && format!("{e:?}").len() < 400, "{e} {e:?}");
+        assert_eq!(e.lock_name(), Some(wide.as_str()));
+    }
+
+    /// A semaphore's or a latch's error names it as such, also over the "lock" the shared
+    /// checks gave the same name; another name given first stays.
+    #[test]
+    fn semaphores_and_latches_are_named_as_such() {
+        let e = Error::invalid("0 permits").on_semaphore("user:sem");
+        assert_eq!(e.to_string(), "invalid input: 0 permits (semaphore \"user:sem\")");
+        assert_eq!(e.lock_name(), Some("user:sem"));
+        let e = Error::invalid("the name is empty").on_lock("").on_latch("");
+        assert_eq!(e.to_string(), "invalid input: the name is empty (latch \"\")");
+        let e = Error::shutdown().on_lock("user:sem").on_semaphore("user:sem").on_lock("user:sem");
+        assert!(e.to_string().ends_with("(semaphore \"user:sem\")"), "{e}");
+        let e = Error::invalid("0 permits").on_semaphore("go").on_latch("go");
+        assert!(e.to_string().ends_with("(latch \"go\")"), "{e}");
+        let e = Error::shutdown().on_lock("a").on_semaphore("b");
+        assert!(e.to_string().ends_with("(lock \"a\")") && e.lock_name() == Some("a"), "{e}");
+    }
+
+    #[test]
+    fn shutdown_says_it_once() {
+        assert_eq!(Error::shutdown().to_string(), "client shut down: no more calls are taken");
+    }
+
+    #[test]
+    fn a_hint_comes_last() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        let e = Error::from_redis(redis::RedisError::from(io), "connecting", Duration::from_secs(1))
+            .hint("the server may want TLS")
+            .hint("another");
+        assert_eq!(e.to_string(), "redis error: redis error while connecting: reset (the server may want TLS)");
+    }
+
+    /// A reset or an end of stream is a close by the peer; a refused connection and a
+    /// timeout are not.
+    #[test]
+    fn closed_by_peer_is_a_reset_or_an_end_of_stream() {
+        let from = |kind| Error::from_redis(std::io::Error::from(kind).into(), "connecting", Duration::from_secs(1));
+        assert!(from(std::io::ErrorKind::ConnectionReset).is_closed_by_peer());
+        assert!(from(std::io::ErrorKind::UnexpectedEof).is_closed_by_peer());
+        assert!(!from(std::io::ErrorKind::ConnectionRefused).is_closed_by_peer());
+        assert!(!from(std::io::ErrorKind::TimedOut).is_closed_by_peer());
+        assert!(!Error::invalid("x").is_closed_by_peer());
     }
 
     #[test]

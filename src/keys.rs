@@ -110,13 +110,16 @@ pub(crate) fn ceil_millis(d: Duration) -> u128 {
     d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000))
 }
 
+/// Checks a lock's, a semaphore's or a latch's name: not empty, at most [`MAX_NAME_LEN`]
+/// bytes. The message never shows the name (the caller names it, and what it is, with
+/// `Error::on_lock` and its kin, which show a long name cut).
 pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.is_empty() {
-        return Err(Error::invalid("lock name is empty"));
+        return Err(Error::invalid("the name is empty"));
     }
     if name.len() > MAX_NAME_LEN {
         return Err(Error::invalid(format!(
-            "lock name is {} bytes long, more than the {MAX_NAME_LEN} allowed",
+            "the name is {} bytes long, more than the {MAX_NAME_LEN} allowed",
             name.len()
         )));
     }
@@ -172,6 +175,8 @@ mod tests {
     fn names_and_leases_are_checked() {
         assert!(check_name("").unwrap_err().is_invalid_input());
         assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1)).unwrap_err().is_invalid_input());
+        let long = check_name(&"x".repeat(100_000)).unwrap_err().to_string();
+        assert_eq!(long, "invalid input: the name is 100000 bytes long, more than the 8192 allowed");
         assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
         assert!(lease_millis("lease", Duration::from_micros(999)).is_err());
         assert!(lease_millis("lease", MAX_LEASE + Duration::from_millis(1)).is_err());

@@ -63,8 +63,8 @@ mod client;
 mod fair_lock;
 mod fenced_lock;
 mod guard;
-mod handle;
 pub mod guide;
+mod handle;
 mod latch;
 mod lock;
 mod multi_lock;
@@ -121,4 +121,3 @@ pub use watch::LeaseWatch;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
-

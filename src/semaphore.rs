@@ -143,7 +143,7 @@ macro_rules! semaphore_handle {
             /// Waits until `permits` are available and takes them.
             pub fn acquire(&self, permits: u64) -> $crate::Result<$guard> {
                 self.take(permits, $crate::engine::Wait::Forever)?
-                    .ok_or_else(|| $crate::Error::shutdown().on_lock(&self.name))
+                    .ok_or_else(|| $crate::Error::shutdown().on_semaphore(&self.name))
             }
 
             /// Takes `permits` if they are available now: `Ok(None)` when they are not.
@@ -158,7 +158,7 @@ macro_rules! semaphore_handle {
                 permits: u64,
                 timeout: std::time::Duration,
             ) -> $crate::Result<Option<$guard>> {
-                let deadline = $crate::engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.name))?;
+                let deadline = $crate::engine::deadline_after(timeout).map_err(|e| e.on_semaphore(&self.name))?;
                 self.take(permits, $crate::engine::Wait::Until(deadline))
             }
 

@@ -110,3 +110,99 @@ fn passwords_never_show_in_errors_or_debug_output() {
     let err = Client::open(unparsable).unwrap_err();
     assert!(!err.to_string().contains("hunter2") && !format!("{err:?}").contains("hunter2"), "{err}");
 }
+
+/// A name far over the limit is refused, and its errors show only its first 64 characters
+/// (cut on a character boundary) and its length, in `Display` and in `Debug` alike;
+/// `lock_name()` still gives the whole name.
+///
+/// Breaks if a message echoes the whole name (before the fix: a 100,000-byte name made a
+/// message of more than 100,000 bytes).
+#[test]
+fn a_rejected_long_name_is_shown_cut_with_its_length() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let ascii = "n".repeat(100_000);
+    let wide = "é".repeat(50_000); // 100,000 bytes, two per character
+    for name in [ascii.as_str(), wide.as_str()] {
+        let errors = [
+            ("lock", client.lock(name).try_lock().map(drop).expect_err("lock")),
+            ("semaphore", client.semaphore(name).try_acquire(1).map(drop).expect_err("semaphore")),
+            ("latch", client.count_down_latch(name).count().map(drop).expect_err("latch")),
+        ];
+        for (what, err) in errors {
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{what}: {err}");
+            let (text, debug) = (err.to_string(), format!("{err:?}"));
+            assert!(text.len() < 400 && debug.len() < 600, "{what}: {} / {} bytes: {text}", text.len(), debug.len());
+            assert!(text.contains("100000 bytes"), "{what}: says how long the name was: {text}");
+            let first = name.chars().next().expect("a name").to_string();
+            assert!(text.contains(&format!("\"{}\"…", first.repeat(64))), "{what}: its first 64 characters: {text}");
+            assert_eq!(err.lock_name(), Some(name), "{what}: the whole name is still there");
+        }
+    }
+    // A name of 64 characters shows whole, without an ellipsis.
+    let err = client.lock("x".repeat(64)).with_lease(Duration::ZERO).try_lock().expect_err("zero lease");
+    assert!(err.to_string().contains(&format!("\"{}\")", "x".repeat(64))), "{err}");
+}
+
+/// Every message that lists the URL schemes a client accepts lists all five.
+///
+/// Breaks if one leaves out `redis-sentinel://` or `redis-cluster://` (before the fix:
+/// "expected redis://[[user]:password@]host[:port][/db], rediss://... or unix:///path").
+#[test]
+fn url_errors_list_every_accepted_scheme() {
+    for url in ["not a url", "http://127.0.0.1:6379/", "redis://127.0.0.1:notaport/", "redis://127.0.0.1/abc"] {
+        let err = Client::open(url).expect_err(url);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{url}: {err}");
+        for scheme in ["redis://", "rediss://", "unix://", "redis-sentinel://", "redis-cluster://"] {
+            assert!(err.to_string().contains(scheme), "{url}: lists {scheme}: {err}");
+        }
+    }
+}
+
+/// A call on a client that was shut down says so once.
+///
+/// Breaks if the message repeats itself (before the fix: "client shut down: the client was
+/// shut down").
+#[test]
+fn a_shut_down_client_says_so_once() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    client.shutdown();
+    let err = client.lock("after").try_lock().map(drop).expect_err("shut down");
+    assert!(err.is_shutdown(), "{err}");
+    let text = err.to_string();
+    assert_eq!(text.matches("shut down").count(), 1, "{text}");
+}
+/// A semaphore's and a latch's errors name them as such (`(semaphore "user:sem")`,
+/// `(latch "user:latch")`), whichever check refused the call, and `lock_name()` gives the
+/// name; a lock's still says `(lock "...")`.
+///
+/// Breaks if one says `(lock "...")` (before the switch: every one of them did).
+#[test]
+fn semaphore_and_latch_errors_name_them_as_such() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let semaphore = client.semaphore("user:sem");
+    let expirable = client.permit_expirable_semaphore("user:pes");
+    let latch = client.count_down_latch("user:latch");
+    let mut cases = vec![
+        ("semaphore", "user:sem", semaphore.try_acquire(0).map(drop).expect_err("0 permits")),
+        ("semaphore", "user:sem", semaphore.try_acquire_for(1, Duration::MAX).map(drop).expect_err("overflow")),
+        ("semaphore", "user:sem", semaphore.add_permits(i64::MAX).map(drop).expect_err("too many")),
+        ("semaphore", "user:pes", expirable.try_acquire(0).map(drop).expect_err("0 permits")),
+        ("semaphore", "", client.semaphore("").available_permits().map(drop).expect_err("empty name")),
+        ("latch", "user:latch", latch.try_set_count(0).map(drop).expect_err("count 0")),
+        ("latch", "user:latch", latch.await_for(Duration::MAX).map(drop).expect_err("overflow")),
+        ("latch", "", client.count_down_latch("").count().map(drop).expect_err("empty name")),
+        ("lock", "", client.lock("").try_lock().map(drop).expect_err("empty name")),
+    ];
+    client.shutdown();
+    cases.push(("semaphore", "user:sem", semaphore.try_acquire(1).map(drop).expect_err("shut down")));
+    cases.push(("semaphore", "user:pes", expirable.try_acquire(1).map(drop).expect_err("shut down")));
+    cases.push(("latch", "user:latch", latch.count_down().map(drop).expect_err("shut down")));
+    cases.push(("latch", "user:latch", latch.await_zero().expect_err("shut down")));
+    for (what, name, err) in cases {
+        assert!(err.to_string().ends_with(&format!("({what} {name:?})")), "{what} {name:?}: {err}");
+        assert_eq!(err.lock_name(), Some(name), "{err}");
+    }
+}

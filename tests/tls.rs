@@ -178,3 +178,77 @@ fn tls_settings_are_checked_before_anything_is_sent_and_keys_never_show() {
     );
     assert!(!shown.contains("PRIVATE KEY") && !shown.contains("CERTIFICATE") && !shown.contains(":pw@"), "{shown}");
 }
+
+/// `rediss://...#insecure` is refused with `InvalidInput` before anything is sent, naming
+/// the builder's switch: the `redis` crate reads the fragment for the command connections,
+/// but the pub/sub connection would still check the certificate, never connect, and leave
+/// every waiter to its periodic re-check, silently.
+///
+/// Breaks if such a URL builds (before the fix it did, against a server whose certificate
+/// has expired: the commands went through, the pub/sub connection never opened).
+#[test]
+fn an_insecure_url_fragment_is_refused_naming_the_builder_switch() {
+    let pki = Pki::new();
+    let (server, tls_port) = pki.start_server(ServerCert::Expired, false);
+    let mut conn = server.conn();
+    let before = commands_served(&mut conn);
+    let url = format!("rediss://127.0.0.1:{tls_port}/#insecure");
+    for builder in [builder(&url), builder(&url).tls_root_certificates(pki.ca.clone())] {
+        let err = builder.build().expect_err("#insecure is refused");
+        assert!(err.is_invalid_input(), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("#insecure") && text.contains("danger_accept_invalid_certificates(true)"), "{text}");
+    }
+    assert_eq!(commands_served(&mut conn), before, "nothing was sent");
+    // What the message points to works, on every connection.
+    let client = builder(&tls_url(tls_port)).danger_accept_invalid_certificates(true).build().expect("the switch");
+    wake_through_pubsub("plain", client.lock("insecure-switch").into());
+    assert!(client.stats().subscriber_connected, "the pub/sub connection is open");
+}
+
+/// An X.509 v1 client certificate (`openssl x509 -req` without `-extfile`), signed by the
+/// server's CA and matching its key, is `InvalidInput` at `build()` with a message that
+/// says it is a v1 certificate rustls cannot use and how to reissue it, not that the
+/// certificate and key do not go together.
+///
+/// Breaks if the message blames the key (before the fix: "the client certificate and key do
+/// not go together: ... UnsupportedCertVersion").
+#[test]
+fn a_v1_client_certificate_is_refused_saying_so_and_how_to_reissue_it() {
+    let pki = Pki::new();
+    let (server, tls_port) = pki.start_server(ServerCert::Valid, true);
+    let mut conn = server.conn();
+    let before = commands_served(&mut conn);
+    let err = builder(&tls_url(tls_port))
+        .tls_root_certificates(pki.ca.clone())
+        .tls_client_certificate(pki.v1_client_cert.clone(), pki.v1_client_key.clone())
+        .build()
+        .expect_err("a v1 client certificate");
+    assert!(err.is_invalid_input(), "{err}");
+    let text = err.to_string();
+    assert!(!text.contains("do not go together"), "the key is not to blame: {text}");
+    assert!(text.contains("X.509 v1") && text.contains("-extfile") && text.contains("v3"), "{text}");
+    assert_eq!(commands_served(&mut conn), before, "nothing was sent");
+}
+
+/// A plaintext `redis://` client on a TLS port fails within the connect timeout, and the
+/// message says the server may want TLS (`rediss://`); a port where nothing listens gets
+/// no such hint.
+///
+/// Breaks if the hint is missing (before the fix: "redis error while connecting: Connection
+/// reset by peer (os error 104)" and nothing more), or given where it does not apply.
+#[test]
+fn plaintext_on_a_tls_port_hints_at_rediss() {
+    let pki = Pki::new();
+    let (_server, tls_port) = pki.start_server(ServerCert::Valid, false);
+    let (built, took) = timed_build(builder(&format!("redis://127.0.0.1:{tls_port}/")));
+    let err = built.expect_err("plaintext on the TLS port");
+    assert!(err.is_connection_error(), "{err}");
+    assert!(took < CONNECT_TIMEOUT + SLACK, "failed within the connect timeout, took {took:?}");
+    assert!(err.to_string().contains("rediss://"), "hints at TLS: {err}");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed = listener.local_addr().expect("addr").port();
+    drop(listener);
+    let refused = builder(&format!("redis://127.0.0.1:{closed}/")).build().expect_err("nothing listens");
+    assert!(refused.is_connection_error() && !refused.to_string().contains("rediss"), "{refused}");
+}

@@ -143,7 +143,8 @@ pub struct Connection {
         default_value = "redis://127.0.0.1:6379/",
         hide_env_values = true,
         help = "Redis URL: redis://[[user]:password@]host[:port][/db], rediss://... (TLS), unix:///path, \
-                or redis-sentinel://host[:port][,host[:port]...][/db]#master-name"
+                redis-sentinel://host[:port][,host[:port]...][/db]#master-name (Sentinel), \
+                or redis-cluster://host[:port][,host[:port]...] (Redis Cluster)"
     )]
     pub url: String,
 
@@ -251,8 +252,9 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct UnlockArgs {
-    /// Required: this deletes the lock whoever holds it.
-    #[arg(long, required = true)]
+    /// Required: this deletes the lock whoever holds it. (Checked by `unlock` itself, not
+    /// by clap, so that its message says why.)
+    #[arg(long)]
     pub force: bool,
 
     /// Kind of lock (decides which waiters are woken).
@@ -292,7 +294,11 @@ mod tests {
         assert!(Cli::try_parse_from(["redlease", "run", "n"]).is_err());
         assert!(Cli::try_parse_from(["redlease", "run", "--wait", "1s", "--no-wait", "n", "--", "x"]).is_err());
         assert!(Cli::try_parse_from(["redlease", "run", "--wait", "soon", "n", "--", "x"]).is_err());
-        assert!(Cli::try_parse_from(["redlease", "unlock", "n"]).is_err());
+        // `--force` is checked by `unlock` (its message says why), not by the parser.
+        let Some(Command::Unlock(unlock)) = Cli::try_parse_from(["redlease", "unlock", "n"]).unwrap().command else {
+            panic!("not unlock")
+        };
+        assert!(!unlock.force);
     }
 
     #[test]

@@ -66,16 +66,78 @@ impl Settings {
         if let Some(events) = events {
             builder = builder.events(events);
         }
-        builder.build().map_err(|e| {
-            if e.kind() == ErrorKind::InvalidInput {
-                Failure::new(exit::USAGE, exit::describe(&e))
-            } else {
-                Failure::from_lock_error(&format!("cannot use Redis at {}", redlease::redact_url(&self.url)), &e)
-            }
-        })
+        builder.build().map_err(|e| self.build_failure(&e))
     }
+
+    /// Why the client could not be built, said for a person at a shell.
+    fn build_failure(&self, e: &redlease::Error) -> Failure {
+        if e.kind() == ErrorKind::InvalidInput {
+            return Failure::new(exit::USAGE, exit::describe(e));
+        }
+        let at = format!("cannot use Redis at {}", redlease::redact_url(&self.url));
+        if let Some(reason) = exit::refused_database(e) {
+            // The URL's database is not one the server has: bad input, which no retry
+            // mends (its SELECT failed in the handshake, before any command).
+            let database =
+                database_of(&self.url).map_or_else(|| "the URL's database".to_owned(), |db| format!("database {db}"));
+            let hint = if reason.contains("out of range") {
+                ": it has fewer databases (its `databases` setting: 16 by default, 0 to 15)"
+            } else {
+                ""
+            };
+            return Failure::usage(format!("{at}: the server refused {database} ({reason}){hint}"));
+        }
+        if exit::is_not_redis(e) {
+            return Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "{at}: the server at that address does not speak Redis (its answer is not RESP): \
+                     not a Redis server, or not its port"
+                ),
+            );
+        }
+        if e.is_timeout() {
+            // The library names the timeout that fired; both are --timeout's.
+            return Failure::new(exit::UNAVAILABLE, format!("{at}: {} (--timeout sets it)", exit::describe(e)));
+        }
+        Failure::from_lock_error(&at, e)
+    }
+}
+
+/// The database a URL names: `/N` after the address, or `?db=N` (`unix://`); `None`
+/// when it names none (database 0) or cannot be read.
+fn database_of(url: &str) -> Option<i64> {
+    let (scheme, rest) = url.split_once("://")?;
+    let rest = rest.split('#').next().unwrap_or(rest);
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if let Some(db) = query.split('&').find_map(|pair| pair.strip_prefix("db=")) {
+        return db.parse().ok();
+    }
+    if scheme.contains("unix") {
+        return None;
+    }
+    let address_and_path = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
+    let (_, path) = address_and_path.split_once('/')?;
+    path.trim_end_matches('/').parse().ok()
 }
 
 fn read_file(option: &str, path: &Path) -> Result<Vec<u8>, Failure> {
     fs::read(path).map_err(|e| Failure::usage(format!("cannot read {option} {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_of_a_url() {
+        assert_eq!(database_of("redis://127.0.0.1:6379/99"), Some(99));
+        assert_eq!(database_of("redis://u:p/w@host/3"), Some(3));
+        assert_eq!(database_of("rediss://host:6380/7?protocol=resp2"), Some(7));
+        assert_eq!(database_of("redis-sentinel://a:26379,b:26379/5#mymaster"), Some(5));
+        assert_eq!(database_of("unix:///run/redis.sock?db=4"), Some(4));
+        assert_eq!(database_of("unix:///run/redis/9"), None);
+        assert_eq!(database_of("redis://host:6379/"), None);
+        assert_eq!(database_of("redis://host"), None);
+    }
 }

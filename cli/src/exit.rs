@@ -99,10 +99,39 @@ pub fn code_of(err: &redlease::Error) -> u8 {
         ErrorKind::InvalidInput => USAGE,
         ErrorKind::PermissionDenied => PERMISSION,
         ErrorKind::NotHeld => LEASE_LOST,
-        _ if err.is_connection_error() || err.is_timeout() => UNAVAILABLE,
+        // Whatever answered is not a Redis server: as good as none (not "Redis answered
+        // with an error").
+        _ if err.is_connection_error() || err.is_timeout() || is_not_redis(err) => UNAVAILABLE,
         ErrorKind::Redis | ErrorKind::NotReplicated => REDIS_ERROR,
         _ => SOFTWARE,
     }
+}
+
+/// The redis-rs error under a library error, if one caused it.
+pub fn redis_cause(err: &redlease::Error) -> Option<&redis::RedisError> {
+    std::error::Error::source(err)?.downcast_ref::<redis::RedisError>()
+}
+
+/// Whether the server's answer was not in Redis's protocol (RESP) at all: redis-rs's
+/// parser failed on the bytes (`ErrorKind::Parse` with combine's "Parse error at …"),
+/// which is not a reply of an unexpected type (also `ErrorKind::Parse`, "Response was of
+/// incompatible type"). Whatever listens there is not a Redis server.
+pub fn is_not_redis(err: &redlease::Error) -> bool {
+    redis_cause(err).is_some_and(is_protocol_error)
+}
+
+fn is_protocol_error(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Parse && err.detail().is_some_and(|d| d.starts_with("Parse error"))
+}
+
+/// The server's refusal of the URL's database (its answer to the `SELECT` of the
+/// connection's handshake, such as `DB index is out of range`), if that is the error.
+pub fn refused_database(err: &redlease::Error) -> Option<String> {
+    let cause = redis_cause(err)?;
+    if !cause.to_string().contains("refused to switch database") {
+        return None;
+    }
+    Some(cause.detail().unwrap_or("no reason given").to_owned())
 }
 
 /// The library's message with the lock's name shortened (a name may be 8 KiB long).
@@ -149,5 +178,21 @@ mod tests {
         assert!(text.ends_with("... (200 bytes)"), "{text}");
         assert!(text.len() < 80);
         assert_eq!(signal_code(15), 143);
+    }
+
+    #[test]
+    fn bytes_that_are_not_resp_are_told_from_a_reply_of_another_type() {
+        // What redis-rs's parser says of an HTTP answer (the form `is_not_redis` relies on).
+        let http = redis::parse_redis_value(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap_err();
+        assert!(is_protocol_error(&http), "{http:?}");
+        // A well-formed reply of a type the caller did not expect is not that.
+        let value = redis::parse_redis_value(b"*1\r\n:1\r\n").unwrap();
+        let wrong_type = redis::from_redis_value::<String>(value).map_err(redis::RedisError::from).unwrap_err();
+        assert_eq!(wrong_type.kind(), redis::ErrorKind::Parse);
+        assert!(!is_protocol_error(&wrong_type), "{wrong_type:?}");
+        // A server's error reply is not it either.
+        let refused =
+            redis::parse_redis_value(b"-ERR DB index is out of range\r\n").unwrap().extract_error().unwrap_err();
+        assert!(!is_protocol_error(&refused), "{refused:?}");
     }
 }

@@ -8,7 +8,14 @@ use crate::connect::Settings;
 use crate::exit::{self, Failure};
 use crate::{locks, names};
 
+/// Why `--force` must be given, before anything is sent.
+pub const FORCE_REQUIRED: &str = "unlock --force is required: unlock deletes the lock whoever holds it, \
+     so a holder loses it while it may still be working (see redlease unlock --help)";
+
 pub fn unlock(args: &UnlockArgs) -> Result<u8, Failure> {
+    if !args.force {
+        return Err(Failure::usage(FORCE_REQUIRED));
+    }
     names::check(&args.name)?;
     let settings = Settings::from_args(&args.connection)?;
     let client = settings.client(None, None)?;

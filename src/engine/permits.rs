@@ -28,7 +28,7 @@ const MAX_PERMITS: u64 = 1 << 48;
 /// Checks a number of permits a caller asks for: at least 1, at most [`MAX_PERMITS`].
 pub(crate) fn check_permits(name: &str, permits: u64) -> Result<()> {
     if permits == 0 || permits > MAX_PERMITS {
-        return Err(Error::invalid(format!("{permits} permits: ask for 1 ..= {MAX_PERMITS}")).on_lock(name));
+        return Err(Error::invalid(format!("{permits} permits: ask for 1 ..= {MAX_PERMITS}")).on_semaphore(name));
     }
     Ok(())
 }
@@ -42,7 +42,7 @@ pub(crate) fn check_permits(name: &str, permits: u64) -> Result<()> {
 /// connection they were taken on, and there only: whether the master the client follows
 /// next has them is not known, and a blind give-back there could add a permit.
 pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait) -> Result<bool> {
-    ready(engine, name)?;
+    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
     check_permits(name, permits)?;
     let command_timeout = engine.config().command_timeout;
     let attempt = || {
@@ -63,14 +63,16 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
             synced.map(|synced| (taken, Some(synced)))
         });
         let taken = taken.map_err(|e| if took.get() { e.after_effect() } else { e });
-        match taken.map_err(|e| e.on_lock(name))? {
-            (_, Some(Sync::Unconfirmed(why))) => Err(why.error(engine.config().replica_sync_timeout).on_lock(name)),
+        match taken.map_err(|e| e.on_semaphore(name))? {
+            (_, Some(Sync::Unconfirmed(why))) => {
+                Err(why.error(engine.config().replica_sync_timeout).on_semaphore(name))
+            }
             (Taken::Yes, _) => Ok(Attempt::Acquired(())),
             (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
-    let taken = taken.map_err(|e| e.on_lock(name))?.is_some();
+    let taken = taken.map_err(|e| e.on_semaphore(name))?.is_some();
     if !taken {
         no_permits_at_all(engine, name, wait)?;
     }
@@ -79,7 +81,7 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
     if taken && wait.waits() && interrupt::take() {
         let given_back = i64::try_from(permits).unwrap_or(i64::MAX);
         let _ = engine.pool_for(name).run_once("giving permits back", |conn| semaphore::add(conn, name, given_back));
-        return Err(Error::interrupted().on_lock(name));
+        return Err(Error::interrupted().on_semaphore(name));
     }
     Ok(taken)
 }
@@ -96,42 +98,42 @@ fn no_permits_at_all(engine: &Engine, name: &str, wait: Wait) -> Result<()> {
             ErrorKind::Timeout,
             "the wait ran out on a semaphore that has no permits at all: none was ever set (try_set_permits, add_permits) or its keys were deleted",
         )
-        .on_lock(name)),
+        .on_semaphore(name)),
         _ => Ok(()),
     }
 }
 
 /// Sets the permits of the semaphore `name` when none is set yet; whether it did.
 pub(crate) fn try_set(engine: &Engine, name: &str, permits: u64) -> Result<bool> {
-    ready(engine, name)?;
+    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
     check_permits(name, permits)?;
     with_retries(engine, None, |_| {
         engine.pool_for(name).run_once("setting permits", |conn| semaphore::try_set(conn, name, permits))
     })
-    .map_err(|e| e.on_lock(name))
+    .map_err(|e| e.on_semaphore(name))
 }
 
 /// The permits available in the semaphore `name` now.
 pub(crate) fn available(engine: &Engine, name: &str) -> Result<i64> {
-    ready(engine, name)?;
+    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
     with_retries(engine, None, |_| {
         engine.pool_for(name).run("reading the permits", |conn| semaphore::available(conn, name))
     })
-    .map_err(|e| e.on_lock(name))
+    .map_err(|e| e.on_semaphore(name))
 }
 
 /// Adds `permits` to the semaphore `name` (negative: takes them away) and wakes waiters;
 /// the permits available after. Sent again only when it never left (it is not idempotent).
 pub(crate) fn add(engine: &Engine, name: &str, permits: i64) -> Result<i64> {
-    ready(engine, name)?;
+    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
     let amount = permits.unsigned_abs();
     if amount > MAX_PERMITS {
-        return Err(Error::invalid(format!("{permits} permits: at most {MAX_PERMITS} at once")).on_lock(name));
+        return Err(Error::invalid(format!("{permits} permits: at most {MAX_PERMITS} at once")).on_semaphore(name));
     }
     with_retries(engine, None, |_| {
         engine.pool_for(name).run_once("adding permits", |conn| semaphore::add(conn, name, permits))
     })
-    .map_err(|e| e.on_lock(name))
+    .map_err(|e| e.on_semaphore(name))
 }
 
 /// One guard's permits of a permit-expirable semaphore.
@@ -150,13 +152,13 @@ pub(crate) fn acquire_expirable(
     lease: Option<Duration>,
     wait: Wait,
 ) -> Result<Option<PermitHold>> {
-    ready(engine, name)?;
+    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
     check_permits(name, permits)?;
     if permits > 1 << 16 {
-        return Err(Error::invalid(format!("{permits} permits: a guard holds at most 65536")).on_lock(name));
+        return Err(Error::invalid(format!("{permits} permits: a guard holds at most 65536")).on_semaphore(name));
     }
     let (lease_millis, watchdog) = match lease {
-        Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
+        Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_semaphore(name))?, false),
         None => (engine.watchdog_millis(), true),
     };
     let mut ids: Vec<PermitId> = vec![[0; 16]; usize::try_from(permits).unwrap_or(usize::MAX)];
@@ -197,7 +199,7 @@ pub(crate) fn acquire_expirable(
             },
             Some(undo),
         );
-        match taken.map_err(|e| e.on_lock(name))? {
+        match taken.map_err(|e| e.on_semaphore(name))? {
             (_, Some(Sync::Unconfirmed(why))) => {
                 if why == Unconfirmed::Superseded {
                     // The master the client follows now may have them from replication.
@@ -205,14 +207,14 @@ pub(crate) fn acquire_expirable(
                         .pool_for(name)
                         .run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
                 }
-                Err(why.error(engine.config().replica_sync_timeout).on_lock(name))
+                Err(why.error(engine.config().replica_sync_timeout).on_semaphore(name))
             }
             (Taken::Yes, _) => Ok(Attempt::Acquired(sent)),
             (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
     };
     let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
-    let Some(sent) = taken.map_err(|e| e.on_lock(name))? else {
+    let Some(sent) = taken.map_err(|e| e.on_semaphore(name))? else {
         no_permits_at_all(engine, name, wait)?;
         return Ok(None);
     };
@@ -220,7 +222,7 @@ pub(crate) fn acquire_expirable(
     // first.
     if wait.waits() && interrupt::take() {
         let _ = engine.pool_for(name).run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
-        return Err(Error::interrupted().on_lock(name));
+        return Err(Error::interrupted().on_semaphore(name));
     }
     let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
     let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
@@ -259,7 +261,7 @@ impl PermitHold {
     pub(crate) fn release(self) -> Result<()> {
         let engine = &self.engine;
         let name = &*self.lease.name;
-        engine.check_running().map_err(|e| e.on_lock(name))?;
+        engine.check_running().map_err(|e| e.on_semaphore(name))?;
         let mut inner = self.lease.lock();
         let was_live = inner.is_live();
         inner.remove(self.term);
@@ -270,7 +272,7 @@ impl PermitHold {
                 ErrorKind::NotHeld,
                 "the permits' lease was lost before the release; nothing was sent",
             )
-            .on_lock(name));
+            .on_semaphore(name));
         }
         self.lease.release(&mut inner);
         drop(inner);
@@ -278,7 +280,7 @@ impl PermitHold {
         let returned = with_retries(engine, None, |_| {
             engine.pool_for(name).run_once("giving permits back", |conn| semaphore::release_permits(conn, name, ids))
         })
-        .map_err(|e| e.on_lock(name))?;
+        .map_err(|e| e.on_semaphore(name))?;
         if returned.late + returned.gone > 0 {
             self.lease.lose(self.lease.lock(), &engine.config().events);
             return Err(Error::new(
@@ -290,7 +292,7 @@ impl PermitHold {
                     returned.gone
                 ),
             )
-            .on_lock(name));
+            .on_semaphore(name));
         }
         Ok(())
     }
@@ -299,16 +301,16 @@ impl PermitHold {
 /// Waits until the latch `name` is open (its count is zero), as `wait` says; `Ok(false)`
 /// when it was not open in time.
 pub(crate) fn await_latch(engine: &Engine, name: &Arc<str>, wait: Wait) -> Result<bool> {
-    ready(engine, name)?;
+    ready(engine, name).map_err(|e| e.on_latch(name))?;
     let attempt = || {
         let count = with_retries(engine, None, |_| {
             engine.pool_for(name).run("reading the latch", |conn| semaphore::latch_count(conn, name))
         });
-        match count.map_err(|e| e.on_lock(name))? {
+        match count.map_err(|e| e.on_latch(name))? {
             0 => Ok(Attempt::Acquired(())),
             _ => Ok(Attempt::Held { ttl: None }),
         }
     };
     let opened = wait_for(engine, || (keys::latch_channel(name), Wake::Latch, 1), wait, attempt);
-    Ok(opened.map_err(|e| e.on_lock(name))?.is_some())
+    Ok(opened.map_err(|e| e.on_latch(name))?.is_some())
 }

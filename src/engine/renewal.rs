@@ -374,7 +374,9 @@ impl Worker {
             RenewOutcome::Elsewhere => None,
             RenewOutcome::Refused(text) => {
                 let kind = if text.starts_with("NOPERM") { ErrorKind::PermissionDenied } else { ErrorKind::Redis };
-                let err = Error::new(kind, format!("Redis refused to renew the lease: {text}")).on_lock(&lease.name);
+                let err = Error::new(kind, format!("Redis refused to renew the lease: {text}"));
+                let err =
+                    if lease.permits.is_some() { err.on_semaphore(&lease.name) } else { err.on_lock(&lease.name) };
                 self.config.events.renewal_failed(&err);
                 None
             }

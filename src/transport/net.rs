@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::sentinel::Sentinels;
 use crate::transport::tls::{Tls, TlsReader, TlsWriter};
+use crate::transport::url;
 
 /// Where the pub/sub connection goes, taken from the client's parsed URL.
 #[derive(Clone)]
@@ -66,7 +67,10 @@ impl Target {
             #[cfg(unix)]
             (redis::ConnectionAddr::Unix(path), _) => Addr::Unix(path.clone()),
             (other, _) => {
-                return Err(Error::invalid(format!("unsupported connection address {other}: use redis:// or unix://")));
+                return Err(Error::invalid(format!(
+                    "unsupported connection address {other}: use {}",
+                    url::ACCEPTED_FORMS
+                )));
             }
         };
         let settings = info.redis_settings();
@@ -75,6 +79,11 @@ impl Target {
             username: settings.username().map(str::to_owned),
             password: settings.password().map(str::to_owned),
         })
+    }
+
+    /// Whether the target is a TCP server spoken to without TLS (a `redis://` URL).
+    pub(crate) fn is_plaintext_tcp(&self) -> bool {
+        matches!(self.addr, Addr::Tcp(..))
     }
 
     /// The pub/sub connection's target behind `sentinels`.

@@ -42,8 +42,17 @@ impl Tls {
                 let chain = certificates(chain, "client certificate")?;
                 let key = PrivateKeyDer::from_pem_slice(key)
                     .map_err(|e| Error::invalid(format!("TLS: the client's private key does not parse as PEM: {e}")))?;
-                builder.with_client_auth_cert(chain, key).map_err(|e| {
-                    Error::invalid(format!("TLS: the client certificate and key do not go together: {e}"))
+                // rustls reads the certificate before it compares the keys: a version it
+                // cannot read is no sign of a wrong key.
+                let version = chain.first().and_then(|cert| x509_version(cert));
+                builder.with_client_auth_cert(chain, key).map_err(|e| match version {
+                    Some(version) if version != 3 => Error::invalid(format!(
+                        "TLS: the client certificate is an X.509 v{version} certificate, which rustls cannot use \
+                         (it reads v3 only: {e}); reissue it as v3, e.g. `openssl x509 -req -in client.csr \
+                         -CA ca.crt -CAkey ca.key -out client.crt -days 365 -extfile client.ext` with client.ext \
+                         holding `extendedKeyUsage = clientAuth` (with any extension, openssl makes v3)"
+                    )),
+                    _ => Error::invalid(format!("TLS: the client certificate and key do not go together: {e}")),
                 })?
             }
             None => builder.with_no_client_auth(),
@@ -127,6 +136,44 @@ fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>> 
         return Err(Error::invalid(format!("TLS: the {what} PEM holds no certificate")));
     }
     Ok(certs)
+}
+
+/// The X.509 version of a DER certificate (1, 2 or 3: a v1 certificate has no version
+/// field), or `None` when it does not read as one.
+fn x509_version(der: &[u8]) -> Option<u8> {
+    const SEQUENCE: u8 = 0x30;
+    const VERSION: u8 = 0xa0; // [0] EXPLICIT Version DEFAULT v1
+    const INTEGER: u8 = 0x02;
+    let (certificate, _) = der_element(der, SEQUENCE)?;
+    let (tbs, _) = der_element(certificate, SEQUENCE)?;
+    if tbs.first() != Some(&VERSION) {
+        return Some(1);
+    }
+    let (version, _) = der_element(tbs, VERSION)?;
+    match der_element(version, INTEGER)? {
+        (&[v @ 0..=2], _) => Some(v + 1),
+        _ => None,
+    }
+}
+
+/// The contents of the DER element with tag `tag` at the start of `der`, and what follows
+/// it; `None` when it is not there or runs past the end.
+fn der_element(der: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    let (&first, rest) = der.split_first()?;
+    if first != tag {
+        return None;
+    }
+    let (&len, rest) = rest.split_first()?;
+    let (len, rest) = if len < 0x80 {
+        (usize::from(len), rest)
+    } else {
+        let (bytes, rest) = rest.split_at_checked(usize::from(len & 0x7f))?;
+        if bytes.is_empty() || bytes.len() > size_of::<usize>() {
+            return None;
+        }
+        (bytes.iter().fold(0, |len, &byte| (len << 8) | usize::from(byte)), rest)
+    };
+    rest.split_at_checked(len)
 }
 
 /// The reading half: reads raw bytes from its socket without any lock, then decrypts them
@@ -242,5 +289,25 @@ impl ServerCertVerifier for AcceptAnyCertificate {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The version of a certificate is read from its DER, a v1's from the field's absence;
+    /// what does not read as a certificate has none, and nothing panics.
+    #[test]
+    fn x509_versions_are_read_from_the_der() {
+        // SEQUENCE { SEQUENCE { [0] { INTEGER 2 }, INTEGER 1 } }: a v3 skeleton.
+        assert_eq!(x509_version(&[0x30, 0x0a, 0x30, 0x08, 0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x01, 0x01]), Some(3));
+        // SEQUENCE { SEQUENCE { INTEGER 1 } }: no version field, v1.
+        assert_eq!(x509_version(&[0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01]), Some(1));
+        // Long-form lengths.
+        assert_eq!(x509_version(&[0x30, 0x81, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01]), Some(1));
+        for bad in [&[][..], &[0x30], &[0x30, 0x05, 0x30], &[0x30, 0x89, 1, 2, 3], &[0x02, 0x01, 0x01]] {
+            assert_eq!(x509_version(bad), None, "{bad:?}");
+        }
     }
 }

@@ -76,6 +76,7 @@ impl Topology {
         } else {
             Topology::direct(url, config)?
         };
+        let plaintext = target.is_plaintext_tcp();
         let pool = Arc::new(Pool::new(
             connector,
             PubSub::Classic,
@@ -90,10 +91,22 @@ impl Topology {
                 prepare(conn)
             })
             .map_err(|err| {
-                if err.is_timeout() {
-                    let timeout = config.connect_timeout.min(config.command_timeout);
-                    Error::new(ErrorKind::Timeout, format!("no answer within the connect timeout ({timeout:?})"))
+                if err.is_timeout() && !err.was_unsent() {
+                    // A reply that did not come: the first exchange is bounded by the shorter
+                    // of the two timeouts. (A connection that could not be made already says
+                    // it was the connect timeout.)
+                    let (which, limit) = if config.connect_timeout <= config.command_timeout {
+                        ("connect timeout", config.connect_timeout)
+                    } else {
+                        ("command timeout", config.command_timeout)
+                    };
+                    Error::new(ErrorKind::Timeout, format!("no answer within the {which} ({limit:?}) while connecting"))
                         .connection()
+                } else if err.is_timeout() {
+                    err.connection()
+                } else if plaintext && err.is_closed_by_peer() {
+                    // A TLS port closes or resets a plaintext client's first exchange.
+                    err.hint("the server closed the connection at the first exchange: if it wants TLS, use rediss://")
                 } else {
                     err
                 }

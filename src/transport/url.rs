@@ -4,19 +4,31 @@ use redis::IntoConnectionInfo;
 
 use crate::error::{Error, Result};
 
-/// Parses `url` into redis-rs's connection settings, with an error that says what is wrong
-/// and never shows the password.
+/// Every URL form a client accepts, for the messages that list them.
+pub(crate) const ACCEPTED_FORMS: &str = "redis://[[user]:password@]host[:port][/db], rediss://... (the same over TLS), \
+     unix:///path, redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name \
+     or redis-cluster://[[user]:password@]host[:port][,host[:port]...]";
+
+/// Parses a `redis://`, `rediss://` or `unix://` URL into redis-rs's connection settings,
+/// with an error that says what is wrong and never shows the password. `#insecure` is
+/// refused: redis-rs would read it for the command connections only, and the builder's
+/// switch is the one way to turn certificate checks off.
 pub(crate) fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
-    url.into_connection_info().map_err(|e| {
+    let info = url.into_connection_info().map_err(|e| {
         // redis-rs's text ("Redis URL did not parse", "Invalid database number") never
         // repeats the URL; its kind is always "invalid client config", which says little.
         let text = e.to_string();
         let reason = text.split(" - ").next().unwrap_or(&text);
-        Error::invalid(format!(
-            "invalid redis URL {}: {reason} (expected redis://[[user]:password@]host[:port][/db], rediss://... or unix:///path)",
+        Error::invalid(format!("invalid redis URL {}: {reason} (expected {ACCEPTED_FORMS})", redact(url)))
+    })?;
+    if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
+        return Err(Error::invalid(format!(
+            "invalid redis URL {}: #insecure is not read from a URL; to accept any server certificate, \
+             remove it and call ClientBuilder::danger_accept_invalid_certificates(true)",
             redact(url)
-        ))
-    })
+        )));
+    }
+    Ok(info)
 }
 
 /// A URL that names several nodes, as the Sentinel and Cluster URLs do:
@@ -121,5 +133,26 @@ mod tests {
         assert!(db.to_string().contains("Invalid database number"), "{db}");
         assert!(connection_info("redis://host:6379/2").is_ok());
         assert!(connection_info("rediss://:s3cret@host:6380/").is_ok());
+    }
+
+    /// Every message that lists the accepted forms lists all five schemes.
+    #[test]
+    fn url_errors_list_every_scheme() {
+        for url in ["not a url", "http://host/", "redis://host:x/", "redis://host/abc"] {
+            let err = connection_info(url).unwrap_err().to_string();
+            for scheme in ["redis://", "rediss://", "unix://", "redis-sentinel://", "redis-cluster://"] {
+                assert!(err.contains(scheme), "{url}: {scheme}: {err}");
+            }
+        }
+    }
+
+    /// `#insecure` is refused, naming the builder's switch, and never shows the password.
+    #[test]
+    fn an_insecure_fragment_is_refused() {
+        let err = connection_info("rediss://:s3cret@host:6380/#insecure").unwrap_err();
+        assert!(err.is_invalid_input(), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("danger_accept_invalid_certificates(true)") && !text.contains("s3cret"), "{text}");
+        assert!(connection_info("rediss://host:6380/").is_ok());
     }
 }

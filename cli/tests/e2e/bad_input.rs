@@ -116,3 +116,52 @@ fn help_for_every_command_has_examples_and_exits_0() {
     }
     run(["--version"]).expect_code(0);
 }
+
+#[test]
+fn a_database_the_server_does_not_have_is_bad_input_and_named() {
+    // 16 databases (Redis's default): 0 to 15.
+    let server = RedisServer::start();
+    let port = server.port();
+    let dir = TempDir::new();
+    let script = format!("touch {}", dir.file("ran"));
+    for db in ["16", "99"] {
+        let url = format!("redis://127.0.0.1:{port}/{db}");
+        for args in [
+            vec!["run", "--url", &url, "name", "--", "sh", "-c", &script],
+            vec!["status", "--url", &url, "name"],
+            vec!["unlock", "--force", "--url", &url, "name"],
+        ] {
+            let out = run(&args);
+            out.expect_code(USAGE).expect_one_line_error();
+            assert!(out.stderr.contains(&format!("database {db}")), "{args:?}: {out:#?}");
+            assert!(out.stderr.contains("refused"), "{args:?}: {out:#?}");
+            assert!(out.stderr.contains("DB index is out of range"), "{args:?}: {out:#?}");
+            assert!(out.elapsed < Duration::from_secs(5), "{args:?}: {out:#?}");
+        }
+    }
+    assert!(!dir.path("ran").exists(), "the command must not run");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut server.conn()).expect("KEYS");
+    assert!(keys.is_empty(), "nothing is written: {keys:?}");
+    // The last database there is works.
+    run(["run", "--url", &format!("redis://127.0.0.1:{port}/15"), "name", "--", "true"]).expect_code(0);
+}
+
+#[test]
+fn unlock_without_force_says_that_force_is_required_and_why() {
+    let message = usage_error(&["unlock", "name"]);
+    assert!(message.contains("--force is required"), "{message}");
+    assert!(message.contains("whoever holds it"), "{message}");
+    let message = usage_error(&["unlock", "--kind", "fair", "--url", "redis://127.0.0.1:1/", "name"]);
+    assert!(message.contains("--force is required"), "{message}");
+}
+
+#[test]
+fn the_url_help_names_every_scheme() {
+    for command in ["run", "status", "unlock"] {
+        let out = run([command, "--help"]);
+        out.expect_code(0);
+        for scheme in ["redis://", "rediss://", "unix://", "redis-sentinel://", "redis-cluster://"] {
+            assert!(out.stdout.contains(scheme), "{command} --help lacks {scheme}: {}", out.stdout);
+        }
+    }
+}

@@ -125,3 +125,79 @@ fn redis_url_comes_from_the_environment_when_no_url_is_given() {
     cmd.env("REDIS_URL", server.url());
     start(cmd).finish(LIMIT).expect_code(UNAVAILABLE);
 }
+
+#[test]
+fn a_server_that_is_not_redis_gives_69_and_says_so_for_every_command() {
+    // A web server on the port: its answer is not RESP. With a password in the URL the
+    // first exchange is AUTH, without one PING: both are checked.
+    let http = NotRedis::start(NotRedisReply::Http);
+    for password in [None, Some("s3cret")] {
+        let url = http.url(password);
+        for args in [
+            vec!["run", "--url", &url, "x", "--", "true"],
+            vec!["status", "--url", &url, "x"],
+            vec!["unlock", "--force", "--url", &url, "x"],
+        ] {
+            let out = run(&args);
+            out.expect_code(UNAVAILABLE).expect_one_line_error();
+            assert!(out.stderr.contains("does not speak Redis"), "{args:?}: {out:#?}");
+            assert!(out.stderr.contains("not a Redis server"), "{args:?}: {out:#?}");
+            assert!(out.stderr.contains(&http.url(None)[8..]), "names the address: {args:?}: {out:#?}");
+            assert!(!out.stderr.contains("s3cret"), "{args:?}: {out:#?}");
+            assert!(out.elapsed < Duration::from_secs(5), "{args:?}: {out:#?}");
+        }
+    }
+    // A listener that closes every connection at once, without a byte: unreachable too.
+    let closing = NotRedis::start(NotRedisReply::Close);
+    for password in [None, Some("s3cret")] {
+        let url = closing.url(password);
+        for args in [vec!["run", "--url", &url, "x", "--", "true"], vec!["status", "--url", &url, "x"]] {
+            let out = run(&args);
+            out.expect_code(UNAVAILABLE).expect_one_line_error();
+            assert!(!out.stderr.contains("s3cret"), "{args:?}: {out:#?}");
+            assert!(out.elapsed < Duration::from_secs(10), "{args:?}: {out:#?}");
+        }
+    }
+}
+
+#[test]
+fn a_silent_server_is_reported_with_the_timeout_that_fired() {
+    // The library's defaults: connect timeout 5s, command timeout 3s. A server that
+    // accepts and never answers: without a login the first exchange is PING, a command,
+    // whose reply waits the command timeout; with one it is the handshake's AUTH, part of
+    // connecting, which waits the connect timeout.
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    proxy.set_blackhole(true);
+    let plain = proxy.url();
+    let login = format!("redis://:s3cret@{}/", proxy.addr());
+    let cases: Vec<(Vec<String>, &str, Duration, Duration)> = vec![
+        (vec!["status".into(), "--url".into(), plain.clone(), "x".into()], "command timeout (3s)", ms(2900), ms(4900)),
+        (vec!["status".into(), "--url".into(), login, "x".into()], "connect timeout (5s)", ms(4900), ms(8000)),
+        (
+            vec!["status".into(), "--timeout".into(), "1s".into(), "--url".into(), plain, "x".into()],
+            "timeout (1s) while connecting (--timeout sets it)",
+            ms(900),
+            ms(3000),
+        ),
+    ];
+    // At once, each timed on a thread of its own.
+    let runs: Vec<_> = cases
+        .into_iter()
+        .map(|(args, said, min, max)| {
+            let moved = args.clone();
+            (std::thread::spawn(move || run(&moved)), args, said, min, max)
+        })
+        .collect();
+    for (running, args, said, min, max) in runs {
+        let out = running.join().expect("a run");
+        out.expect_code(UNAVAILABLE).expect_one_line_error();
+        assert!(out.stderr.contains(said), "{args:?} should say {said:?}: {out:#?}");
+        assert!(!out.stderr.contains("s3cret"), "{args:?}: {out:#?}");
+        assert!(out.elapsed >= min && out.elapsed < max, "{args:?}: {out:#?}");
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}

@@ -218,3 +218,75 @@ pub fn key_exists(conn: &mut redis::Connection, key: &str) -> bool {
 pub fn fields(conn: &mut redis::Connection, key: &str) -> Vec<String> {
     redis::cmd("HKEYS").arg(key).query(conn).expect("HKEYS")
 }
+
+/// How a [`NotRedis`] listener treats each connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRedisReply {
+    /// Reads what the client sends, answers an HTTP status line (not RESP) and closes,
+    /// as a web server on the wrong port does.
+    Http,
+    /// Closes the connection at once, without a byte.
+    Close,
+}
+
+/// A real TCP listener on a free loopback port that is not Redis: it answers every
+/// connection as its [`NotRedisReply`] says. Stopped (and its thread joined) on drop.
+pub struct NotRedis {
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl NotRedis {
+    pub fn start(reply: NotRedisReply) -> NotRedis {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local addr");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let thread = thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut stream) = stream else { continue };
+                if reply == NotRedisReply::Close {
+                    drop(stream);
+                    continue;
+                }
+                thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut request = [0u8; 4096];
+                    let _ = stream.read(&mut request);
+                    let _ =
+                        stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    let _ = stream.shutdown(Shutdown::Write);
+                    // Read what else comes until the client closes, so that the close is
+                    // an orderly one (unread data would make it a reset).
+                    while matches!(stream.read(&mut request), Ok(n) if n > 0) {}
+                });
+            }
+        });
+        NotRedis { addr, stop, thread: Some(thread) }
+    }
+
+    /// `redis://127.0.0.1:PORT/`, or with a login: `redis://:PASSWORD@127.0.0.1:PORT/`.
+    pub fn url(&self, password: Option<&str>) -> String {
+        match password {
+            Some(password) => format!("redis://:{password}@{}/", self.addr),
+            None => format!("redis://{}/", self.addr),
+        }
+    }
+}
+
+impl Drop for NotRedis {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept.
+        let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
