@@ -7,6 +7,10 @@ mod net;
 mod pool;
 mod sentinel;
 mod subscriber;
+#[cfg(not(feature = "tls"))]
+#[path = "no_tls.rs"]
+mod tls;
+#[cfg(feature = "tls")]
 mod tls;
 mod topology;
 mod url;

@@ -58,6 +58,8 @@ pub(crate) struct Connection {
 
 impl Target {
     /// The pub/sub connection's target for `info`; `tls` for a `rediss://` URL.
+    // Without the `tls` feature a `Tls` cannot exist, and its arm cannot be reached.
+    #[cfg_attr(not(feature = "tls"), allow(unreachable_code))]
     pub(crate) fn from_info(info: &redis::ConnectionInfo, tls: Option<&Tls>) -> Result<Target> {
         let addr = match (info.addr(), tls) {
             (redis::ConnectionAddr::Tcp(host, port), _) => Addr::Tcp(host.clone(), *port),

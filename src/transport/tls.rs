@@ -102,6 +102,12 @@ impl Tls {
     }
 }
 
+/// Whether this build can serve `url` with `settings`: it can, TLS being compiled in (see
+/// `transport::no_tls` for the build without it).
+pub(crate) fn check_available(_url: &str, _settings: &TlsSettings) -> Result<()> {
+    Ok(())
+}
+
 /// The system's roots, or the given PEM certificates instead.
 fn roots(pem: Option<&[u8]>) -> Result<RootCertStore> {
     let mut store = RootCertStore::empty();

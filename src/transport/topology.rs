@@ -15,7 +15,7 @@ use crate::transport::net::Target;
 use crate::transport::pool::{Connector, Pool};
 use crate::transport::sentinel::{self, Sentinels, SwitchWatch};
 use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing, Wake};
-use crate::transport::tls::Tls;
+use crate::transport::tls::{self, Tls};
 use crate::transport::url;
 
 /// The Redis deployment a client talks to.
@@ -58,6 +58,7 @@ impl Topology {
             command: config.command_timeout,
             ping_interval: config.ping_interval,
         };
+        tls::check_available(url, &config.tls)?;
         let wake_token = rand::random_range((1u64 << 32)..(1u64 << 53));
         let seq = Arc::new(AtomicU64::new(0));
         if url.starts_with(cluster::SCHEME) {
