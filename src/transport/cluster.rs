@@ -72,9 +72,9 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
 /// refuses it.
 pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.contains('{') && hash_tag(name.as_bytes()).is_none() {
-        return Err(Error::invalid(format!(
-            "lock name {name:?} has a '{{' but no hash tag (a non-empty {{...}}): in a cluster its keys would land in different slots; use a name without braces or with a hash tag such as \"{{tag}}rest\""
-        )));
+        return Err(Error::invalid(
+            "the name has a '{' but no hash tag (a non-empty {...}): in a cluster its keys would land in different slots; use a name without braces or with a hash tag such as \"{tag}rest\"",
+        ));
     }
     Ok(())
 }
