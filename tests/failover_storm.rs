@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use redlease::{Client, ErrorKind, LockGuard, SemaphoreGuard};
 
+use crate::helpers::build_patiently;
 use crate::support::child::{self, Child};
 use crate::support::history::{self, Section};
 use crate::support::sentinel::SentinelGroup;
@@ -163,19 +164,12 @@ impl Tally {
 /// Builds a client through the sentinels, trying again while a failover makes the master
 /// unreachable.
 fn connect(url: &str) -> Client {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let built = Client::builder(url)
+    build_patiently(Duration::from_secs(20), || {
+        Client::builder(url)
             .watchdog_timeout(LEASE)
             .command_timeout(Duration::from_secs(1))
             .connect_timeout(Duration::from_secs(1))
-            .build();
-        match built {
-            Ok(client) => return client,
-            Err(e) if Instant::now() < end && e.is_connection_error() => thread::sleep(Duration::from_millis(50)),
-            Err(e) => panic!("cannot connect: {e}"),
-        }
-    }
+    })
 }
 
 /// One thread's loop on `kind` until `stop`: acquire, count, record, release.

@@ -1305,6 +1305,19 @@ fn a_command_that_must_not_run_twice_is_not_sent_again_after_its_connection_brea
 // 9. A transient server state taken for a fatal one
 // -----------------------------------------------------------------------------------------
 
+/// Runs, on a thread of its own, a script that keeps `server` busy for `spin` by its own
+/// clock (every other client meanwhile gets `BUSY` once `busy-reply-threshold` passes).
+fn spin_a_script(server: &RedisServer, spin: Duration) -> thread::JoinHandle<i64> {
+    let url = server.url();
+    let micros = spin.as_micros();
+    thread::spawn(move || {
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let script = "local t = redis.call('TIME') local until_ = t[1] * 1000000 + t[2] + tonumber(ARGV[1]) \
+                      repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_ return 1";
+        redis::cmd("EVAL").arg(script).arg(0).arg(micros.to_string()).query::<i64>(&mut conn).expect("the spin ends")
+    })
+}
+
 /// Redis busy with another client's long script answers every other command `BUSY` until
 /// it ends (`busy-reply-threshold` passed): a state that passes by itself, in which nothing
 /// ran. An acquire, an unlock, a semaphore's acquire (a command that must not run twice)
@@ -1326,15 +1339,7 @@ fn calls_ride_out_a_busy_script_and_the_error_says_it_is_transient() {
     let lock = client.lock("busy");
     let guard = lock.try_lock().expect("free").expect("granted");
     // Another client's script spins for 1.5 s (by the server's clock).
-    let busy = {
-        let url = server.url();
-        thread::spawn(move || {
-            let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-            let spin = "local t = redis.call('TIME') local until_ = t[1] * 1000000 + t[2] + 1500000 \
-                        repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_ return 1";
-            redis::cmd("EVAL").arg(spin).arg(0).query::<i64>(&mut conn).expect("the spin ends")
-        })
-    };
+    let busy = spin_a_script(&server, Duration::from_millis(1500));
     thread::sleep(Duration::from_millis(200));
     let started = Instant::now();
     guard.unlock().expect("the unlock rides out BUSY");
@@ -1349,15 +1354,7 @@ fn calls_ride_out_a_busy_script_and_the_error_says_it_is_transient() {
     drop(regranted);
     // Past the budget the error is returned, and says it is transient.
     let impatient = client_at(&server.url(), |b| b.retry_budget(Duration::from_millis(100)));
-    let busy = {
-        let url = server.url();
-        thread::spawn(move || {
-            let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-            let spin = "local t = redis.call('TIME') local until_ = t[1] * 1000000 + t[2] + 1000000 \
-                        repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_ return 1";
-            redis::cmd("EVAL").arg(spin).arg(0).query::<i64>(&mut conn).expect("the spin ends")
-        })
-    };
+    let busy = spin_a_script(&server, Duration::from_secs(1));
     thread::sleep(Duration::from_millis(200));
     let err = impatient.lock("busy-2").try_lock().expect_err("busy past the budget");
     assert!(err.is_transient(), "{err}");

@@ -88,3 +88,16 @@ pub fn run_threads(threads: usize, url: &str, body: impl Fn(usize, &mut redis::C
         }
     });
 }
+
+/// Builds the client `builder` makes, trying again for up to `within` while the server is
+/// unreachable (a failover, a restart under way).
+pub fn build_patiently(within: Duration, builder: impl Fn() -> ClientBuilder) -> Client {
+    let end = Instant::now() + within;
+    loop {
+        match builder().build() {
+            Ok(client) => return client,
+            Err(e) if Instant::now() < end && e.is_connection_error() => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("cannot connect: {e}"),
+        }
+    }
+}

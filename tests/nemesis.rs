@@ -61,19 +61,12 @@ fn acquire(kind: &str, clients: &[Client], thread: u32, round: u32) -> redlease:
 }
 
 fn connect(url: &str) -> Client {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let built = Client::builder(url)
+    build_patiently(Duration::from_secs(10), || {
+        Client::builder(url)
             .watchdog_timeout(LEASE)
             .command_timeout(Duration::from_millis(500))
             .connect_timeout(Duration::from_millis(500))
-            .build();
-        match built {
-            Ok(client) => return client,
-            Err(e) if Instant::now() < end && e.is_connection_error() => thread::sleep(Duration::from_millis(50)),
-            Err(e) => panic!("cannot connect: {e}"),
-        }
-    }
+    })
 }
 
 /// THREADS threads loop on the lock kind KIND for MILLIS ms, over LOCK_URLS; sections go

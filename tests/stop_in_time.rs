@@ -47,6 +47,20 @@ impl LockEvents for Seen {
     }
 }
 
+/// A client of `server` through a proxy of its own (which the test can silence), with the
+/// partition tests' lease and a 1 s command timeout, whose events go to the returned `Seen`.
+fn holder_through_a_proxy(server: &RedisServer) -> (Proxy, Arc<Seen>, Client) {
+    let proxy = Proxy::start(server.addr());
+    let seen = Arc::new(Seen::default());
+    let holder = Client::builder(proxy.url())
+        .watchdog_timeout(LEASE)
+        .command_timeout(Duration::from_secs(1))
+        .events(Arc::clone(&seen) as Arc<dyn LockEvents>)
+        .build()
+        .expect("the holder's client");
+    (proxy, seen, holder)
+}
+
 /// One round's figures.
 struct Round {
     /// From the worker's last write to the other holder's grant.
@@ -60,14 +74,7 @@ struct Round {
 /// One partition: the holder takes the lock through `proxy`, its worker writes every 10 ms
 /// while the watch says it may, the proxy goes silent, and `other` waits for the lock.
 fn partition_round(server: &RedisServer, other: &Client, name: &str) -> Round {
-    let proxy = Proxy::start(server.addr());
-    let seen = Arc::new(Seen::default());
-    let holder = Client::builder(proxy.url())
-        .watchdog_timeout(LEASE)
-        .command_timeout(Duration::from_secs(1))
-        .events(Arc::clone(&seen) as Arc<dyn LockEvents>)
-        .build()
-        .expect("the holder's client");
+    let (proxy, seen, holder) = holder_through_a_proxy(server);
     let guard = holder.lock(name).lock().expect("the holder acquires");
     let watch = guard.watch();
     assert_eq!(watch.state(), LeaseState::Held);
@@ -165,14 +172,7 @@ fn a_cut_off_holders_workers_stop_before_another_holder_begins() {
 #[test]
 fn a_lease_at_risk_recovers_when_a_renewal_gets_through() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.addr());
-    let seen = Arc::new(Seen::default());
-    let holder = Client::builder(proxy.url())
-        .watchdog_timeout(LEASE)
-        .command_timeout(Duration::from_secs(1))
-        .events(Arc::clone(&seen) as Arc<dyn LockEvents>)
-        .build()
-        .expect("client");
+    let (proxy, seen, holder) = holder_through_a_proxy(&server);
     let guard = holder.lock("recovering").lock().expect("acquired");
     let watch = guard.watch();
     proxy.set_blackhole(true);

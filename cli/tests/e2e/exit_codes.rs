@@ -73,11 +73,7 @@ fn an_unreachable_redis_gives_69_quickly_for_every_command() {
     // A port nothing listens on: the connection is refused.
     let port = redlease_testkit::server::free_port();
     let url = format!("redis://127.0.0.1:{port}/");
-    for args in [
-        vec!["run", "--url", &url, "x", "--", "true"],
-        vec!["status", "--url", &url, "x"],
-        vec!["unlock", "--force", "--url", &url, "x"],
-    ] {
+    for args in every_command(&url) {
         let out = run(&args);
         out.expect_code(UNAVAILABLE).expect_one_line_error();
         assert!(out.elapsed < Duration::from_secs(10), "{args:?}: {out:?}");
@@ -133,11 +129,7 @@ fn a_server_that_is_not_redis_gives_69_and_says_so_for_every_command() {
     let http = NotRedis::start(NotRedisReply::Http);
     for password in [None, Some("s3cret")] {
         let url = http.url(password);
-        for args in [
-            vec!["run", "--url", &url, "x", "--", "true"],
-            vec!["status", "--url", &url, "x"],
-            vec!["unlock", "--force", "--url", &url, "x"],
-        ] {
+        for args in every_command(&url) {
             let out = run(&args);
             out.expect_code(UNAVAILABLE).expect_one_line_error();
             assert!(out.stderr.contains("does not speak Redis"), "{args:?}: {out:#?}");
@@ -151,7 +143,7 @@ fn a_server_that_is_not_redis_gives_69_and_says_so_for_every_command() {
     let closing = NotRedis::start(NotRedisReply::Close);
     for password in [None, Some("s3cret")] {
         let url = closing.url(password);
-        for args in [vec!["run", "--url", &url, "x", "--", "true"], vec!["status", "--url", &url, "x"]] {
+        for args in every_command(&url) {
             let out = run(&args);
             out.expect_code(UNAVAILABLE).expect_one_line_error();
             assert!(!out.stderr.contains("s3cret"), "{args:?}: {out:#?}");
@@ -200,4 +192,13 @@ fn a_silent_server_is_reported_with_the_timeout_that_fired() {
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// `run`, `status` and `unlock --force` of lock `x` at `url`: every command that connects.
+fn every_command(url: &str) -> [Vec<&str>; 3] {
+    [
+        vec!["run", "--url", url, "x", "--", "true"],
+        vec!["status", "--url", url, "x"],
+        vec!["unlock", "--force", "--url", url, "x"],
+    ]
 }

@@ -26,6 +26,14 @@ fn deaf_writer(log: &str) -> String {
     format!("trap '' TERM; while :; do date +%s%N >> {log}; sleep 0.01; done")
 }
 
+/// Starts `redlease run --watchdog WATCHDOG --grace 1s --timeout 1s NAME -- sh -c SCRIPT`
+/// through `proxy`, which the test can silence.
+fn start_through(proxy: &Proxy, watchdog: &str, name: &str, script: &str) -> Running {
+    let url = proxy.url();
+    let args = ["run", "--url", &url, "--watchdog", watchdog, "--grace", "1s", "--timeout", "1s", name];
+    start(command(args.into_iter().chain(["--", "sh", "-c", script])))
+}
+
 fn rounds() -> usize {
     std::env::var("REDLEASE_PARTITION_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(3)
 }
@@ -42,23 +50,7 @@ fn partition_round(server: &RedisServer, round: usize, writer: fn(&str) -> Strin
     let dir = TempDir::new();
     let name = format!("partitioned-{round}");
     let (a_log, b_start) = (dir.file("a.log"), dir.file("b.start"));
-    let proxied = proxy.url();
-    let a = start(command([
-        "run",
-        "--url",
-        &proxied,
-        "--watchdog",
-        "3s",
-        "--grace",
-        "1s",
-        "--timeout",
-        "1s",
-        &name,
-        "--",
-        "sh",
-        "-c",
-        &writer(&a_log),
-    ]));
+    let a = start_through(&proxy, "3s", &name, &writer(&a_log));
     read_when_written(&dir.path("a.log"), Duration::from_secs(10));
     let direct = server.url();
     let b_script = format!("date +%s%N > {b_start}; sleep 0.2");
@@ -122,23 +114,7 @@ fn a_run_whose_renewals_get_through_again_lets_its_command_finish() {
     let proxy = Proxy::start(server.addr());
     let dir = TempDir::new();
     let script = format!("echo started > {}; sleep 7; echo done > {}", dir.file("started"), dir.file("done"));
-    let proxied = proxy.url();
-    let a = start(command([
-        "run",
-        "--url",
-        &proxied,
-        "--watchdog",
-        "6s",
-        "--grace",
-        "1s",
-        "--timeout",
-        "1s",
-        "blip",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]));
+    let a = start_through(&proxy, "6s", "blip", &script);
     read_when_written(&dir.path("started"), Duration::from_secs(10));
     proxy.set_blackhole(true);
     wait_for("the run says the lease is at risk", Duration::from_secs(8), || a.stderr_so_far().contains("is at risk"));
