@@ -7,10 +7,13 @@
 -- ARGV[2]  owner field, "<client uuid>:<thread number>"
 -- ARGV[3]  the client's wake token when the caller waits for the lock, else ""
 -- ARGV[4]  how long a registration lasts, in milliseconds
+-- ARGV[5]  "1" for a reentrant lock; "0" for a non-reentrant one, which refuses a second
+--          hold of the same owner with Redisson's error (NON_REENTRANT_REACQUIRE)
 --
 -- Returns  nil when acquired (first hold or a reentrant one); otherwise the lock's
 --          PTTL in milliseconds (-1 when the key has no expiry), which bounds how long
---          the caller sleeps before it tries again.
+--          the caller sleeps before it tries again; an error when a non-reentrant lock's
+--          owner asks again.
 -- A reentrant hold never shortens the lease: the owner's other holds may need a longer one.
 -- A caller that waits registers its client's token when the lock is busy, so that a
 -- release wakes that one client rather than one waiter in every client (see release.lua);
@@ -24,6 +27,9 @@ if redis.call('exists', KEYS[1]) == 0 then
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if ARGV[5] == '0' then
+        return redis.error_reply('NON_REENTRANT_REACQUIRE')
+    end
     unregister_waiter(KEYS[2], token)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then

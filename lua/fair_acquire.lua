@@ -8,6 +8,8 @@
 -- ARGV[3]  wait timeout in milliseconds: how long a waiter keeps its place between polls
 -- ARGV[4]  "1" to queue up when the lock cannot be had, "0" for a single attempt
 -- ARGV[5]  the lock's release channel; a waiter's own channel is ARGV[5] .. ':' .. owner
+-- ARGV[6]  "1" for a reentrant lock; "0" for a non-reentrant one, which refuses a second
+--          hold of the same owner with Redisson's error (NON_REENTRANT_REACQUIRE)
 --
 -- Returns  nil when acquired (first hold or reentrant); otherwise how many milliseconds
 --          the caller may sleep before it polls again: the head of the queue until the
@@ -119,6 +121,12 @@ if redis.call('exists', lock) == 0 then
         return nil
     end
 elseif redis.call('hexists', lock, owner) == 1 then
+    if ARGV[6] == '0' then
+        if purged then
+            crown()
+        end
+        return redis.error_reply('NON_REENTRANT_REACQUIRE')
+    end
     -- A reentrant hold never shortens the lease: the owner's other holds may need longer.
     redis.call('hincrby', lock, owner, 1)
     if redis.call('pttl', lock) < tonumber(ARGV[1]) then

@@ -15,6 +15,7 @@ use crate::handle::Handle;
 use crate::kind::Kind;
 use crate::latch::CountDownLatch;
 use crate::lock::Lock;
+use crate::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 use crate::permit_semaphore::PermitExpirableSemaphore;
 use crate::read_write_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
@@ -118,6 +119,19 @@ impl Client {
     #[must_use]
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
         FairLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::Fair))
+    }
+
+    /// A non-reentrant lock named `name` (Redisson's `RNonReentrantLock`): a thread that
+    /// holds it and asks again gets `WouldDeadlock`. No I/O.
+    #[must_use]
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
+        NonReentrantLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::NonReentrant))
+    }
+
+    /// A non-reentrant fair lock named `name` (Redisson's `RNonReentrantFairLock`). No I/O.
+    #[must_use]
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
+        NonReentrantFairLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::NonReentrantFair))
     }
 
     /// A semaphore named `name` (its Redis key), Redisson's `RSemaphore`. No I/O.

@@ -167,7 +167,9 @@ impl Error {
     pub(crate) fn from_redis(err: redis::RedisError, what: &str, command_timeout: Duration) -> Error {
         let connection = err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal();
         let transient = is_transient_refusal(&err);
-        let (kind, message) = if err.is_timeout() {
+        let (kind, message) = if is_reentry_refusal(&err) {
+            (ErrorKind::WouldDeadlock, format!("this owner holds the non-reentrant lock already (while {what})"))
+        } else if err.is_timeout() {
             (ErrorKind::Timeout, format!("no reply within the command timeout ({command_timeout:?}) while {what}"))
         } else if is_refusal(&err) {
             (ErrorKind::PermissionDenied, format!("Redis refused the client's user while {what}"))
@@ -354,6 +356,12 @@ impl Error {
 pub(crate) fn is_transient_refusal(err: &redis::RedisError) -> bool {
     matches!(err.code(), Some("CLUSTERDOWN" | "TRYAGAIN" | "LOADING" | "MASTERDOWN" | "BUSY" | "READONLY"))
         || err.to_string().contains("READONLY")
+}
+
+/// Whether a non-reentrant lock's script refused a second hold of its owner (Redisson's
+/// `NON_REENTRANT_REACQUIRE`; Redis 7 puts `ERR` before it).
+fn is_reentry_refusal(err: &redis::RedisError) -> bool {
+    err.to_string().contains("NON_REENTRANT_REACQUIRE")
 }
 
 /// Whether Redis refused for lack of an ACL permission: a `NOPERM` reply, or the error a

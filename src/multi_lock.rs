@@ -11,6 +11,7 @@ use crate::guard::LockGuard;
 use crate::handle::{Handle, lock_handle};
 use crate::interrupt;
 use crate::lock::Lock;
+use crate::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 use crate::read_write_lock::{ReadLock, WriteLock};
 
 /// Any lock kind, so that kinds can be combined in a [`MultiLock`] or a
@@ -31,7 +32,7 @@ macro_rules! into_any_lock {
     )*};
 }
 
-into_any_lock!(Lock, FairLock, ReadLock, WriteLock, FencedLock);
+into_any_lock!(Lock, FairLock, ReadLock, WriteLock, FencedLock, NonReentrantLock, NonReentrantFairLock);
 
 /// Several locks, possibly of different kinds and on different clients, taken all together
 /// or not at all (Redisson's `RedissonMultiLock`).

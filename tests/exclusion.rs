@@ -26,6 +26,14 @@ fn acquirer(kind: &str, clients: &[Client]) -> Acquire {
             let lock = first.fair_lock("exclusive");
             Box::new(move || lock.lock())
         }
+        "non_reentrant" => {
+            let lock = first.non_reentrant_lock("exclusive");
+            Box::new(move || lock.lock())
+        }
+        "non_reentrant_fair" => {
+            let lock = first.non_reentrant_fair_lock("exclusive");
+            Box::new(move || lock.lock())
+        }
         "multi" => {
             let multi = MultiLock::new([first.lock("exclusive"), first.lock("exclusive:b")]);
             Box::new(move || multi.lock())
@@ -92,6 +100,12 @@ fn two_processes_of_four_threads_never_overlap() {
 #[test]
 fn two_processes_of_four_threads_never_overlap_on_a_fair_lock() {
     exclusion_across_processes("fair", 1, 4, 200);
+}
+
+#[test]
+fn two_processes_of_four_threads_never_overlap_on_the_non_reentrant_locks() {
+    exclusion_across_processes("non_reentrant", 1, 4, 100);
+    exclusion_across_processes("non_reentrant_fair", 1, 4, 100);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! A failover storm: 2 worker processes, each with threads on every lock kind that
-//! excludes (plain, fair, the write side of a read-write lock, fenced, the one permit of a
-//! semaphore), take and give back their lock behind Sentinel while the test fails the
+//! excludes (plain, fair, the write side of a read-write lock, fenced, non-reentrant, the one
+//! permit of a semaphore), take and give back their lock behind Sentinel while the test fails the
 //! master over without pause: `SENTINEL FAILOVER` back to back (the next one as soon as the
 //! sentinels take it), a failover issued the moment the replica is online again, and the
 //! master SIGKILLed (it comes back, empty, as a replica of the new master). Inside each
@@ -31,7 +31,7 @@ use crate::support::server::RedisServer;
 pub const ROLES: &[crate::support::child::Role] = &[("storm_worker", worker)];
 
 /// Every kind that excludes, each on a lock of its own.
-const KINDS: [&str; 5] = ["plain", "fair", "write", "fenced", "semaphore"];
+const KINDS: [&str; 6] = ["plain", "fair", "write", "fenced", "non-reentrant", "semaphore"];
 const PROCESSES: u32 = 2;
 const THREADS_PER_KIND: u32 = 2;
 /// Watchdog lease of the workers.
@@ -91,6 +91,7 @@ fn acquire(client: &Client, kind: &str) -> redlease::Result<Option<Held>> {
         "fair" => lock(client.fair_lock(name).try_lock_for(WAIT)?),
         "write" => lock(client.read_write_lock(name).write().try_lock_for(WAIT)?),
         "fenced" => lock(client.fenced_lock(name).try_lock_for(WAIT)?),
+        "non-reentrant" => lock(client.non_reentrant_lock(name).try_lock_for(WAIT)?),
         "semaphore" => client.semaphore(name).try_acquire_for(1, WAIT)?.map(Held::Permit),
         other => panic!("unknown kind {other}"),
     })

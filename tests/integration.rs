@@ -17,6 +17,7 @@ mod helpers;
 mod lock_basics;
 mod multi;
 mod nemesis;
+mod non_reentrant;
 mod redlock;
 mod replication;
 mod rwlock;

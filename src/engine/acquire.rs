@@ -82,6 +82,15 @@ pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, boo
         Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
         None => (engine.watchdog_millis(), true),
     };
+    // A non-reentrant lock this thread holds already would wait on itself: refused before
+    // anything is sent, as Redisson's IllegalMonitorStateException.
+    if !request.kind.reentrant() && engine.holds(request.name, request.kind.role()) {
+        return Err(Error::new(
+            ErrorKind::WouldDeadlock,
+            "this thread holds the lock already, and it is not reentrant: asking again would wait on itself forever",
+        )
+        .on_lock(name));
+    }
     let upgrade = request.kind == Kind::Write
         && engine.holds(request.name, Role::Read)
         && !engine.holds(request.name, Role::Write);

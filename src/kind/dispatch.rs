@@ -11,6 +11,10 @@ use crate::transport::Wake;
 pub(crate) enum Kind {
     Reentrant,
     Fair,
+    /// Redisson's `RNonReentrantLock`: the reentrant lock's layout, one hold per owner.
+    NonReentrant,
+    /// Redisson's `RNonReentrantFairLock`: the fair lock's layout, one hold per owner.
+    NonReentrantFair,
     /// The read side of a read-write lock.
     Read,
     /// The write side of a read-write lock.
@@ -44,8 +48,13 @@ impl Kind {
         let lease = args.lease_millis;
         let token = args.queue.then_some(args.wake_token);
         match self {
-            Kind::Reentrant => reentrant::acquire(conn, name, owner, lease, token).map(Reply::from_pttl),
-            Kind::Fair => fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue).map(Reply::from_pttl),
+            Kind::Reentrant | Kind::NonReentrant => {
+                reentrant::acquire(conn, name, owner, lease, token, self.reentrant()).map(Reply::from_pttl)
+            }
+            Kind::Fair | Kind::NonReentrantFair => {
+                fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue, self.reentrant())
+                    .map(Reply::from_pttl)
+            }
             Kind::Read => read_write::read_acquire(conn, name, owner, lease).map(Reply::from_pttl),
             Kind::Write => read_write::write_acquire(conn, name, owner, lease).map(Reply::from_pttl),
             Kind::Fenced => fenced::acquire(conn, name, owner, lease, token),
@@ -56,8 +65,8 @@ impl Kind {
     /// `Some(1)` when the lock was freed.
     pub(crate) fn release(self, conn: &mut Conn, release: &Release<'_>) -> redis::RedisResult<Option<i64>> {
         match self {
-            Kind::Reentrant | Kind::Fenced => reentrant::release(conn, release),
-            Kind::Fair => fair::release(conn, release),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::release(conn, release),
+            Kind::Fair | Kind::NonReentrantFair => fair::release(conn, release),
             Kind::Read => read_write::read_release(conn, release),
             Kind::Write => read_write::write_release(conn, release),
         }
@@ -66,8 +75,8 @@ impl Kind {
     /// Deletes the lock whoever holds it; 1 when there was one.
     pub(crate) fn force_unlock(self, conn: &mut Conn, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
         match self {
-            Kind::Reentrant | Kind::Fenced => reentrant::force_unlock(conn, name),
-            Kind::Fair => fair::force_unlock(conn, name, wait_millis),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::force_unlock(conn, name),
+            Kind::Fair | Kind::NonReentrantFair => fair::force_unlock(conn, name, wait_millis),
             Kind::Read => read_write::force_unlock(conn, name, "read"),
             Kind::Write => read_write::force_unlock(conn, name, "write"),
         }
@@ -76,15 +85,22 @@ impl Kind {
     /// The channel a waiter listens on.
     pub(crate) fn wait_channel(self, name: &str, owner: &str) -> String {
         match self {
-            Kind::Reentrant | Kind::Fenced => keys::lock_channel(name),
-            Kind::Fair => fair::waiter_channel(name, owner),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => keys::lock_channel(name),
+            Kind::Fair | Kind::NonReentrantFair => fair::waiter_channel(name, owner),
             Kind::Read | Kind::Write => read_write::channel(name),
         }
     }
 
+    /// Whether an owner may hold the lock several times (all but the non-reentrant kinds).
+    pub(crate) fn reentrant(self) -> bool {
+        !matches!(self, Kind::NonReentrant | Kind::NonReentrantFair)
+    }
+
     pub(crate) fn role(self) -> Role {
         match self {
-            Kind::Reentrant | Kind::Fair | Kind::Fenced => Role::Exclusive,
+            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Fenced => {
+                Role::Exclusive
+            }
             Kind::Read => Role::Read,
             Kind::Write => Role::Write,
         }
@@ -105,7 +121,9 @@ impl Kind {
 
     pub(crate) fn is_locked(self, conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
         match self {
-            Kind::Reentrant | Kind::Fair | Kind::Fenced => redis::cmd("EXISTS").arg(name).query(conn),
+            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Fenced => {
+                redis::cmd("EXISTS").arg(name).query(conn)
+            }
             Kind::Read => read_write::has_read_holds(conn, name),
             Kind::Write => read_write::is_write_locked(conn, name),
         }
@@ -114,14 +132,14 @@ impl Kind {
     /// Whether a wait that ends without the lock leaves something to remove in Redis: a
     /// fair lock's place in the queue, a reentrant or fenced lock's waiting client.
     pub(crate) fn queues(self) -> bool {
-        matches!(self, Kind::Fair | Kind::Reentrant | Kind::Fenced)
+        matches!(self, Kind::Fair | Kind::NonReentrantFair | Kind::Reentrant | Kind::NonReentrant | Kind::Fenced)
     }
 
     /// How the lock's messages wake its waiters.
     pub(crate) fn wake(self) -> Wake {
         match self {
-            Kind::Reentrant | Kind::Fenced => Wake::Named,
-            Kind::Fair => Wake::Turn,
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => Wake::Named,
+            Kind::Fair | Kind::NonReentrantFair => Wake::Turn,
             _ => Wake::Lock,
         }
     }
@@ -137,8 +155,10 @@ impl Kind {
         always_publish: bool,
     ) -> redis::RedisResult<()> {
         match self {
-            Kind::Fair => fair::give_up(conn, name, owner, wait_millis).map(drop),
-            Kind::Reentrant | Kind::Fenced => reentrant::leave(conn, name, wake_token, always_publish).map(drop),
+            Kind::Fair | Kind::NonReentrantFair => fair::give_up(conn, name, owner, wait_millis).map(drop),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => {
+                reentrant::leave(conn, name, wake_token, always_publish).map(drop)
+            }
             Kind::Read | Kind::Write => Ok(()),
         }
     }

@@ -27,6 +27,7 @@ pub(crate) fn acquire(
     lease_millis: u64,
     wait_millis: u64,
     queue: bool,
+    reentrant: bool,
 ) -> redis::RedisResult<Option<i64>> {
     scripts::FAIR_ACQUIRE
         .on(conn.pubsub())
@@ -38,6 +39,7 @@ pub(crate) fn acquire(
         .arg(wait_millis)
         .arg(if queue { "1" } else { "0" })
         .arg(keys::lock_channel(name))
+        .arg(if reentrant { "1" } else { "0" })
         .invoke(conn)
 }
 

@@ -28,12 +28,14 @@ pub(crate) fn registration_millis() -> u64 {
 }
 
 /// One acquire; `token` is the client's wake token when the caller waits (it registers).
+/// A non-reentrant lock (`reentrant` false) refuses a second hold of `owner`.
 pub(crate) fn acquire(
     conn: &mut Conn,
     name: &str,
     owner: &str,
     lease_millis: u64,
     token: Option<u64>,
+    reentrant: bool,
 ) -> redis::RedisResult<Option<i64>> {
     scripts::ACQUIRE
         .on(conn.pubsub())
@@ -43,6 +45,7 @@ pub(crate) fn acquire(
         .arg(owner)
         .arg(token_arg(token))
         .arg(registration_millis())
+        .arg(if reentrant { "1" } else { "0" })
         .invoke(conn)
 }
 

@@ -12,3 +12,33 @@ pub const LOCK_ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (red
 /// owner holds nothing, 0 when holds remain, 1 when the lock was freed and the message
 /// published.
 pub const LOCK_RELEASE: &str = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; ";
+
+/// `RedissonNonReentrantLock.tryLockInnerAsync` (RedissonNonReentrantLock.java, line 55). The
+/// only script it overrides (release, force unlock and renewal are `RedissonLock`'s). Sent with
+/// `EVAL_LONG` (lock, tryLock with a wait) and `EVAL_NULL_BOOLEAN` (`tryLock()`). `KEYS[1]` the
+/// lock; `ARGV[1]` the lease in ms, `ARGV[2]` the owner field, `ARGV[3]` the error text
+/// `NON_REENTRANT_REACQUIRE`. Returns nil when acquired (field set to 1 with `HINCRBY`), an
+/// error reply made of `ARGV[3]` when this owner already holds the lock (Redis 7 sends it as
+/// `-ERR NON_REENTRANT_REACQUIRE`), else the lock's PTTL. SHA1
+/// `3daa7be6cf69d9309ad990442e83bf25094f9b22`.
+pub const NON_REENTRANT_LOCK_ACQUIRE: &str = "if redis.call('exists', KEYS[1]) == 0 then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return redis.error_reply(ARGV[3]); end; return redis.call('pttl', KEYS[1]);";
+
+/// `RedissonNonReentrantFairLock.tryLockInnerAsync (EVAL_LONG branch)`
+/// (RedissonNonReentrantFairLock.java, line 102). `lock()`, `tryLock(wait, ...)`. `KEYS[1]` the
+/// lock, `KEYS[2]` its queue `redisson_lock_queue:{name}`, `KEYS[3]` its deadlines
+/// `redisson_lock_timeout:{name}`; `ARGV[1]` the lease in ms, `ARGV[2]` the owner field,
+/// `ARGV[3]` the wait in ms, `ARGV[4]` now (client clock), `ARGV[5]` `NON_REENTRANT_REACQUIRE`.
+/// Returns nil when acquired, an error reply made of `ARGV[5]` when this owner holds the lock
+/// (checked before queueing), else a time to wait in ms (the owner is queued if not yet). SHA1
+/// `46724422f148047badd768b1b1a3d750d86bded2`.
+pub const NON_REENTRANT_FAIR_LOCK_ACQUIRE: &str = "while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0);if firstThreadId2 == false then break;end;local timeout = redis.call('zscore', KEYS[3], firstThreadId2);if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then redis.call('zrem', KEYS[3], firstThreadId2);redis.call('lpop', KEYS[2]);else break;end;end;if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0) or (redis.call('lindex', KEYS[2], 0) == ARGV[2])) then redis.call('lpop', KEYS[2]);redis.call('zrem', KEYS[3], ARGV[2]);local keys = redis.call('zrange', KEYS[3], 0, -1);for i = 1, #keys, 1 do redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), keys[i]);end;redis.call('hset', KEYS[1], ARGV[2], 1);redis.call('pexpire', KEYS[1], ARGV[1]);return nil;end;if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return redis.error_reply(ARGV[5]);end;local timeout = redis.call('zscore', KEYS[3], ARGV[2]);if timeout ~= false then local ttl = redis.call('pttl', KEYS[1]);return math.max(0, ttl); end;local lastThreadId = redis.call('lindex', KEYS[2], -1);local ttl;if lastThreadId ~= false and lastThreadId ~= ARGV[2] and redis.call('zscore', KEYS[3], lastThreadId) ~= false then ttl = tonumber(redis.call('zscore', KEYS[3], lastThreadId)) - tonumber(ARGV[4]);else ttl = redis.call('pttl', KEYS[1]);end;local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4]);if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then redis.call('rpush', KEYS[2], ARGV[2]);end;return ttl;";
+
+/// `RedissonFairLock.unlockInnerAsync` (RedissonFairLock.java, line 237). Also
+/// `RedissonNonReentrantFairLock`'s release. `KEYS[1]` the lock, `KEYS[2]` the queue, `KEYS[3]`
+/// the deadlines, `KEYS[4]` the channel `redisson_lock__channel:{name}` (the message goes to
+/// `KEYS[4] .. ':' .. <queue head's owner field>`), `KEYS[5]` the unlock latch; `ARGV[1]` `0`,
+/// `ARGV[2]` `internalLockLeaseTime`, `ARGV[3]` the owner field, `ARGV[4]` now (client clock),
+/// `ARGV[5]` the publish command, `ARGV[6]` the latch's lifetime in ms. Returns 1 when the lock
+/// key is absent (waking the head, whoever calls), nil when the owner holds nothing, 0 when
+/// holds remain, 1 when freed. SHA1 `367f80bd2e300e411fb0936d9b601e5bcb3fd4b6`.
+pub const FAIR_LOCK_RELEASE: &str = "local val = redis.call('get', KEYS[5]); if val ~= false then return tonumber(val);end; while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0);if firstThreadId2 == false then break;end; local timeout = redis.call('zscore', KEYS[3], firstThreadId2);if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then redis.call('zrem', KEYS[3], firstThreadId2); redis.call('lpop', KEYS[2]); else break;end; end;if (redis.call('exists', KEYS[1]) == 0) then local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; redis.call('set', KEYS[5], 1, 'px', ARGV[6]); return 1; end;if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[5], 0, 'px', ARGV[6]); return 0; end; redis.call('del', KEYS[1]); redis.call('set', KEYS[5], 1, 'px', ARGV[6]); local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; return 1; ";
