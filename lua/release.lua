@@ -3,7 +3,9 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  this request's unlock latch: "<prefixed(redisson_unlock_latch, name)>:<request id>"
 -- KEYS[3]  the lock's waiting redlease clients (see acquire.lua)
--- ARGV[1]  release message published when the lock is freed ("0")
+-- ARGV[1]  release message published when the lock is freed ("0"), or "" for a lock
+--          without messages (the spin lock: nobody waits on a channel, and a deployment
+--          without pub/sub may not grant one)
 -- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain
 -- ARGV[3]  owner field, "<client uuid>:<thread number>"
 -- ARGV[4]  latch lifetime in milliseconds
@@ -46,6 +48,8 @@ if holds > 1 then
     redis.call('set', KEYS[2], 0, 'px', ARGV[4])
     return 0
 end
-wake_waiters(KEYS[3], ARGV[5], ARGV[1], ARGV[7], ARGV[8])
+if ARGV[1] ~= '' then
+    wake_waiters(KEYS[3], ARGV[5], ARGV[1], ARGV[7], ARGV[8])
+end
 redis.call('del', KEYS[1])
 return 1

@@ -19,6 +19,7 @@ use crate::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 use crate::permit_semaphore::PermitExpirableSemaphore;
 use crate::read_write_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
+use crate::spin_lock::SpinLock;
 use crate::transport;
 
 /// A connection to one Redis deployment (a server, a master watched by Sentinel, or a
@@ -132,6 +133,13 @@ impl Client {
     #[must_use]
     pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
         NonReentrantFairLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::NonReentrantFair))
+    }
+
+    /// A spin lock named `name` (Redisson's `RSpinLock`): a reentrant lock whose waiters
+    /// poll, for deployments without pub/sub. No I/O.
+    #[must_use]
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        SpinLock(Handle::new(Arc::clone(&self.engine), name.into(), Kind::Spin))
     }
 
     /// A semaphore named `name` (its Redis key), Redisson's `RSemaphore`. No I/O.

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backoff::BackOff;
 use crate::engine::{self, Engine, Request, Wait};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -17,15 +18,18 @@ pub(crate) struct Handle {
     pub(crate) name: Arc<str>,
     pub(crate) lease: Option<Duration>,
     pub(crate) kind: Kind,
+    /// A spin lock's sleeps between attempts (`None`: it waits for messages).
+    pub(crate) backoff: Option<BackOff>,
 }
 
 impl Handle {
     pub(crate) fn new(engine: Arc<Engine>, name: impl Into<Arc<str>>, kind: Kind) -> Handle {
-        Handle { engine, name: name.into(), lease: None, kind }
+        let backoff = (kind == Kind::Spin).then_some(BackOff::DEFAULT);
+        Handle { engine, name: name.into(), lease: None, kind, backoff }
     }
 
     pub(crate) fn request(&self) -> Request<'_> {
-        Request { name: &self.name, kind: self.kind, lease: self.lease }
+        Request { name: &self.name, kind: self.kind, lease: self.lease, backoff: self.backoff }
     }
 
     pub(crate) fn lock(&self) -> Result<LockGuard> {

@@ -73,6 +73,7 @@ mod permit_semaphore;
 mod read_write_lock;
 mod red_lock;
 mod semaphore;
+mod spin_lock;
 mod watch;
 // Engine: the lease registry and the acquire, release and renewal flows.
 mod engine;
@@ -87,6 +88,7 @@ mod events;
 mod fan_out;
 mod interrupt;
 // Pure: no I/O.
+mod backoff;
 mod clock;
 mod error;
 mod keys;
@@ -95,6 +97,7 @@ mod replica_view;
 mod scripts;
 mod wheel;
 
+pub use backoff::BackOff;
 pub use client::{Client, ClientBuilder, ClientStats, redact_url};
 pub use config::{
     DEFAULT_CLOCK_DRIFT_MARGIN, DEFAULT_CLOCK_DRIFT_RATE, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
@@ -117,6 +120,7 @@ pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use red_lock::RedLock;
 pub use semaphore::{Semaphore, SemaphoreGuard};
+pub use spin_lock::SpinLock;
 pub use watch::LeaseWatch;
 
 /// The README's example, compiled as a doctest so that it cannot rot.

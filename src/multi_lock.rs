@@ -13,6 +13,7 @@ use crate::interrupt;
 use crate::lock::Lock;
 use crate::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 use crate::read_write_lock::{ReadLock, WriteLock};
+use crate::spin_lock::SpinLock;
 
 /// Any lock kind, so that kinds can be combined in a [`MultiLock`] or a
 /// [`RedLock`](crate::RedLock). Every lock handle converts into it with `.into()`, and it
@@ -32,7 +33,7 @@ macro_rules! into_any_lock {
     )*};
 }
 
-into_any_lock!(Lock, FairLock, ReadLock, WriteLock, FencedLock, NonReentrantLock, NonReentrantFairLock);
+into_any_lock!(Lock, FairLock, ReadLock, WriteLock, FencedLock, NonReentrantLock, NonReentrantFairLock, SpinLock);
 
 /// Several locks, possibly of different kinds and on different clients, taken all together
 /// or not at all (Redisson's `RedissonMultiLock`).

@@ -26,6 +26,10 @@ fn acquirer(kind: &str, clients: &[Client]) -> Acquire {
             let lock = first.fair_lock("exclusive");
             Box::new(move || lock.lock())
         }
+        "spin" => {
+            let lock = first.spin_lock("exclusive");
+            Box::new(move || lock.lock())
+        }
         "non_reentrant" => {
             let lock = first.non_reentrant_lock("exclusive");
             Box::new(move || lock.lock())
@@ -100,6 +104,11 @@ fn two_processes_of_four_threads_never_overlap() {
 #[test]
 fn two_processes_of_four_threads_never_overlap_on_a_fair_lock() {
     exclusion_across_processes("fair", 1, 4, 200);
+}
+
+#[test]
+fn two_processes_of_four_threads_never_overlap_on_a_spin_lock() {
+    exclusion_across_processes("spin", 1, 4, 100);
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod replication;
 mod rwlock;
 mod semaphores;
 mod sentinel;
+mod spin;
 mod stop_in_time;
 mod support;
 mod support_selftest;

@@ -120,6 +120,9 @@ pub enum Kind {
     Write,
     /// Every grant carries a fencing token (REDLEASE_TOKEN).
     Fenced,
+    /// Reentrant, no pub/sub at all: a waiting run polls (Redisson's RSpinLock), for
+    /// deployments without pub/sub.
+    Spin,
 }
 
 /// What to do with the command when the lease is at risk or lost.

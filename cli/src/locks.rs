@@ -14,6 +14,7 @@ pub fn handle(client: &Client, kind: Kind, name: &str, lease: Option<Duration>) 
         Kind::Read => client.read_write_lock(name).read().into(),
         Kind::Write => client.read_write_lock(name).write().into(),
         Kind::Fenced => client.fenced_lock(name).into(),
+        Kind::Spin => client.spin_lock(name).into(),
     };
     match lease {
         Some(lease) => lock.with_lease(lease),

@@ -17,6 +17,9 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rand::Rng;
+
+use crate::backoff::BackOff;
 use crate::clock;
 use crate::engine::core::Engine;
 use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
@@ -54,12 +57,14 @@ pub(crate) fn deadline_after(timeout: Duration) -> Result<Instant> {
         .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")))
 }
 
-/// The lock an acquire is for: its name, kind, and fixed lease (`None`: the watchdog's).
+/// The lock an acquire is for: its name, kind, fixed lease (`None`: the watchdog's), and
+/// for a spin lock how it waits between attempts.
 #[derive(Clone, Copy)]
 pub(crate) struct Request<'a> {
     pub(crate) name: &'a Arc<str>,
     pub(crate) kind: Kind,
     pub(crate) lease: Option<Duration>,
+    pub(crate) backoff: Option<BackOff>,
 }
 
 /// The checks every call on a lock makes before it sends anything: the client runs and
@@ -78,6 +83,9 @@ pub(crate) fn ready(engine: &Engine, name: &str) -> Result<()> {
 pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, bool)> {
     let name = &**request.name;
     ready(engine, name)?;
+    if let Some(backoff) = request.backoff {
+        backoff.check().map_err(|e| e.on_lock(name))?;
+    }
     let lease = match request.lease {
         Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
         None => (engine.watchdog_millis(), true),
@@ -113,7 +121,8 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let args = AcquireArgs {
         lease_millis,
         wait_millis: engine.fair_wait_millis(),
-        queue: !matches!(wait, Wait::No),
+        // A spin waiter polls: it neither queues nor registers its client.
+        queue: wait.waits() && request.backoff.is_none(),
         wake_token: engine.topology().wake_token(),
     };
     let command_timeout = engine.config().command_timeout;
@@ -185,7 +194,10 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             }
         }
     };
-    let result = wait_for(engine, || (kind.wait_channel(name, &owner), kind.wake(), 1), wait, attempt);
+    let result = match request.backoff {
+        Some(backoff) => spin_for(engine, backoff, wait, attempt),
+        None => wait_for(engine, || (kind.wait_channel(name, &owner), kind.wake(), 1), wait, attempt),
+    };
     if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
         // Leave whatever the wait left in Redis (a fair lock's place in the queue).
         let wait_millis = engine.fair_wait_millis();
@@ -268,6 +280,52 @@ pub(crate) enum Attempt<T> {
     Held {
         ttl: Option<Duration>,
     },
+}
+
+/// The spin lock's wait loop: no subscription, no message; between attempts, the sleeps of
+/// `backoff` (Redisson's), each cut to the caller's deadline, and ended by an interrupt.
+pub(crate) fn spin_for<T>(
+    engine: &Engine,
+    backoff: BackOff,
+    wait: Wait,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    let deadline = match wait {
+        Wait::Until(deadline) => Some(deadline),
+        Wait::No | Wait::Forever => None,
+    };
+    if wait.waits() && interrupt::take() {
+        return Err(Error::interrupted());
+    }
+    let mut attempt = move || {
+        if wait.waits() {
+            with_retries_interruptibly(engine, deadline, |_| attempt())
+        } else {
+            with_retries(engine, deadline, |_| attempt())
+        }
+    };
+    if let Attempt::Acquired(value) = attempt()? {
+        return Ok(Some(value));
+    }
+    if !wait.waits() {
+        return Ok(None);
+    }
+    let mut sleeps = backoff.sleeps();
+    loop {
+        let now = Instant::now();
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|left| left.is_zero()) {
+            return Ok(None);
+        }
+        let sleep = sleeps.next(|n| rand::rng().random_range(0..n));
+        if interrupt::nap(left.map_or(sleep, |left| sleep.min(left))) && interrupt::take() {
+            return Err(Error::interrupted());
+        }
+        engine.check_running()?;
+        if let Attempt::Acquired(value) = attempt()? {
+            return Ok(Some(value));
+        }
+    }
 }
 
 /// The wait loop. `waiting` names the channel to wait on, how its messages wake, and how

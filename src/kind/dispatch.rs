@@ -15,6 +15,9 @@ pub(crate) enum Kind {
     NonReentrant,
     /// Redisson's `RNonReentrantFairLock`: the fair lock's layout, one hold per owner.
     NonReentrantFair,
+    /// Redisson's `RSpinLock`: the reentrant lock's layout, no messages at all; its waiters
+    /// poll.
+    Spin,
     /// The read side of a read-write lock.
     Read,
     /// The write side of a read-write lock.
@@ -51,6 +54,8 @@ impl Kind {
             Kind::Reentrant | Kind::NonReentrant => {
                 reentrant::acquire(conn, name, owner, lease, token, self.reentrant()).map(Reply::from_pttl)
             }
+            // A spin waiter listens on no channel: it never registers its client.
+            Kind::Spin => reentrant::acquire(conn, name, owner, lease, None, true).map(Reply::from_pttl),
             Kind::Fair | Kind::NonReentrantFair => {
                 fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue, self.reentrant())
                     .map(Reply::from_pttl)
@@ -65,7 +70,8 @@ impl Kind {
     /// `Some(1)` when the lock was freed.
     pub(crate) fn release(self, conn: &mut Conn, release: &Release<'_>) -> redis::RedisResult<Option<i64>> {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::release(conn, release),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::release(conn, release, true),
+            Kind::Spin => reentrant::release(conn, release, false),
             Kind::Fair | Kind::NonReentrantFair => fair::release(conn, release),
             Kind::Read => read_write::read_release(conn, release),
             Kind::Write => read_write::write_release(conn, release),
@@ -75,7 +81,8 @@ impl Kind {
     /// Deletes the lock whoever holds it; 1 when there was one.
     pub(crate) fn force_unlock(self, conn: &mut Conn, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::force_unlock(conn, name),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::force_unlock(conn, name, true),
+            Kind::Spin => reentrant::force_unlock(conn, name, false),
             Kind::Fair | Kind::NonReentrantFair => fair::force_unlock(conn, name, wait_millis),
             Kind::Read => read_write::force_unlock(conn, name, "read"),
             Kind::Write => read_write::force_unlock(conn, name, "write"),
@@ -85,7 +92,7 @@ impl Kind {
     /// The channel a waiter listens on.
     pub(crate) fn wait_channel(self, name: &str, owner: &str) -> String {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => keys::lock_channel(name),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Spin | Kind::Fenced => keys::lock_channel(name),
             Kind::Fair | Kind::NonReentrantFair => fair::waiter_channel(name, owner),
             Kind::Read | Kind::Write => read_write::channel(name),
         }
@@ -98,7 +105,7 @@ impl Kind {
 
     pub(crate) fn role(self) -> Role {
         match self {
-            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Fenced => {
+            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Spin | Kind::Fenced => {
                 Role::Exclusive
             }
             Kind::Read => Role::Read,
@@ -121,7 +128,7 @@ impl Kind {
 
     pub(crate) fn is_locked(self, conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
         match self {
-            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Fenced => {
+            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Spin | Kind::Fenced => {
                 redis::cmd("EXISTS").arg(name).query(conn)
             }
             Kind::Read => read_write::has_read_holds(conn, name),
@@ -159,7 +166,7 @@ impl Kind {
             Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => {
                 reentrant::leave(conn, name, wake_token, always_publish).map(drop)
             }
-            Kind::Read | Kind::Write => Ok(()),
+            Kind::Read | Kind::Write | Kind::Spin => Ok(()),
         }
     }
 }

@@ -72,14 +72,16 @@ fn beside_args(channel: &str, always_publish: bool) -> [String; 2] {
     [mark, keys::wake_channel_prefix(channel)]
 }
 
-pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+/// One release; a lock without messages (`message` false: the spin lock) wakes nobody and
+/// publishes nothing.
+pub(crate) fn release(conn: &mut Conn, r: &Release<'_>, message: bool) -> redis::RedisResult<Option<i64>> {
     let channel = keys::lock_channel(r.name);
     scripts::RELEASE
         .on(conn.pubsub())
         .key(r.name)
         .key(keys::unlock_latch(r.name, r.request_id))
         .key(waiters_key(r.name))
-        .arg(0)
+        .arg(if message { "0" } else { "" })
         .arg(r.keep_millis)
         .arg(r.owner)
         .arg(r.latch_millis)
@@ -89,6 +91,8 @@ pub(crate) fn release(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Op
         .invoke(conn)
 }
 
-pub(crate) fn force_unlock(conn: &mut Conn, name: &str) -> redis::RedisResult<i64> {
-    scripts::FORCE_UNLOCK.on(conn.pubsub()).key(name).arg(0).arg(keys::lock_channel(name)).invoke(conn)
+/// Deletes the lock; a lock without messages (`message` false) publishes nothing.
+pub(crate) fn force_unlock(conn: &mut Conn, name: &str, message: bool) -> redis::RedisResult<i64> {
+    let message = if message { "0" } else { "" };
+    scripts::FORCE_UNLOCK.on(conn.pubsub()).key(name).arg(message).arg(keys::lock_channel(name)).invoke(conn)
 }

@@ -42,3 +42,18 @@ pub const NON_REENTRANT_FAIR_LOCK_ACQUIRE: &str = "while true do local firstThre
 /// key is absent (waking the head, whoever calls), nil when the owner holds nothing, 0 when
 /// holds remain, 1 when freed. SHA1 `367f80bd2e300e411fb0936d9b601e5bcb3fd4b6`.
 pub const FAIR_LOCK_RELEASE: &str = "local val = redis.call('get', KEYS[5]); if val ~= false then return tonumber(val);end; while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0);if firstThreadId2 == false then break;end; local timeout = redis.call('zscore', KEYS[3], firstThreadId2);if timeout ~= false and tonumber(timeout) <= tonumber(ARGV[4]) then redis.call('zrem', KEYS[3], firstThreadId2); redis.call('lpop', KEYS[2]); else break;end; end;if (redis.call('exists', KEYS[1]) == 0) then local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; redis.call('set', KEYS[5], 1, 'px', ARGV[6]); return 1; end;if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[5], 0, 'px', ARGV[6]); return 0; end; redis.call('del', KEYS[1]); redis.call('set', KEYS[5], 1, 'px', ARGV[6]); local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call(ARGV[5], KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; return 1; ";
+
+/// `RedissonSpinLock.tryLockInnerAsync` (RedissonSpinLock.java, line 132). Same key and fields
+/// as `RedissonLock` (reentrant, `HINCRBY`), same result. `KEYS[1]` the lock; `ARGV[1]` the
+/// lease in ms (`internalLockLeaseTime`, set to this call's lease), `ARGV[2]` the owner field.
+/// Returns nil when acquired or re-entered, else the PTTL (unused by the Java side, which
+/// sleeps by its back-off instead). SHA1 `dad0f8d619e548e04f21fb48d50be5034df3adae`.
+pub const SPIN_LOCK_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+
+/// `RedissonSpinLock.unlockInnerAsync` (RedissonSpinLock.java, line 204). `RedissonLock`'s
+/// release without the publish. `KEYS[1]` the lock, `KEYS[2]` the unlock latch
+/// `redisson_unlock_latch:{name}:<request id>`; `ARGV[1]` `internalLockLeaseTime` (for a
+/// partial release), `ARGV[2]` the owner field, `ARGV[3]` the latch's lifetime in ms. Returns
+/// nil when the owner holds nothing, 0 when holds remain, 1 when freed. Publishes nothing. SHA1
+/// `73ac2729af29ea9a975f95e8097f7ee9a74cce3d`.
+pub const SPIN_LOCK_RELEASE: &str = "local val = redis.call('get', KEYS[2]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); redis.call('set', KEYS[2], 0, 'px', ARGV[3]); return 0; else redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 1, 'px', ARGV[3]); return 1; end; ";

@@ -1,0 +1,166 @@
+//! The spin lock (Redisson's `RSpinLock`): no pub/sub at all, waiters that poll by a
+//! back-off, the reentrant lock's key, and Redisson 4.7's own spin scripts
+//! (`support::redisson`) on the same keys.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{BackOff, Client};
+
+use crate::helpers::*;
+use crate::support::redisson;
+use crate::support::server::RedisServer;
+
+const JAVA_OWNER: &str = "6f9619ff-8b86-d011-b42d-00cf4fc964ff:1";
+
+/// Holds `name` on a thread of `holder`'s for `hold`, then releases; returns when it holds.
+fn hold_for(holder: &Client, name: &str, hold: Duration) -> thread::JoinHandle<Instant> {
+    let lock = holder.spin_lock(name);
+    let (tx, rx) = mpsc::channel();
+    let holding = thread::spawn(move || {
+        let guard = lock.lock().expect("the holder acquires");
+        tx.send(()).unwrap();
+        thread::sleep(hold);
+        let released_at = Instant::now();
+        guard.unlock().expect("released");
+        released_at
+    });
+    rx.recv_timeout(Duration::from_secs(5)).expect("held");
+    holding
+}
+
+/// A waiter polls by its back-off and gets the lock soon after the release, and neither
+/// side sends a pub/sub command: no `SUBSCRIBE`, no `PUBLISH`, no waiting-client key.
+///
+/// Breaks if the spin lock subscribes or publishes (a proxy without pub/sub would refuse
+/// it), or if its waiter sleeps past its back-off.
+#[test]
+fn a_spin_waiter_polls_by_its_backoff_and_nothing_touches_pubsub() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (client(&server), client(&server));
+    let holding = hold_for(&holder, "spun", Duration::from_millis(300));
+    let lock = waiter.spin_lock("spun").with_backoff(BackOff::constant(Duration::from_millis(20)));
+    let guard = lock.try_lock_for(Duration::from_secs(5)).expect("no error").expect("got it after the release");
+    let got_at = Instant::now();
+    let released_at = holding.join().unwrap();
+    let took = got_at.saturating_duration_since(released_at);
+    assert!(took < Duration::from_millis(20) + Duration::from_millis(400), "within a sleep of the release: {took:?}");
+    guard.unlock().expect("released");
+    let mut conn = server.conn();
+    for command in ["subscribe", "ssubscribe", "publish", "spublish"] {
+        assert_eq!(calls_of(&mut conn, command), 0, "no {command}");
+    }
+    assert!(!exists(&mut conn, "redlease_waiters:{spun}"), "no waiting client registered");
+}
+
+/// A user with no channel at all (Redis 7's `resetchannels`) takes, waits for and releases
+/// a spin lock; the same user's plain lock is refused its release's channel (the contrast
+/// that shows the user really has none).
+///
+/// Breaks if the spin lock needs a channel anywhere (a release that publishes, a waiter
+/// that subscribes).
+#[test]
+fn a_user_without_channels_can_use_the_spin_lock() {
+    let server = RedisServer::start();
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nochan")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+@all")
+        .arg("resetchannels")
+        .query::<()>(&mut server.conn())
+        .unwrap();
+    let url = format!("redis://nochan:pw@127.0.0.1:{}/", server.port());
+    let (holder, waiter) = (Client::open(&url).unwrap(), Client::open(&url).unwrap());
+    let holding = hold_for(&holder, "nochan-spin", Duration::from_millis(100));
+    let got = waiter.spin_lock("nochan-spin").try_lock_for(Duration::from_secs(5)).expect("no refusal");
+    assert!(got.is_some(), "the waiter got the spin lock");
+    holding.join().unwrap();
+    drop(got);
+    let plain = holder.lock("nochan-plain").lock().expect("acquired");
+    let err = plain.unlock().expect_err("a plain release publishes on its channel");
+    assert!(err.is_permission_denied(), "{err}");
+}
+
+/// Redisson's spin scripts and redlease's spin lock on one key: each finds the other's hold
+/// busy, and redlease's waiter gets the lock after Redisson's (silent) release by polling.
+///
+/// Breaks if the spin lock's layout differs from Redisson's (a Java and a Rust holder at
+/// once), or if its waiter relies on a message Redisson's spin release never sends.
+#[test]
+fn redissons_spin_scripts_and_redlease_exclude_each_other() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let java_acquire = |conn: &mut redis::Connection, owner: &str| -> Option<i64> {
+        redis::cmd("EVAL")
+            .arg(redisson::SPIN_LOCK_ACQUIRE)
+            .arg(1)
+            .arg("spin-x")
+            .arg(30_000)
+            .arg(owner)
+            .query(conn)
+            .unwrap()
+    };
+    let guard = client.spin_lock("spin-x").lock().expect("redlease holds");
+    assert!(matches!(java_acquire(&mut conn, JAVA_OWNER), Some(ttl) if ttl > 0), "busy for Java");
+    drop(guard);
+    assert_eq!(java_acquire(&mut conn, JAVA_OWNER), None, "Java acquires once redlease released");
+    assert!(client.spin_lock("spin-x").try_lock().unwrap().is_none(), "busy for redlease");
+    let lock = client.spin_lock("spin-x").with_backoff(BackOff::constant(Duration::from_millis(10)));
+    let waiter = thread::spawn(move || lock.try_lock_for(Duration::from_secs(5)).map(|g| g.is_some()));
+    thread::sleep(Duration::from_millis(100));
+    let freed: i64 = redis::cmd("EVAL")
+        .arg(redisson::SPIN_LOCK_RELEASE)
+        .arg(2)
+        .arg("spin-x")
+        .arg("redisson_unlock_latch:{spin-x}:0123456789abcdef0123456789abcdef")
+        .arg(30_000)
+        .arg(JAVA_OWNER)
+        .arg(16_000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(freed, 1);
+    assert_eq!(waiter.join().unwrap().map_err(|e| e.to_string()), Ok(true), "redlease's waiter polled it free");
+}
+
+/// A spin wait ends at its deadline and at an interrupt, within a sleep; back-off settings
+/// no policy can follow are `InvalidInput` before anything is sent.
+///
+/// Breaks if a spin wait overshoots its deadline by more than a sleep, cannot be
+/// interrupted, or sends an attempt with a bad back-off.
+#[test]
+fn a_spin_wait_ends_at_its_deadline_or_an_interrupt_and_bad_backoffs_send_nothing() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (client(&server), client(&server));
+    let _held = holder.spin_lock("spin-wait").lock().expect("held");
+    let lock = waiter.spin_lock("spin-wait");
+    let started = Instant::now();
+    assert!(lock.try_lock_for(Duration::from_millis(400)).unwrap().is_none());
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(400 + 128 + 300), "{took:?}");
+    let (tx, rx) = mpsc::channel();
+    let waiting = thread::spawn(move || {
+        tx.send(redlease::Interrupter::current()).unwrap();
+        lock.lock().map(|g| g.is_held())
+    });
+    let interrupter = rx.recv().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let interrupted_at = Instant::now();
+    interrupter.interrupt();
+    let err = waiting.join().unwrap().expect_err("interrupted");
+    assert!(err.is_interrupted() && interrupted_at.elapsed() < Duration::from_millis(200), "{err}");
+    let mut conn = server.conn();
+    let before = commands_served(&mut conn);
+    for bad in [
+        BackOff::constant(Duration::ZERO),
+        BackOff::exponential(Duration::from_millis(10), Duration::from_millis(1), 2),
+    ] {
+        let err = waiter.spin_lock("spin-bad").with_backoff(bad).lock().map(drop).expect_err("refused");
+        assert!(err.is_invalid_input(), "{bad:?}: {err}");
+    }
+    assert_eq!(commands_served(&mut conn), before, "nothing was sent");
+}
