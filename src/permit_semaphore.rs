@@ -93,6 +93,13 @@ impl PermitGuard {
         self.hold.as_ref().and_then(|hold| hold.lease().valid_until()).flatten()
     }
 
+    /// How long the permits' lease has left in Redis, by the server's clock (Redisson's
+    /// `getLeaseTime`): `None` when they are gone. With the watchdog it starts again at the
+    /// watchdog timeout at every renewal; with a fixed lease it counts down.
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        self.hold.as_ref().map_or(Ok(None), PermitHold::remaining_lease)
+    }
+
     /// A handle on the permits' lease for other threads (see
     /// [`LeaseWatch`](crate::LeaseWatch)).
     pub fn watch(&self) -> LeaseWatch {

@@ -69,6 +69,25 @@ impl Semaphore {
 
 semaphore_handle!(Semaphore, SemaphoreGuard);
 
+impl Semaphore {
+    /// Sets the number of permits when none is set yet, for `ttl` only: the semaphore's key
+    /// expires after it (Redisson's `trySetPermits(permits, timeToLive)`); whether it did.
+    /// A permit taken then given back after the key expired is not given back at all if
+    /// given by [`release_if_exists`](Semaphore::release_if_exists). `ttl` must be 1 ms to
+    /// 2^53 − 1 ms (`InvalidInput` otherwise, before anything is sent).
+    pub fn try_set_permits_with_ttl(&self, permits: u64, ttl: std::time::Duration) -> Result<bool> {
+        engine::try_set_permits(&self.engine, &self.name, permits, Some(ttl))
+    }
+
+    /// Gives `permits` back only if the semaphore exists (Redisson's `releaseIfExists`):
+    /// whether it did. A semaphore whose key is gone (deleted, or past the time to live it
+    /// was set with) is not brought back by a late give-back, as
+    /// [`add_permits`](Semaphore::add_permits) would.
+    pub fn release_if_exists(&self, permits: u64) -> Result<bool> {
+        engine::release_if_exists(&self.engine, &self.name, permits)
+    }
+}
+
 impl SemaphoreGuard {
     /// The number of permits this guard holds.
     pub fn permits(&self) -> u64 {
@@ -126,7 +145,7 @@ macro_rules! semaphore_handle {
             /// Sets the number of permits when none is set yet; whether it did. Waiters
             /// are told.
             pub fn try_set_permits(&self, permits: u64) -> $crate::Result<bool> {
-                $crate::engine::try_set_permits(&self.engine, &self.name, permits)
+                $crate::engine::try_set_permits(&self.engine, &self.name, permits, None)
             }
 
             /// Adds permits (negative: takes them away, down to below zero if need be);

@@ -12,6 +12,7 @@ use redlease::{Client, ErrorKind};
 use crate::helpers::*;
 use crate::support::child::{self, Child};
 use crate::support::history::{self, Section};
+use crate::support::redisson;
 use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] =
@@ -464,4 +465,74 @@ fn a_timed_acquire_on_a_semaphore_that_has_no_permits_says_so() {
     assert!(psem.try_set_permits(1).unwrap());
     let _held = psem.acquire(1).unwrap();
     assert!(psem.try_acquire_for(1, short).expect("contention is not an error").is_none());
+}
+
+/// Redisson's newer semaphore calls, in redlease and against Redisson 4.7's own scripts on
+/// the same keys: `release_if_exists` gives back only to a semaphore that exists (and wakes
+/// its waiters), `try_set_permits_with_ttl` sets a count that expires (and only once), and a
+/// permit's remaining lease is read from Redis.
+///
+/// Breaks if a late give-back brings a deleted semaphore back, if the time to live is not
+/// set or a second set overwrites the first, if a bad time to live is sent at all, or if
+/// the layouts differ from Redisson's.
+#[test]
+fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    let sem = client.semaphore("newer");
+    assert!(!sem.release_if_exists(2).expect("no error"), "no semaphore, no give-back");
+    assert!(!exists(&mut conn, "newer"), "nothing was created");
+    assert!(sem.try_set_permits_with_ttl(1, Duration::from_secs(20)).expect("set"));
+    let ttl = pttl(&mut conn, "newer");
+    assert!(ttl > 15_000 && ttl <= 20_000, "the count expires: PTTL {ttl}");
+    assert!(!sem.try_set_permits_with_ttl(5, Duration::from_secs(20)).expect("no error"), "only once");
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    // A waiter for 2 is woken by a give-back that exists.
+    let waiting = client.semaphore("newer");
+    let waiter = thread::spawn(move || waiting.try_acquire_for(2, Duration::from_secs(10)).map(|g| g.is_some()));
+    thread::sleep(Duration::from_millis(200));
+    assert!(sem.release_if_exists(1).expect("given back"));
+    assert_eq!(waiter.join().unwrap().map_err(|e| e.to_string()), Ok(true), "woken, and served");
+    // Redisson's own scripts on redlease's semaphore, and the other way round.
+    let java_release: i64 = redis::cmd("EVAL")
+        .arg(redisson::SEMAPHORE_RELEASE_IF_EXISTS)
+        .arg(2)
+        .arg("newer")
+        .arg("redisson_sc:{newer}")
+        .arg(1)
+        .arg("publish")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(java_release, 1, "Redisson's releaseIfExists sees redlease's semaphore");
+    let java_set: i64 = redis::cmd("EVAL")
+        .arg(redisson::SEMAPHORE_TRY_SET_PERMITS_WITH_TTL)
+        .arg(2)
+        .arg("java-set")
+        .arg("redisson_sc:{java-set}")
+        .arg(3)
+        .arg("publish")
+        .arg(20_000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(java_set, 1);
+    assert!(!client.semaphore("java-set").try_set_permits_with_ttl(9, Duration::from_secs(5)).unwrap(), "set by Java");
+    assert_eq!(client.semaphore("java-set").available_permits().unwrap(), 3);
+    // Bad times to live are refused before anything is sent.
+    let before = commands_served(&mut conn);
+    for ttl in [Duration::ZERO, Duration::from_secs(u64::MAX / 1000)] {
+        let err = sem.try_set_permits_with_ttl(1, ttl).expect_err("refused");
+        assert!(err.is_invalid_input(), "{ttl:?}: {err}");
+    }
+    assert_eq!(commands_served(&mut conn), before, "nothing was sent");
+    // A permit's remaining lease, read from Redis: the fixed lease counting down.
+    let expirable = client.permit_expirable_semaphore("leased");
+    assert!(expirable.try_set_permits(1).unwrap());
+    let permit = expirable.clone().with_lease(Duration::from_secs(10)).acquire(1).expect("a permit");
+    let left = permit.remaining_lease().expect("read").expect("still there");
+    assert!(left > Duration::from_secs(8) && left <= Duration::from_secs(10), "{left:?}");
+    thread::sleep(Duration::from_millis(300));
+    let later = permit.remaining_lease().unwrap().unwrap();
+    assert!(later < left, "counting down: {left:?} then {later:?}");
+    permit.release().expect("released");
 }

@@ -20,7 +20,7 @@ pub(crate) use lease::Lease;
 pub use lease::LeaseState;
 pub(crate) use permits::{
     PermitHold, acquire as acquire_semaphore, acquire_expirable, add as add_permits, available as available_permits,
-    await_latch, check_permits, try_set as try_set_permits,
+    await_latch, check_permits, release_if_exists, try_set as try_set_permits,
 };
 pub(crate) use release::{Hold, PendingRelease, send_undo};
 pub(crate) use retry::with_retries;

@@ -104,12 +104,28 @@ fn no_permits_at_all(engine: &Engine, name: &str, wait: Wait) -> Result<()> {
 }
 
 /// Sets the permits of the semaphore `name` when none is set yet; whether it did.
-pub(crate) fn try_set(engine: &Engine, name: &str, permits: u64) -> Result<bool> {
+pub(crate) fn try_set(engine: &Engine, name: &str, permits: u64, ttl: Option<Duration>) -> Result<bool> {
     ready(engine, name).map_err(|e| e.on_semaphore(name))?;
     check_permits(name, permits)?;
+    let ttl_millis =
+        ttl.map(|ttl| keys::lease_millis("time to live", ttl)).transpose().map_err(|e| e.on_semaphore(name))?;
     with_retries(engine, None, |_| {
-        engine.pool_for(name).run_once("setting permits", |conn| semaphore::try_set(conn, name, permits))
+        engine.pool_for(name).run_once("setting permits", |conn| semaphore::try_set(conn, name, permits, ttl_millis))
     })
+    .map_err(|e| e.on_semaphore(name))
+}
+
+/// Gives `permits` back to the semaphore `name` only if it exists (Redisson's
+/// `releaseIfExists`): whether it did. A semaphore whose keys are gone (deleted, or past
+/// a time to live) is not brought back by a late give-back.
+pub(crate) fn release_if_exists(engine: &Engine, name: &str, permits: u64) -> Result<bool> {
+    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
+    check_permits(name, permits)?;
+    let permits = i64::try_from(permits).unwrap_or(i64::MAX);
+    with_retries(engine, None, |_| {
+        engine.pool_for(name).run_once("giving permits back", |conn| semaphore::add_if(conn, name, permits, true))
+    })
+    .map(|available| available.is_some())
     .map_err(|e| e.on_semaphore(name))
 }
 
@@ -239,6 +255,20 @@ impl PermitHold {
     /// The permits' lease.
     pub(crate) fn lease(&self) -> &Arc<Lease> {
         &self.lease
+    }
+
+    /// How long the permits' lease has left in Redis (Redisson's `getLeaseTime`), by the
+    /// server's clock: `None` when they are gone (taken back past their deadline).
+    pub(crate) fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let name = &*self.lease.name;
+        let Some(id) = self.lease.permits.as_deref().and_then(<[PermitId]>::first) else { return Ok(None) };
+        let deadline = with_retries(&self.engine, None, |_| {
+            self.engine
+                .pool_for(name)
+                .run("reading the permits' lease", |conn| semaphore::permit_deadline(conn, name, id))
+        })
+        .map_err(|e| e.on_semaphore(name))?;
+        Ok(deadline.map(|(deadline, now)| Duration::from_millis(deadline.saturating_sub(now))))
     }
 
     /// The semaphore's name.

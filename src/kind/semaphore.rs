@@ -34,12 +34,45 @@ pub(crate) fn acquire(conn: &mut Conn, name: &str, permits: u64) -> redis::Redis
 
 /// Adds `permits` (negative: takes them away) and tells the waiters; the count after.
 pub(crate) fn add(conn: &mut Conn, name: &str, permits: i64) -> redis::RedisResult<i64> {
-    scripts::SEMAPHORE_RELEASE.on(conn.pubsub()).key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
+    add_if(conn, name, permits, false).map(|available| available.unwrap_or(0))
 }
 
-/// Sets the permits of a semaphore that has none set; whether it did.
-pub(crate) fn try_set(conn: &mut Conn, name: &str, permits: u64) -> redis::RedisResult<bool> {
-    scripts::SEMAPHORE_SET.on(conn.pubsub()).key(name).arg(permits).arg(keys::semaphore_channel(name)).invoke(conn)
+/// [`add`], and when `only_if_exists`, only to a semaphore that exists (`None`: it does
+/// not, and nothing was done).
+pub(crate) fn add_if(
+    conn: &mut Conn,
+    name: &str,
+    permits: i64,
+    only_if_exists: bool,
+) -> redis::RedisResult<Option<i64>> {
+    scripts::SEMAPHORE_RELEASE
+        .on(conn.pubsub())
+        .key(name)
+        .arg(permits)
+        .arg(keys::semaphore_channel(name))
+        .arg(if only_if_exists { "1" } else { "0" })
+        .invoke(conn)
+}
+
+/// Sets the permits of a semaphore that has none set, lasting `ttl_millis` (`None`: for
+/// ever); whether it did.
+pub(crate) fn try_set(conn: &mut Conn, name: &str, permits: u64, ttl_millis: Option<u64>) -> redis::RedisResult<bool> {
+    scripts::SEMAPHORE_SET
+        .on(conn.pubsub())
+        .key(name)
+        .arg(permits)
+        .arg(keys::semaphore_channel(name))
+        .arg(ttl_millis.map(|ms| ms.to_string()).unwrap_or_default())
+        .invoke(conn)
+}
+
+/// When the permit `id` of a permit-expirable semaphore runs out, in the server's epoch
+/// milliseconds, and the server's time now (`None`: the permit is not there).
+pub(crate) fn permit_deadline(conn: &mut Conn, name: &str, id: &PermitId) -> redis::RedisResult<Option<(u64, u64)>> {
+    let (deadline, (seconds, micros)): (Option<f64>, (u64, u64)) =
+        redis::pipe().cmd("ZSCORE").arg(keys::permit_timeouts(name)).arg(&id[..]).cmd("TIME").query(conn)?;
+    let now = seconds.saturating_mul(1000).saturating_add(micros / 1000);
+    Ok(deadline.map(|d| (d as u64, now)))
 }
 
 /// The permits available now (0 for a semaphore with none set).

@@ -57,3 +57,18 @@ pub const SPIN_LOCK_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0) the
 /// nil when the owner holds nothing, 0 when holds remain, 1 when freed. Publishes nothing. SHA1
 /// `73ac2729af29ea9a975f95e8097f7ee9a74cce3d`.
 pub const SPIN_LOCK_RELEASE: &str = "local val = redis.call('get', KEYS[2]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); redis.call('set', KEYS[2], 0, 'px', ARGV[3]); return 0; else redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 1, 'px', ARGV[3]); return 1; end; ";
+
+/// `RedissonSemaphore.releaseIfExistsAsync` (RedissonSemaphore.java, line 485). `KEYS[1]` the
+/// semaphore, `KEYS[2]` `redisson_sc:{name}`; `ARGV[1]` the permits (> 0; the Java side answers
+/// false for 0 without sending), `ARGV[2]` the publish command. Returns 0 when the key does not
+/// exist (nothing written or published), else `INCRBY`, publishes the new count, returns 1.
+/// SHA1 `6883802454c09d455e3234c8b01549adf1fb8b4c`.
+pub const SEMAPHORE_RELEASE_IF_EXISTS: &str = "if redis.call('exists', KEYS[1]) == 0 then return 0 end local value = redis.call('incrby', KEYS[1], ARGV[1]) redis.call(ARGV[2], KEYS[2], value) return 1 ";
+
+/// `RedissonSemaphore.trySetPermitsAsync(int, Duration)` (RedissonSemaphore.java, line 566).
+/// `KEYS[1]` the semaphore, `KEYS[2]` `redisson_sc:{name}`; `ARGV[1]` the permits, `ARGV[2]`
+/// the publish command, `ARGV[3]` the time to live in ms (`Duration.toMillis()`). Returns 1
+/// when the key was absent (`SET ... PX`, `ARGV[1]` published), else 0 with nothing changed
+/// (the existing value and TTL stay). A TTL of 0 ms is a Redis error (`invalid expire time`).
+/// SHA1 `38bf99884eb94708a40a9aabacb15b4c5f16e804`.
+pub const SEMAPHORE_TRY_SET_PERMITS_WITH_TTL: &str = "local value = redis.call('get', KEYS[1]); if (value == false) then redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[3]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1;end;return 0;";
