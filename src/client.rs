@@ -46,7 +46,9 @@ pub struct Client {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ClientStats {
-    /// Locks held by threads of this client (reentrant holds of one thread count once).
+    /// Locks held by threads of this client (reentrant holds of one thread count once). A
+    /// [`Sendable`](crate::Sendable) guard's lease is no thread's and is not counted here;
+    /// `renewals_scheduled` counts it while the watchdog keeps it.
     pub leases: usize,
     /// Leases scheduled for renewal by the watchdog.
     pub renewals_scheduled: usize,

@@ -10,13 +10,40 @@ use crate::error::{Error, Result};
 use crate::fan_out;
 use crate::watch::{LeaseWatch, combined_state, combined_valid_until};
 
+/// Whose a guard's holds are, and so whether it may change threads: the type parameter
+/// of [`LockGuard`], [`ThreadBound`] or [`Sendable`] (as `lock_api`'s guard markers).
+pub trait GuardMode: sealed::Sealed {}
+
+/// The guard's holds are the acquiring thread's (`<client id>:<thread number>`, as
+/// Redisson's): the guard is `!Send`, and a reentrant kind counts that thread's holds.
+/// The default mode of [`LockGuard`].
+#[derive(Debug)]
+pub struct ThreadBound(PhantomData<*const ()>);
+
+/// The guard's holds are its own (a fresh owner, `<client id>:<number>`, given to this
+/// acquisition alone and never to a thread): the guard is `Send` and may be released on
+/// any thread. Given by [`SendableLock`](crate::SendableLock).
+#[derive(Debug)]
+pub struct Sendable(());
+
+impl GuardMode for ThreadBound {}
+impl GuardMode for Sendable {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::ThreadBound {}
+    impl Sealed for super::Sendable {}
+}
+
 /// Proof that the current thread holds a lock; releases its hold (or, for a
 /// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock), every member's hold)
 /// when dropped.
 ///
-/// The guard is `!Send` (like `std::sync::MutexGuard`): ownership of a lock belongs to the
-/// thread that acquired it. It has no lifetime parameter, so it can be stored freely within
-/// that thread.
+/// A [`ThreadBound`] guard (the default, and what every lock kind gives) is `!Send` (like
+/// `std::sync::MutexGuard`): ownership of a lock belongs to the thread that acquired it. It
+/// has no lifetime parameter, so it can be stored freely within that thread. A
+/// [`Sendable`] guard, from a [`SendableLock`](crate::SendableLock), is `Send`: its owner
+/// is its own, not a thread's.
 ///
 /// While the guard lives, a watchdog lease is renewed by the client's renewal thread; a
 /// fixed lease ([`Lock::with_lease`](crate::Lock::with_lease)) is not, and runs out.
@@ -32,7 +59,7 @@ use crate::watch::{LeaseWatch, combined_state, combined_valid_until};
 /// its watchdog lease stays renewed for as long as the client lives.
 #[must_use = "if unused the lock is released at once"]
 #[clippy::has_significant_drop]
-pub struct LockGuard {
+pub struct LockGuard<M: GuardMode = ThreadBound> {
     holds: Vec<Hold>,
     /// How many holds must stay held for the guard to count as held: all of them, or a
     /// Redlock's majority.
@@ -41,11 +68,11 @@ pub struct LockGuard {
     validity: Option<Duration>,
     /// Redlock: release on every node at once, each bounded by this.
     concurrent_release: Option<Duration>,
-    _not_send: PhantomData<*const ()>,
+    _mode: PhantomData<M>,
 }
 
-impl LockGuard {
-    pub(crate) fn new(hold: Hold) -> LockGuard {
+impl<M: GuardMode> LockGuard<M> {
+    pub(crate) fn new(hold: Hold) -> LockGuard<M> {
         let token = hold.token();
         LockGuard::of(vec![hold], 1, token, None, None)
     }
@@ -56,13 +83,13 @@ impl LockGuard {
         token: Option<u64>,
         validity: Option<Duration>,
         concurrent_release: Option<Duration>,
-    ) -> LockGuard {
-        LockGuard { holds, quorum, token, validity, concurrent_release, _not_send: PhantomData }
+    ) -> LockGuard<M> {
+        LockGuard { holds, quorum, token, validity, concurrent_release, _mode: PhantomData }
     }
 
     /// One guard for every hold of `guards` (a multi-lock's members), all of which must
     /// stay held.
-    pub(crate) fn merge(guards: Vec<LockGuard>) -> LockGuard {
+    pub(crate) fn merge(guards: Vec<LockGuard<M>>) -> LockGuard<M> {
         let holds: Vec<Hold> = guards.into_iter().flat_map(|mut g| std::mem::take(&mut g.holds)).collect();
         let quorum = holds.len();
         LockGuard::of(holds, quorum, None, None, None)
@@ -100,7 +127,7 @@ impl LockGuard {
         combined_valid_until(self.holds.iter().map(|h| h.lease().valid_until()), self.quorum)
     }
 
-    /// A handle on this guard's lease for other threads (the guard itself is `!Send`):
+    /// A handle on this guard's lease for other threads (a thread-bound guard is `!Send`):
     /// workers ask it whether they may still act, and block on it until the lease is at
     /// risk or lost. See [`LeaseWatch`](crate::LeaseWatch).
     pub fn watch(&self) -> LeaseWatch {
@@ -125,7 +152,7 @@ impl LockGuard {
     }
 
     /// The owner this guard's holds are recorded under in Redis, `<client id>:<thread
-    /// number>`: the field of the lock hash that counts them (a writer's field is
+    /// number>` (for a [`Sendable`] guard, a number of its own): the field of the lock hash that counts them (a writer's field is
     /// `<owner>:write`), and what Redisson calls the holder (the first member's, for a
     /// multi-lock). No I/O: the library chose it when the lock was acquired.
     ///
@@ -176,7 +203,7 @@ impl LockGuard {
     }
 }
 
-impl Drop for LockGuard {
+impl<M: GuardMode> Drop for LockGuard<M> {
     fn drop(&mut self) {
         for (engine, err) in self.release_all(false) {
             // A lost lease is reported by the release that found it (`lease_lost`), not as
@@ -188,7 +215,7 @@ impl Drop for LockGuard {
     }
 }
 
-impl fmt::Debug for LockGuard {
+impl<M: GuardMode> fmt::Debug for LockGuard<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock_name())

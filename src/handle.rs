@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::BackOff;
 use crate::engine::{self, Engine, Request, Wait};
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
+use crate::guard::{GuardMode, LockGuard};
 use crate::kind::Kind;
 use crate::transport::Conn;
 
@@ -20,36 +20,48 @@ pub(crate) struct Handle {
     pub(crate) kind: Kind,
     /// A spin lock's sleeps between attempts (`None`: it waits for messages).
     pub(crate) backoff: Option<BackOff>,
+    /// Whose the holds are: the acquiring thread's, or each acquisition's own (a
+    /// [`SendableLock`](crate::SendableLock)'s).
+    pub(crate) per_thread: bool,
 }
 
 impl Handle {
     pub(crate) fn new(engine: Arc<Engine>, name: impl Into<Arc<str>>, kind: Kind) -> Handle {
         let backoff = (kind == Kind::Spin).then_some(BackOff::DEFAULT);
-        Handle { engine, name: name.into(), lease: None, kind, backoff }
+        Handle { engine, name: name.into(), lease: None, kind, backoff, per_thread: true }
     }
 
     pub(crate) fn request(&self) -> Request<'_> {
-        Request { name: &self.name, kind: self.kind, lease: self.lease, backoff: self.backoff }
+        Request {
+            name: &self.name,
+            kind: self.kind,
+            lease: self.lease,
+            backoff: self.backoff,
+            per_thread: self.per_thread,
+        }
     }
 
-    pub(crate) fn lock(&self) -> Result<LockGuard> {
+    // The guard's mode is the caller's to name: a handle's `per_thread` says which one it
+    // gives (`ThreadBound` when true, `Sendable` when false), and each public handle type
+    // names only its own.
+    pub(crate) fn lock<M: GuardMode>(&self) -> Result<LockGuard<M>> {
         self.acquire(Wait::Forever)?.ok_or_else(|| Error::shutdown().on_lock(&self.name))
     }
 
-    pub(crate) fn try_lock(&self) -> Result<Option<LockGuard>> {
+    pub(crate) fn try_lock<M: GuardMode>(&self) -> Result<Option<LockGuard<M>>> {
         self.acquire(Wait::No)
     }
 
-    pub(crate) fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+    pub(crate) fn try_lock_for<M: GuardMode>(&self, timeout: Duration) -> Result<Option<LockGuard<M>>> {
         let deadline = engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.name))?;
         self.acquire(Wait::Until(deadline))
     }
 
-    pub(crate) fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard>> {
+    pub(crate) fn try_lock_until<M: GuardMode>(&self, deadline: Instant) -> Result<Option<LockGuard<M>>> {
         self.acquire(Wait::Until(deadline))
     }
 
-    pub(crate) fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
+    pub(crate) fn acquire<M: GuardMode>(&self, wait: Wait) -> Result<Option<LockGuard<M>>> {
         Ok(engine::acquire(&self.engine, self.request(), wait)?.map(LockGuard::new))
     }
 
@@ -117,9 +129,61 @@ impl Handle {
 }
 
 /// The acquisition ladder, queries and `Debug` of a public handle type that wraps a
-/// [`Handle`] in its field `0`. Written once here so every lock kind documents and behaves
-/// the same.
+/// [`Handle`] in its field `0`, whose holds are the acquiring thread's. Written once here
+/// so every lock kind documents and behaves the same.
 macro_rules! lock_handle {
+    ($handle:ident) => {
+        $crate::handle::handle_basics!($handle);
+        $crate::handle::acquire_ladder!($handle, $crate::LockGuard);
+
+        impl $handle {
+            /// Whether the current thread holds the lock.
+            pub fn is_held_by_current_thread(&self) -> $crate::Result<bool> {
+                self.0.is_held_by_current_thread()
+            }
+
+            /// How many holds the current thread has on the lock; 0 when it holds none.
+            pub fn hold_count(&self) -> $crate::Result<u64> {
+                self.0.hold_count()
+            }
+        }
+    };
+}
+
+/// The acquisition ladder of a public handle type, giving guards of type `$guard`.
+macro_rules! acquire_ladder {
+    ($handle:ident, $guard:ty) => {
+        impl $handle {
+            /// Blocks until the lock is held. Returns `Err` when that cannot be done: Redis
+            /// unreachable, a timeout, bad input, or [`Client::shutdown`](crate::Client::shutdown).
+            pub fn lock(&self) -> $crate::Result<$guard> {
+                self.0.lock()
+            }
+
+            /// One attempt: `Ok(None)` when someone else holds the lock.
+            pub fn try_lock(&self) -> $crate::Result<Option<$guard>> {
+                self.0.try_lock()
+            }
+
+            /// Waits at most `timeout`: `Ok(None)` when the lock was not free in time. A
+            /// timeout so large that the deadline overflows `Instant` is
+            /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without
+            /// limit.
+            pub fn try_lock_for(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
+                self.0.try_lock_for(timeout)
+            }
+
+            /// Waits until `deadline`: `Ok(None)` when the lock was not free by then.
+            pub fn try_lock_until(&self, deadline: std::time::Instant) -> $crate::Result<Option<$guard>> {
+                self.0.try_lock_until(deadline)
+            }
+        }
+    };
+}
+
+/// The name, the lease, the queries about the lock as a whole and `Debug` of a public
+/// handle type.
+macro_rules! handle_basics {
     ($handle:ident) => {
         impl $handle {
             /// The lock's name, which is also its Redis key.
@@ -141,43 +205,9 @@ macro_rules! lock_handle {
                 self.0.lease
             }
 
-            /// Blocks until the lock is held. Returns `Err` when that cannot be done: Redis
-            /// unreachable, a timeout, bad input, or [`Client::shutdown`](crate::Client::shutdown).
-            pub fn lock(&self) -> $crate::Result<$crate::LockGuard> {
-                self.0.lock()
-            }
-
-            /// One attempt: `Ok(None)` when someone else holds the lock.
-            pub fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.0.try_lock()
-            }
-
-            /// Waits at most `timeout`: `Ok(None)` when the lock was not free in time. A
-            /// timeout so large that the deadline overflows `Instant` is
-            /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without
-            /// limit.
-            pub fn try_lock_for(&self, timeout: std::time::Duration) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.0.try_lock_for(timeout)
-            }
-
-            /// Waits until `deadline`: `Ok(None)` when the lock was not free by then.
-            pub fn try_lock_until(&self, deadline: std::time::Instant) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.0.try_lock_until(deadline)
-            }
-
             /// Whether anyone holds the lock.
             pub fn is_locked(&self) -> $crate::Result<bool> {
                 self.0.is_locked()
-            }
-
-            /// Whether the current thread holds the lock.
-            pub fn is_held_by_current_thread(&self) -> $crate::Result<bool> {
-                self.0.is_held_by_current_thread()
-            }
-
-            /// How many holds the current thread has on the lock; 0 when it holds none.
-            pub fn hold_count(&self) -> $crate::Result<u64> {
-                self.0.hold_count()
             }
 
             /// Time left on the lock's lease: `None` when it is not locked,
@@ -205,4 +235,4 @@ macro_rules! lock_handle {
     };
 }
 
-pub(crate) use lock_handle;
+pub(crate) use {acquire_ladder, handle_basics, lock_handle};

@@ -73,6 +73,7 @@ mod permit_semaphore;
 mod read_write_lock;
 mod red_lock;
 mod semaphore;
+mod sendable_lock;
 mod spin_lock;
 mod watch;
 // Engine: the lease registry and the acquire, release and renewal flows.
@@ -109,7 +110,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;
 pub use fair_lock::FairLock;
 pub use fenced_lock::FencedLock;
-pub use guard::LockGuard;
+pub use guard::{GuardMode, LockGuard, Sendable, ThreadBound};
 pub use interrupt::Interrupter;
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
@@ -120,6 +121,7 @@ pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use red_lock::RedLock;
 pub use semaphore::{Semaphore, SemaphoreGuard};
+pub use sendable_lock::SendableLock;
 pub use spin_lock::SpinLock;
 pub use watch::LeaseWatch;
 

@@ -25,6 +25,13 @@ pub(crate) fn owner_of_current_thread(client_id: &str) -> String {
     format!("{client_id}:{}", thread_number())
 }
 
+/// An owner field of its own for one acquisition (a sendable guard's): drawn from the
+/// threads' sequence, so no thread of the process and no other acquisition ever has it,
+/// and it reads like any Redisson owner.
+pub(crate) fn fresh_owner(client_id: &str) -> String {
+    format!("{client_id}:{}", NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +43,16 @@ mod tests {
         let there = std::thread::spawn(thread_number).join().unwrap();
         assert_ne!(here, there);
         assert_eq!(owner_of_current_thread("c"), format!("c:{here}"));
+    }
+
+    #[test]
+    fn fresh_owners_are_never_a_threads_or_each_others() {
+        let (a, b) = (fresh_owner("c"), fresh_owner("c"));
+        assert_ne!(a, b);
+        let there = std::thread::spawn(|| owner_of_current_thread("c")).join().unwrap();
+        for owner in [&a, &b] {
+            assert_ne!(owner, &owner_of_current_thread("c"));
+            assert_ne!(owner, &there);
+        }
     }
 }

@@ -219,8 +219,8 @@ impl RedLock {
                     .filter(|(_, reply)| matches!(reply, Some(Reply::Granted { .. })))
                     .map(|((node, owner), _)| {
                         let engine = &node.engine;
-                        let (lease, term) =
-                            engine.add_hold(node.kind, &node.name, owner.clone(), started, lease_millis, watchdog);
+                        let lease = engine.lease_for(node.kind, &node.name, owner.clone(), true);
+                        let term = engine.add_hold(&lease, started, lease_millis, watchdog);
                         Hold::new(Arc::clone(engine), lease, node.kind, term, None)
                     })
                     .collect();

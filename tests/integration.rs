@@ -22,6 +22,7 @@ mod redlock;
 mod replication;
 mod rwlock;
 mod semaphores;
+mod sendable;
 mod sentinel;
 mod spin;
 mod stop_in_time;

@@ -57,14 +57,17 @@ pub(crate) fn deadline_after(timeout: Duration) -> Result<Instant> {
         .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")))
 }
 
-/// The lock an acquire is for: its name, kind, fixed lease (`None`: the watchdog's), and
-/// for a spin lock how it waits between attempts.
+/// The lock an acquire is for: its name, kind, fixed lease (`None`: the watchdog's), for
+/// a spin lock how it waits between attempts, and whose the hold is.
 #[derive(Clone, Copy)]
 pub(crate) struct Request<'a> {
     pub(crate) name: &'a Arc<str>,
     pub(crate) kind: Kind,
     pub(crate) lease: Option<Duration>,
     pub(crate) backoff: Option<BackOff>,
+    /// The calling thread's (`true`), or a fresh owner's of its own (a sendable guard's,
+    /// which no thread has: nothing it holds is this thread's, and it never reenters).
+    pub(crate) per_thread: bool,
 }
 
 /// The checks every call on a lock makes before it sends anything: the client runs and
@@ -92,14 +95,15 @@ pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, boo
     };
     // A non-reentrant lock this thread holds already would wait on itself: refused before
     // anything is sent, as Redisson's IllegalMonitorStateException.
-    if !request.kind.reentrant() && engine.holds(request.name, request.kind.role()) {
+    if request.per_thread && !request.kind.reentrant() && engine.holds(request.name, request.kind.role()) {
         return Err(Error::new(
             ErrorKind::WouldDeadlock,
             "this thread holds the lock already, and it is not reentrant: asking again would wait on itself forever",
         )
         .on_lock(name));
     }
-    let upgrade = request.kind == Kind::Write
+    let upgrade = request.per_thread
+        && request.kind == Kind::Write
         && engine.holds(request.name, Role::Read)
         && !engine.holds(request.name, Role::Write);
     if upgrade {
@@ -117,7 +121,7 @@ pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, boo
 pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) -> Result<Option<Hold>> {
     let (lease_millis, watchdog) = prepare(engine, request)?;
     let (name, kind) = (&**request.name, request.kind);
-    let owner = engine.current_owner();
+    let owner = if request.per_thread { engine.current_owner() } else { engine.fresh_owner() };
     let args = AcquireArgs {
         lease_millis,
         wait_millis: engine.fair_wait_millis(),
@@ -132,7 +136,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     }
     let attempt = || {
         let sent = Instant::now();
-        let held_before = engine.holds(request.name, kind.role());
+        let held_before = request.per_thread && engine.holds(request.name, kind.role());
         // A reply that does not come in time leaves the outcome unknown: the undo goes out on
         // the same connection, behind the acquire, from a thread of its own (the caller does
         // not wait for it). Not when this thread held the lock already: a decrement could
@@ -209,7 +213,8 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     }
     let acquired = result.map_err(|e| e.on_lock(name))?;
     let hold = acquired.map(|(sent, token)| {
-        let (lease, term) = engine.add_hold(kind, request.name, owner, sent, lease_millis, watchdog);
+        let lease = engine.lease_for(kind, request.name, owner, request.per_thread);
+        let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
         Hold::new(Arc::clone(engine), lease, kind, term, token)
     });
     // Granted in the same instant as an interrupt came: given back, as if the wait had

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use crate::clock;
 use crate::config::Config;
 use crate::engine::lease::{Lease, Span, Term};
-use crate::engine::registry::Registry;
+use crate::engine::registry::{self, Registry};
 use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::ReplicaSync;
 use crate::engine::undos::Undos;
@@ -146,6 +146,12 @@ impl Engine {
         owner::owner_of_current_thread(&self.id)
     }
 
+    /// An owner field of its own for one acquisition: `<client uuid>:<number>`, a number no
+    /// thread has.
+    pub(crate) fn fresh_owner(&self) -> String {
+        owner::fresh_owner(&self.id)
+    }
+
     /// A request id unique to this client (the suffix of a release's latch key): the
     /// client's UUID and a counter, so no randomness is drawn per release.
     pub(crate) fn next_request_id(&self) -> String {
@@ -202,26 +208,23 @@ impl Engine {
         Term::Until(Span { lease, drift: self.config.drift(lease) }.valid_until(sent))
     }
 
-    /// Records a granted hold, acquired by a request sent at `sent`, and schedules its
-    /// renewal when the watchdog keeps it. Returns the lease and the hold's term.
-    pub(crate) fn add_hold(
-        &self,
-        kind: Kind,
-        name: &Arc<str>,
-        owner: String,
-        sent: Instant,
-        lease_millis: u64,
-        watchdog: bool,
-    ) -> (Arc<Lease>, Term) {
-        let lease = self.registry.lease_for(kind, name, owner);
+    /// The lease a granted hold of `owner` joins: a `per_thread` hold joins the thread's
+    /// lease of the lock (the registry's); any other has a lease of its own.
+    pub(crate) fn lease_for(&self, kind: Kind, name: &Arc<str>, owner: String, per_thread: bool) -> Arc<Lease> {
+        if per_thread { self.registry.lease_for(kind, name, owner) } else { registry::new_lease(kind, name, owner) }
+    }
+
+    /// Records a granted hold on `lease`, acquired by a request sent at `sent`, and
+    /// schedules its renewal when the watchdog keeps it. Returns the hold's term.
+    pub(crate) fn add_hold(&self, lease: &Arc<Lease>, sent: Instant, lease_millis: u64, watchdog: bool) -> Term {
         let term = if watchdog { Term::Watchdog } else { self.fixed_term(sent, lease_millis) };
         let mut inner = lease.lock();
         inner.add(term, sent, self.watchdog_span());
         if watchdog && inner.renewal.is_none() && !inner.renewing {
-            self.renewer.schedule(&lease, &mut inner, sent + self.config.watchdog_timeout / 3);
+            self.renewer.schedule(lease, &mut inner, sent + self.config.watchdog_timeout / 3);
         }
         drop(inner);
-        (lease, term)
+        term
     }
 
     /// Records a permit lease just granted (by a request sent at `sent`), and schedules its

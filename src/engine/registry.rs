@@ -27,9 +27,7 @@ impl Registry {
         match leases.get(&key) {
             Some(lease) if lease.lock().is_live() => Arc::clone(lease),
             _ => {
-                let field = kind.field(&owner);
-                let hold_keys = kind.hold_keys(name, &owner);
-                let lease = Arc::new(Lease::new(Arc::clone(name), owner, kind.role(), field, hold_keys));
+                let lease = new_lease(kind, name, owner);
                 leases.insert(key, Arc::clone(&lease));
                 lease
             }
@@ -60,4 +58,11 @@ impl Registry {
     pub(crate) fn len(&self) -> usize {
         self.leases.lock().len()
     }
+}
+
+/// A lease of `owner` on `name`, in no registry (a sendable guard's: no thread's).
+pub(crate) fn new_lease(kind: Kind, name: &Arc<str>, owner: String) -> Arc<Lease> {
+    let field = kind.field(&owner);
+    let hold_keys = kind.hold_keys(name, &owner);
+    Arc::new(Lease::new(Arc::clone(name), owner, kind.role(), field, hold_keys))
 }
