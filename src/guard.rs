@@ -31,8 +31,8 @@ impl GuardMode for Sendable {}
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for super::ThreadBound {}
-    impl Sealed for super::Sendable {}
+    impl Sealed for crate::guard::ThreadBound {}
+    impl Sealed for crate::guard::Sendable {}
 }
 
 /// Proof that the current thread holds a lock; releases its hold (or, for a

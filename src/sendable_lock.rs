@@ -1,5 +1,6 @@
 //! Locks whose guards may change threads.
 
+use crate::guard::{LockGuard, Sendable};
 use crate::handle::{Handle, acquire_ladder, handle_basics};
 use crate::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 
@@ -34,7 +35,7 @@ use crate::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 pub struct SendableLock(pub(crate) Handle);
 
 handle_basics!(SendableLock);
-acquire_ladder!(SendableLock, crate::LockGuard<crate::Sendable>);
+acquire_ladder!(SendableLock, LockGuard<Sendable>);
 
 impl NonReentrantLock {
     /// This lock with guards that may change threads: see [`SendableLock`].
