@@ -151,12 +151,23 @@ pub(crate) static LATCH_COUNT_DOWN: Lua = script!("latch_count_down.lua", with_p
 /// Set a latch's count once: see `lua/latch_set.lua`.
 pub(crate) static LATCH_SET: Lua = script!("latch_set.lua", with_prelude);
 
+/// Take values of a group lock, all or none: see `lua/group_acquire.lua`.
+pub(crate) static GROUP_ACQUIRE: Lua = script!("group_acquire.lua", with_prelude);
+/// Release an acquisition's values of a group lock: see `lua/group_release.lua`.
+pub(crate) static GROUP_RELEASE: Lua = script!("group_release.lua", with_prelude);
+/// Release values of a group lock whoever holds them: see `lua/group_force_unlock.lua`.
+pub(crate) static GROUP_FORCE_UNLOCK: Lua = script!("group_force_unlock.lua", with_prelude);
+/// Count the held values of a group lock: see `lua/group_held.lua`.
+pub(crate) static GROUP_HELD: Lua = script!("group_held.lua", with_prelude);
+/// Renew a batch of group-lock leases: see `lua/group_renew.lua`.
+pub(crate) static GROUP_RENEW: Lua = script!("group_renew.lua", batch);
+
 /// Which commands the client's user may not run: see `lua/check_permissions.lua`. Run once,
 /// when a client is built.
 pub(crate) static CHECK_PERMISSIONS: Lua = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static Lua; 23] {
+pub(crate) fn all() -> [&'static Lua; 28] {
     [
         &FENCED_ACQUIRE,
         &ACQUIRE,
@@ -181,5 +192,10 @@ pub(crate) fn all() -> [&'static Lua; 23] {
         &PERMIT_RENEW,
         &LATCH_COUNT_DOWN,
         &LATCH_SET,
+        &GROUP_ACQUIRE,
+        &GROUP_RELEASE,
+        &GROUP_FORCE_UNLOCK,
+        &GROUP_HELD,
+        &GROUP_RENEW,
     ]
 }

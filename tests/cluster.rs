@@ -96,6 +96,10 @@ fn every_kind_works_on_every_master_and_waiters_wake_across_nodes() {
         let expirable = a.permit_expirable_semaphore(format!("{name}-exp"));
         assert!(expirable.try_set_permits(1).expect("set permits"));
         expirable.acquire(1).expect("a permit").release().expect("release");
+        let group_lock = a.group_lock(format!("{name}-group"), ["x", "y"]);
+        let values = group_lock.lock().expect("a group's values");
+        assert!(b.group_lock(format!("{name}-group"), ["y"]).try_lock().expect("no error").is_none(), "y is held");
+        values.unlock().expect("group unlock");
         let latch = a.count_down_latch(format!("{name}-latch"));
         assert!(latch.try_set_count(1).expect("set count"));
         assert_eq!(latch.count_down().expect("count down"), 0);
@@ -191,6 +195,8 @@ fn leases_in_many_slots_are_renewed_one_batch_per_master_and_follow_a_moving_slo
             semaphore.acquire(1).expect("a permit")
         })
         .collect();
+    let groups: Vec<_> =
+        (0..6).map(|i| c.group_lock(format!("many-group-{i}"), ["x", "y"]).lock().expect("a group's values")).collect();
     let masters: std::collections::HashSet<u16> =
         names.iter().map(|n| group.master_of(group.slot_of(n)).port()).collect();
     assert_eq!(masters.len(), 3, "the locks are on every master");
@@ -212,15 +218,20 @@ fn leases_in_many_slots_are_renewed_one_batch_per_master_and_follow_a_moving_slo
     assert_eq!(group.master_of(slot).port(), to);
     assert!(reads.iter().all(|g| g.is_held()) && write.is_held(), "read and write holds renewed");
     assert!(permits.iter().all(|p| p.is_held()), "permits renewed");
+    assert!(groups.iter().all(|g| g.is_held()), "group values renewed");
+    for i in 0..6 {
+        let name = format!("many-group-{i}");
+        assert!(c.group_lock(&name, ["y"]).try_lock().expect("no error").is_none(), "{name} is still held");
+    }
     let after = c.stats();
     let passes = after.renewal_passes - before.renewal_passes;
     let round_trips = after.renewal_round_trips - before.renewal_round_trips;
     assert!(passes >= 2, "renewed in the window: {passes} passes");
-    // At most one script for locks and one for permits on each master per pass, and a
-    // lease renewed alone now and then while its slot moves.
-    assert!(round_trips <= passes * 6 + 6, "{round_trips} round trips in {passes} passes");
-    assert!(after.leases_renewed - before.leases_renewed >= passes * 31, "every lease renewed each pass: {after:?}");
-    drop((locks, reads, write, permits));
+    // At most one script for locks, one for permits and one for groups on each master per
+    // pass, and a lease renewed alone now and then while its slot moves.
+    assert!(round_trips <= passes * 9 + 6, "{round_trips} round trips in {passes} passes");
+    assert!(after.leases_renewed - before.leases_renewed >= passes * 37, "every lease renewed each pass: {after:?}");
+    drop((locks, reads, write, permits, groups));
 }
 
 /// THREADS threads of one process take the lock "contended" on the cluster URL in a loop

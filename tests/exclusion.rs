@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use redlease::{Client, LockGuard, MultiLock, RedLock};
+use redlease::{Client, MultiLock, RedLock};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
@@ -11,7 +11,13 @@ use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] = &[("exclusion_worker", worker)];
 
-type Acquire = Box<dyn Fn() -> redlease::Result<LockGuard> + Send>;
+/// Takes the lock; the guard (a `LockGuard`, a sendable one or a `GroupGuard`) releases it
+/// when dropped.
+type Acquire = Box<dyn Fn() -> redlease::Result<Box<dyn std::any::Any>> + Send>;
+
+fn boxed<G: 'static>(guard: redlease::Result<G>) -> redlease::Result<Box<dyn std::any::Any>> {
+    guard.map(|g| Box::new(g) as Box<dyn std::any::Any>)
+}
 
 /// How a worker takes "the" lock, by KIND: a plain, fair or fenced lock on the first
 /// server, a multi-lock over two locks on it, or a Redlock over every server.
@@ -20,31 +26,40 @@ fn acquirer(kind: &str, clients: &[Client]) -> Acquire {
     match kind {
         "plain" => {
             let lock = first.lock("exclusive");
-            Box::new(move || lock.lock())
+            Box::new(move || boxed(lock.lock()))
         }
         "fair" => {
             let lock = first.fair_lock("exclusive");
-            Box::new(move || lock.lock())
+            Box::new(move || boxed(lock.lock()))
         }
         "spin" => {
             let lock = first.spin_lock("exclusive");
-            Box::new(move || lock.lock())
+            Box::new(move || boxed(lock.lock()))
         }
         "non_reentrant" => {
             let lock = first.non_reentrant_lock("exclusive");
-            Box::new(move || lock.lock())
+            Box::new(move || boxed(lock.lock()))
         }
         "non_reentrant_fair" => {
             let lock = first.non_reentrant_fair_lock("exclusive");
-            Box::new(move || lock.lock())
+            Box::new(move || boxed(lock.lock()))
+        }
+        "sendable" => {
+            let lock = first.non_reentrant_lock("exclusive").sendable();
+            Box::new(move || boxed(lock.lock()))
+        }
+        // Every section takes both values: the group excludes on the one they share.
+        "group" => {
+            let lock = first.group_lock("exclusive", ["counter", "ledger"]);
+            Box::new(move || boxed(lock.lock()))
         }
         "multi" => {
             let multi = MultiLock::new([first.lock("exclusive"), first.lock("exclusive:b")]);
-            Box::new(move || multi.lock())
+            Box::new(move || boxed(multi.lock()))
         }
         "redlock" => {
             let red = RedLock::new(clients.iter().map(|c| c.lock("exclusive"))).retry_delay(Duration::from_millis(5));
-            Box::new(move || red.lock())
+            Box::new(move || boxed(red.lock()))
         }
         other => panic!("unknown lock kind {other}"),
     }
@@ -115,6 +130,12 @@ fn two_processes_of_four_threads_never_overlap_on_a_spin_lock() {
 fn two_processes_of_four_threads_never_overlap_on_the_non_reentrant_locks() {
     exclusion_across_processes("non_reentrant", 1, 4, 100);
     exclusion_across_processes("non_reentrant_fair", 1, 4, 100);
+}
+
+#[test]
+fn two_processes_of_four_threads_never_overlap_on_sendable_guards_and_a_group_lock() {
+    exclusion_across_processes("sendable", 1, 4, 100);
+    exclusion_across_processes("group", 1, 4, 100);
 }
 
 #[test]

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, ErrorKind, LockGuard, SemaphoreGuard};
+use redlease::{Client, ErrorKind, GroupGuard, LockGuard, SemaphoreGuard};
 
 use crate::helpers::build_patiently;
 use crate::support::child::{self, Child};
@@ -31,7 +31,7 @@ use crate::support::server::RedisServer;
 pub const ROLES: &[crate::support::child::Role] = &[("storm_worker", worker)];
 
 /// Every kind that excludes, each on a lock of its own.
-const KINDS: [&str; 6] = ["plain", "fair", "write", "fenced", "non-reentrant", "semaphore"];
+const KINDS: [&str; 7] = ["plain", "fair", "write", "fenced", "non-reentrant", "semaphore", "group"];
 const PROCESSES: u32 = 2;
 const THREADS_PER_KIND: u32 = 2;
 /// Watchdog lease of the workers.
@@ -60,17 +60,18 @@ fn history_key(kind: &str) -> String {
 
 // ---- the worker processes -------------------------------------------------------------
 
-/// What a thread holds: a lock's guard or the semaphore's permit.
+/// What a thread holds: a lock's guard, the semaphore's permit or a group's values.
 enum Held {
     Lock(LockGuard),
     Permit(SemaphoreGuard),
+    Group(GroupGuard),
 }
 
 impl Held {
     fn token(&self) -> Option<u64> {
         match self {
             Held::Lock(guard) => guard.token(),
-            Held::Permit(_) => None,
+            Held::Permit(_) | Held::Group(_) => None,
         }
     }
 
@@ -78,6 +79,7 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.unlock(),
             Held::Permit(permit) => permit.release(),
+            Held::Group(values) => values.unlock(),
         }
     }
 }
@@ -93,6 +95,8 @@ fn acquire(client: &Client, kind: &str) -> redlease::Result<Option<Held>> {
         "fenced" => lock(client.fenced_lock(name).try_lock_for(WAIT)?),
         "non-reentrant" => lock(client.non_reentrant_lock(name).try_lock_for(WAIT)?),
         "semaphore" => client.semaphore(name).try_acquire_for(1, WAIT)?.map(Held::Permit),
+        // Every section takes both values of one group.
+        "group" => client.group_lock(name, ["seat", "ledger"]).try_lock_for(WAIT)?.map(Held::Group),
         other => panic!("unknown kind {other}"),
     })
 }

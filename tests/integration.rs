@@ -11,6 +11,7 @@ mod failover_storm;
 mod fair;
 mod fault_classes;
 mod fenced;
+mod group;
 mod handoff;
 mod hazards;
 mod helpers;

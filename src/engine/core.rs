@@ -227,10 +227,10 @@ impl Engine {
         term
     }
 
-    /// Records a permit lease just granted (by a request sent at `sent`), and schedules its
-    /// renewal when the watchdog keeps it. Permit leases belong to no thread: they are not
-    /// in the registry.
-    pub(crate) fn add_permit_lease(&self, lease: &Arc<Lease>, term: Term, sent: Instant) {
+    /// Records a lease of its own just granted (a permit lease, a group lock's: by a
+    /// request sent at `sent`), and schedules its renewal when the watchdog keeps it. Such
+    /// leases belong to no thread: they are not in the registry.
+    pub(crate) fn add_lease_of_its_own(&self, lease: &Arc<Lease>, term: Term, sent: Instant) {
         let mut inner = lease.lock();
         inner.add(term, sent, self.watchdog_span());
         if term == Term::Watchdog {

@@ -96,6 +96,9 @@ pub(crate) struct Lease {
     /// For the permits of a permit-expirable semaphore (`name` is the semaphore): their ids,
     /// which the watchdog renews in the semaphore's timeouts set.
     pub(crate) permits: Option<Vec<PermitId>>,
+    /// For the values of a group lock (`name` is the group): their fields, concatenated,
+    /// which the watchdog renews under `owner`.
+    pub(crate) group: Option<String>,
     inner: Mutex<LeaseInner>,
     renewal_done: Condvar,
     /// Notified whenever the state may have changed other than by the clock (a renewal's
@@ -138,6 +141,12 @@ impl Lease {
         lease
     }
 
+    pub(crate) fn for_group(name: Arc<str>, owner: String, fields: String) -> Lease {
+        let mut lease = Lease::new(name, owner, Role::Exclusive, String::new(), None);
+        lease.group = Some(fields);
+        lease
+    }
+
     pub(crate) fn new(name: Arc<str>, owner: String, role: Role, field: String, hold_keys: Option<String>) -> Lease {
         Lease {
             name,
@@ -146,6 +155,7 @@ impl Lease {
             field,
             hold_keys,
             permits: None,
+            group: None,
             inner: Mutex::new(LeaseInner {
                 status: LeaseState::Held,
                 renewed_until: None,

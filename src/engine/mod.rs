@@ -5,6 +5,7 @@
 
 mod acquire;
 mod core;
+mod group;
 mod lease;
 mod permits;
 mod registry;
@@ -16,6 +17,10 @@ mod undos;
 
 pub(crate) use acquire::{Request, Wait, acquire, attempt_within, deadline_after, prepare, ready};
 pub(crate) use core::Engine;
+pub(crate) use group::{
+    GroupHold, Values as GroupValues, acquire as acquire_group, force_unlock as force_unlock_group,
+    held as held_in_group,
+};
 pub(crate) use lease::Lease;
 pub use lease::LeaseState;
 pub(crate) use permits::{

@@ -242,7 +242,7 @@ pub(crate) fn acquire_expirable(
     }
     let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
     let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
-    engine.add_permit_lease(&lease, term, sent);
+    engine.add_lease_of_its_own(&lease, term, sent);
     Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term }))
 }
 

@@ -31,7 +31,7 @@ use crate::config::Config;
 use crate::engine::lease::{Lease, LeaseInner, LeaseState, Span};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
-use crate::kind::{self, PermitEntry, RenewEntry, RenewOutcome, Renewal};
+use crate::kind::{self, GroupEntry, PermitEntry, RenewEntry, RenewOutcome, Renewal};
 use crate::transport::{Pool, Topology};
 use crate::wheel::Wheel;
 
@@ -270,13 +270,15 @@ impl Worker {
         }
     }
 
-    /// One round trip for the locks of `chunk` and one for its permits (when it has both),
+    /// One round trip for the locks of `chunk`, one for its permits and one for its groups
+    /// (for those it has),
     /// and one more for each lease whose slot its node no longer serves: per lease,
     /// renewed, gone, or `None` when it could not be renewed; and the round trips made.
     fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> (Vec<Option<bool>>, u64) {
         let mut outcomes = vec![None; chunk.len()];
         let mut round_trips = 0;
-        let (permits, locks): (Vec<usize>, Vec<usize>) = (0..chunk.len()).partition(|&i| chunk[i].0.permits.is_some());
+        let (permits, others): (Vec<usize>, Vec<usize>) = (0..chunk.len()).partition(|&i| chunk[i].0.permits.is_some());
+        let (groups, locks): (Vec<usize>, Vec<usize>) = others.into_iter().partition(|&i| chunk[i].0.group.is_some());
         if !locks.is_empty() {
             let entries: Vec<RenewEntry<'_>> = locks
                 .iter()
@@ -319,6 +321,26 @@ impl Worker {
                     "renewing permits",
                     self.round_trip_limit(),
                     |conn| kind::renew_permits(conn, self.lease_millis, one),
+                )
+            });
+        }
+        if !groups.is_empty() {
+            let entries: Vec<GroupEntry<'_>> = groups
+                .iter()
+                .filter_map(|&i| {
+                    let lease = &chunk[i].0;
+                    lease.group.as_deref().map(|fields| GroupEntry { name: &lease.name, owner: &lease.owner, fields })
+                })
+                .collect();
+            let replies = pool.run_within("renewing group leases", self.round_trip_limit(), |conn| {
+                kind::renew_groups(conn, self.lease_millis, &entries)
+            });
+            round_trips += 1 + self.take_replies(chunk, &groups, replies, &mut outcomes, |j| {
+                let one = std::slice::from_ref(&entries[j]);
+                self.topology.pool_for(entries[j].name).run_within(
+                    "renewing a group lease",
+                    self.round_trip_limit(),
+                    |conn| kind::renew_groups(conn, self.lease_millis, one),
                 )
             });
         }

@@ -4,6 +4,7 @@
 mod dispatch;
 mod fair;
 mod fenced;
+pub(crate) mod group;
 mod protocol;
 mod read_write;
 mod reentrant;
@@ -14,5 +15,7 @@ mod startup;
 pub(crate) use dispatch::{AcquireArgs, Kind};
 pub(crate) use protocol::{Release, Reply, Role};
 pub(crate) use reentrant::REGISTRATION;
-pub(crate) use renew::{Entry as RenewEntry, Outcome as RenewOutcome, PermitEntry, Renewal, renew, renew_permits};
+pub(crate) use renew::{
+    Entry as RenewEntry, GroupEntry, Outcome as RenewOutcome, PermitEntry, Renewal, renew, renew_groups, renew_permits,
+};
 pub(crate) use startup::prepare_server;

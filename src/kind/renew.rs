@@ -39,6 +39,13 @@ pub(crate) struct PermitEntry<'a> {
     pub(crate) ids: &'a [PermitId],
 }
 
+/// One group-lock lease in a batch: its group, owner and values' fields (concatenated).
+pub(crate) struct GroupEntry<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) fields: &'a str,
+}
+
 /// What Redis answered for one lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -131,6 +138,30 @@ pub(crate) fn renew_permits(
             call.arg(keys::permit_timeouts(entry.name));
         }
         call.arg(entry.ids.concat());
+    }
+    outcomes(call.invoke(conn)?, entries.len())
+}
+
+/// Renews every group-lock lease of `entries` for `lease_millis`, in one script call: per
+/// entry, renewed when the owner still held all its values in time.
+pub(crate) fn renew_groups(
+    conn: &mut Conn,
+    lease_millis: u64,
+    entries: &[GroupEntry<'_>],
+) -> redis::RedisResult<Vec<Outcome>> {
+    let as_arguments = keys_as_arguments(conn, entries.len());
+    let mut call = scripts::GROUP_RENEW.on(conn.pubsub()).prepare_invoke();
+    if !as_arguments {
+        for entry in entries {
+            call.key(entry.name);
+        }
+    }
+    call.arg(lease_millis);
+    for entry in entries {
+        if as_arguments {
+            call.arg(entry.name);
+        }
+        call.arg(entry.owner).arg(entry.fields);
     }
     outcomes(call.invoke(conn)?, entries.len())
 }
