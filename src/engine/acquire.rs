@@ -128,6 +128,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         // A spin waiter polls: it neither queues nor registers its client.
         queue: wait.waits() && request.backoff.is_none(),
         wake_token: engine.topology().wake_token(),
+        holds_nothing: true,
     };
     let command_timeout = engine.config().command_timeout;
     // A late undo of an earlier acquire by this thread must not take this one's hold away.
@@ -137,6 +138,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let attempt = || {
         let sent = Instant::now();
         let held_before = request.per_thread && engine.holds(request.name, kind.role());
+        let args = AcquireArgs { holds_nothing: !held_before, ..args };
         // A reply that does not come in time leaves the outcome unknown: the undo goes out on
         // the same connection, behind the acquire, from a thread of its own (the caller does
         // not wait for it). Not when this thread held the lock already: a decrement could
@@ -246,6 +248,8 @@ pub(crate) fn attempt_within(
         wait_millis: engine.fair_wait_millis(),
         queue: false,
         wake_token: engine.topology().wake_token(),
+        // Decided on the owner's thread, as whether to undo a late grant.
+        holds_nothing: undo_on_timeout,
     };
     // The undo of a late node's grant does not hold up the attempt: it goes from a thread
     // of its own, on the node's connection, behind the acquire.

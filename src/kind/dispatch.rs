@@ -37,6 +37,12 @@ pub(crate) struct AcquireArgs {
     pub(crate) queue: bool,
     /// The client's wake token (see `lua/acquire.lua`).
     pub(crate) wake_token: u64,
+    /// The client holds no live lease of this owner on the lock: a hold of the owner that
+    /// Redis still has is a leftover (a release or an undo lost in a failover, a lease this
+    /// client counts as lost), backed by no guard. A non-reentrant acquire joins it, as a
+    /// reentrant one does, rather than refuse it as a reentry: the count goes on, so that a
+    /// late decrement of the leftover still balances.
+    pub(crate) holds_nothing: bool,
 }
 
 impl Kind {
@@ -52,13 +58,14 @@ impl Kind {
         let token = args.queue.then_some(args.wake_token);
         match self {
             Kind::Reentrant | Kind::NonReentrant => {
-                reentrant::acquire(conn, name, owner, lease, token, self.reentrant()).map(Reply::from_pttl)
+                reentrant::acquire(conn, name, owner, lease, token, self.reentrant() || args.holds_nothing)
+                    .map(Reply::from_pttl)
             }
             // A spin waiter listens on no channel: it never registers its client.
             Kind::Spin => reentrant::acquire(conn, name, owner, lease, None, true).map(Reply::from_pttl),
             Kind::Fair | Kind::NonReentrantFair => {
-                fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue, self.reentrant())
-                    .map(Reply::from_pttl)
+                let reentrant = self.reentrant() || args.holds_nothing;
+                fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue, reentrant).map(Reply::from_pttl)
             }
             Kind::Read => read_write::read_acquire(conn, name, owner, lease).map(Reply::from_pttl),
             Kind::Write => read_write::write_acquire(conn, name, owner, lease).map(Reply::from_pttl),
