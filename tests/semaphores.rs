@@ -468,7 +468,8 @@ fn a_timed_acquire_on_a_semaphore_that_has_no_permits_says_so() {
 }
 
 /// Redisson's newer semaphore calls, in redlease and against Redisson 4.7's own scripts on
-/// the same keys: `release_if_exists` gives back only to a semaphore that exists (and wakes
+/// the same keys (`RedissonSemaphore.releaseIfExists` and `trySetPermits(int, Duration)`;
+/// `RedissonPermitExpirableSemaphore.getLeaseTime` for the permit's lease): `release_if_exists` gives back only to a semaphore that exists (and wakes
 /// its waiters), `try_set_permits_with_ttl` sets a count that expires (and only once), and a
 /// permit's remaining lease is read from Redis.
 ///
