@@ -238,6 +238,30 @@ impl Engine {
         }
     }
 
+    /// The local half of releasing a lease of its own (see
+    /// [`add_lease_of_its_own`](Engine::add_lease_of_its_own)): its hold removed and its
+    /// renewal stopped (a renewal in flight waited for), so that nothing renews it after
+    /// the release. Until when it was valid; `Err(lost())` when it was lost already
+    /// (reported once now): nothing is to be sent then.
+    pub(crate) fn end_lease_of_its_own(
+        &self,
+        lease: &Lease,
+        term: Term,
+        lost: impl FnOnce() -> Error,
+    ) -> Result<Option<Instant>> {
+        let mut inner = lease.lock();
+        let was_live = inner.is_live();
+        let valid_until = inner.expires_at();
+        inner.remove(term);
+        self.stop_renewing(lease, &mut inner);
+        if !was_live {
+            lease.lose(inner, &self.config.events);
+            return Err(lost());
+        }
+        lease.release(&mut inner);
+        Ok(valid_until)
+    }
+
     /// Whether the current thread holds a live lease of `role` on the lock `name`.
     pub(crate) fn holds(&self, name: &Arc<str>, role: Role) -> bool {
         self.registry.holds(name, role)

@@ -244,21 +244,10 @@ impl GroupHold {
         let engine = &self.engine;
         let group = &*self.lease.name;
         engine.check_running().map_err(|e| e.on_lock(group))?;
-        let mut inner = self.lease.lock();
-        let was_live = inner.is_live();
-        let valid_until = inner.expires_at();
-        inner.remove(self.term);
-        engine.stop_renewing(&self.lease, &mut inner);
-        if !was_live {
-            self.lease.lose(inner, &engine.config().events);
-            return Err(Error::new(
-                ErrorKind::NotHeld,
-                "the group's lease was lost before the release; nothing was sent",
-            )
-            .on_lock(group));
-        }
-        self.lease.release(&mut inner);
-        drop(inner);
+        let valid_until = engine.end_lease_of_its_own(&self.lease, self.term, || {
+            Error::new(ErrorKind::NotHeld, "the group's lease was lost before the release; nothing was sent")
+                .on_lock(group)
+        })?;
         let (owner, fields) = (&*self.lease.owner, self.lease.group.as_deref().unwrap_or(""));
         // Whether a send may have gone through without its reply being read.
         let sends = Cell::new(0u32);

@@ -292,20 +292,10 @@ impl PermitHold {
         let engine = &self.engine;
         let name = &*self.lease.name;
         engine.check_running().map_err(|e| e.on_semaphore(name))?;
-        let mut inner = self.lease.lock();
-        let was_live = inner.is_live();
-        inner.remove(self.term);
-        engine.stop_renewing(&self.lease, &mut inner);
-        if !was_live {
-            self.lease.lose(inner, &engine.config().events);
-            return Err(Error::new(
-                ErrorKind::NotHeld,
-                "the permits' lease was lost before the release; nothing was sent",
-            )
-            .on_semaphore(name));
-        }
-        self.lease.release(&mut inner);
-        drop(inner);
+        engine.end_lease_of_its_own(&self.lease, self.term, || {
+            Error::new(ErrorKind::NotHeld, "the permits' lease was lost before the release; nothing was sent")
+                .on_semaphore(name)
+        })?;
         let ids = self.lease.permits.as_deref().unwrap_or(&[]);
         let returned = with_retries(engine, None, |_| {
             engine.pool_for(name).run_once("giving permits back", |conn| semaphore::release_permits(conn, name, ids))
