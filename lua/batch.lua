@@ -31,3 +31,17 @@ local function each_lease(count, step)
     return missed
 end
 
+-- each_lease for a script that renews one lease at a time: `renew_one(i)` renews lease i
+-- and answers 1, or 0 when it is gone (listed as not renewed).
+local function each_lease_alone(count, renew_one)
+    local function step(cursor)
+        for i = cursor[1], count do
+            cursor[1] = i
+            if renew_one(i) == 0 then
+                miss(i, 0)
+            end
+        end
+        cursor[1] = count + 1
+    end
+    return each_lease(count, step)
+end

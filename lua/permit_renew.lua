@@ -32,20 +32,9 @@ local function renew(key, ids)
     return 1
 end
 
-local function step(cursor)
-    for i = cursor[1], count do
-        cursor[1] = i
-        local renewed
-        if declared then
-            renewed = renew(KEYS[i], ARGV[i + 1])
-        else
-            renewed = renew(ARGV[2 * i], ARGV[2 * i + 1])
-        end
-        if renewed == 0 then
-            miss(i, 0)
-        end
+return each_lease_alone(count, function(i)
+    if declared then
+        return renew(KEYS[i], ARGV[i + 1])
     end
-    cursor[1] = count + 1
-end
-
-return each_lease(count, step)
+    return renew(ARGV[2 * i], ARGV[2 * i + 1])
+end)
