@@ -28,13 +28,17 @@
 //!    `PermitExpirableSemaphore`, hand-off of one permit to a waiter in another process,
 //!    and the watchdog renewing 100,000 permits.
 //! 9. Peers: `rlock` and `redis-lock` on the same server: the uncontended pair, the
-//!    hand-off to a waiter in another process, and throughput on one lock in 2 processes.
+//!    hand-off to a waiter in another process, and throughput on one lock in 2 processes;
+//!    the library's spin lock (no pub/sub, a waiter that polls) in the first two.
 //! 10. The herd: 2, 4, 8 and 16 processes of one thread each on one lock, plain and fair:
 //!     acquisitions per second, scripts and Redis time per acquisition.
 //! 11. Redis Cluster (3 masters, a replica each): the pair through a cluster client against
 //!     two trivial keyed calls sent straight to the lock's master, with what every master
 //!     served per pair; the hand-off to a waiter in another process; the watchdog renewing
 //!     100,000 leases spread over the masters, against each master's pipelined limit.
+//! 12. The group lock: uncontended `try_lock` + `unlock` of 1, 10 and 100 values against a
+//!     `MultiLock` over as many plain locks, interleaved with the limit pair; a group of
+//!     10,000 values (the most it takes), with Redis's time in each of its two scripts.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -64,6 +68,7 @@ use child::{ROLE_ENV, child_main};
 use experiments::LockKind;
 use experiments::cluster::measure_cluster;
 use experiments::contenders::Subject;
+use experiments::group::measure_group_locks;
 use experiments::handoff::measure_handoffs;
 use experiments::herd::measure_herd;
 use experiments::limit::measure_limit;
@@ -137,8 +142,10 @@ fn main() {
         meter.add_server(node);
     }
     let cluster = measure_cluster(&group, &plan);
-    meter.step("");
+    meter.step("12. group lock");
     drop(group);
+    let group_locks = measure_group_locks(&server, &plan);
+    meter.step("");
     let other_work = meter.steps;
 
     let results = Results {
@@ -157,6 +164,7 @@ fn main() {
         peers,
         herd,
         cluster,
+        group_locks,
     };
     let report = results.report();
     println!("\n{report}");

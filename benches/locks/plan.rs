@@ -33,6 +33,12 @@ pub(crate) struct Plan {
     pub(crate) peer_handoffs: usize,
     /// Pairs of redis-lock with many keys in the database.
     pub(crate) crowded_pairs: usize,
+    /// Pairs per kind of the group lock step, for each of its group sizes
+    /// ([`GROUP_SIZES`](crate::experiments::group::GROUP_SIZES)): a `MultiLock` pair takes
+    /// 2 × n round trips.
+    pub(crate) group_pairs: [usize; 3],
+    /// Pairs of the largest group a group lock takes.
+    pub(crate) largest_group_pairs: usize,
 }
 
 impl Plan {
@@ -54,6 +60,8 @@ impl Plan {
                 blackholed_pairs: 20,
                 peer_handoffs: 8,
                 crowded_pairs: 20,
+                group_pairs: [1_000, 200, 40],
+                largest_group_pairs: 20,
             }
         } else {
             Plan {
@@ -72,6 +80,8 @@ impl Plan {
                 blackholed_pairs: 100,
                 peer_handoffs: 40,
                 crowded_pairs: 200,
+                group_pairs: [10_000, 2_000, 200],
+                largest_group_pairs: 20,
             }
         }
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::experiments::LockKind;
 use crate::experiments::cluster::{ClusterPairKind, ClusterRenewal, ClusterRun, Layout};
-use crate::experiments::contenders::{Peer, Subject};
+use crate::experiments::contenders::{Peer, SPIN_FIRST_SLEEP, SPIN_MAX_SLEEP, Spin, Subject};
+use crate::experiments::group::GroupLocks;
 use crate::experiments::handoff::{HANDOFF_BLOCKS, Handoffs};
 use crate::experiments::herd::{HERD_PROCESSES, HERD_WORK, HerdRun};
 use crate::experiments::limit::{Limit, PIPELINE};
@@ -54,6 +55,7 @@ pub(crate) struct Results {
     pub(crate) peers: Peers,
     pub(crate) herd: Vec<HerdRun>,
     pub(crate) cluster: ClusterRun,
+    pub(crate) group_locks: GroupLocks,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -77,6 +79,7 @@ impl Results {
         self.report_peers(&mut out);
         self.report_herd(&mut out);
         self.report_cluster(&mut out);
+        self.report_group(&mut out);
         self.report_other_work(&mut out);
         out
     }
@@ -283,7 +286,10 @@ impl Results {
         let _ = writeln!(
             out,
             "- **redlease**: reentrant; watchdog lease (30 s, renewed every 10 s, batched by one thread per client); a \
-             waiter parks on pub/sub and the release wakes it; Redisson's layout.\n\
+             waiter parks on pub/sub and the release wakes it; Redisson's layout. Its **spin lock** (Redisson's \
+             `RSpinLock`) is the same lock without pub/sub: the same scripts, a release that publishes nothing, a \
+             waiter that polls, sleeping {} ms, doubling (plus a jitter of at most a millisecond per attempt so \
+             far) up to {} ms by default, or a constant sleep (`BackOff::constant`).\n\
              - **rlock {rlock}**: not reentrant; acquire is `SET NX PX`, release a script; 10 s TTL renewed every 5 s \
              by a thread spawned per guard (`RenewalMode::Disabled`: no thread, the TTL runs out); a waiter polls \
              every {} ms, nothing wakes it.\n\
@@ -291,6 +297,8 @@ impl Results {
              renewal: a fixed expiration (default 1 h, sent in ms to a `SET … EX` that takes seconds, so it lasts \
              1000 × longer); a waiter polls every {} ms (for up to 60 s); the release `SCAN`s every key of the \
              database for its own.\n",
+            SPIN_FIRST_SLEEP.as_millis(),
+            SPIN_MAX_SLEEP.as_millis(),
             Peer::Rlock.poll_interval().as_millis(),
             Peer::RedisLock.poll_interval().as_millis()
         );
@@ -313,6 +321,7 @@ impl Results {
             ("two trivial `EVALSHA`s (the limit pair)", &p.trivial),
             ("**redlease `try_lock()` + `unlock()`, watchdog lease**", &p.watchdog),
             (fixed.as_str(), &p.fixed),
+            ("**redlease spin lock `try_lock()` + `unlock()`, watchdog lease** (no publish)", &p.spin),
             ("**rlock `try_acquire_mutex()` + `release()`, default options**", &p.rlock),
             ("rlock, `RenewalMode::Disabled`", &p.rlock_no_renewal),
             ("**redis-lock `try_acquire()` + `release()`**", &p.redis_lock),
@@ -344,13 +353,29 @@ impl Results {
         let _ = writeln!(
             out,
             "Hand-off to a waiter in another process, alternating ({HANDOFF_BLOCKS} blocks each). A polling waiter \
-             cannot be seen waiting: the release comes at a random moment of its poll interval, as it would in use.\n"
+             cannot be seen waiting: the release comes at a random moment of its poll interval, as it would in use; \
+             for the spin lock's default back-off, whose sleeps grow, at a random moment of the first {} ms of its \
+             wait (its sleeps up to the longest, {} ms, and one longest sleep, jitter aside).\n",
+            Spin::Exponential.release_window().as_millis(),
+            SPIN_MAX_SLEEP.as_millis()
         );
         let _ = writeln!(out, "| hand-off | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for (subject, h) in &p.handoffs {
             let what = match subject {
                 Subject::Lock(LockKind::Plain) => "redlease plain lock (pub/sub wake-up)".to_string(),
+                Subject::Spin(Spin::Exponential) => format!(
+                    "**redlease spin lock, default back-off** (polls after {}, {}, {}, … {} ms)",
+                    SPIN_FIRST_SLEEP.as_millis(),
+                    SPIN_FIRST_SLEEP.as_millis() * 2,
+                    SPIN_FIRST_SLEEP.as_millis() * 4,
+                    SPIN_MAX_SLEEP.as_millis()
+                ),
+                Subject::Spin(Spin::Constant1Ms) => format!(
+                    "**redlease spin lock, `BackOff::constant({} ms)`** (polls every {} ms)",
+                    Spin::Constant1Ms.release_window().as_millis(),
+                    Spin::Constant1Ms.release_window().as_millis()
+                ),
                 Subject::Peer(peer) => {
                     format!("{} (polls every {} ms)", subject.as_str(), peer.poll_interval().as_millis())
                 }
@@ -692,6 +717,65 @@ impl Results {
             ),
         );
         let _ = writeln!(out);
+    }
+
+    fn report_group(&self, out: &mut String) {
+        let g = &self.group_locks;
+        let _ = writeln!(
+            out,
+            "### 12. Group lock: uncontended `try_lock()` + `unlock()` of n values, one thread: a `GroupLock` (one \
+             script call each way, whatever n) against a `MultiLock` over n plain locks (one round trip per lock each \
+             way), {PAIR_BLOCKS} blocks per kind, interleaved with the limit pair, for each n\n"
+        );
+        let _ = writeln!(
+            out,
+            "Redis calls and µs per pair: the `EVALSHA`s Redis ran, their scripts' commands included (`INFO \
+             commandstats`, read around each block). The limit of a pair is the limit pair for the group lock, \
+             whatever n, and n limit pairs for the `MultiLock` (\"its limit\"). The group of {} values (the most a \
+             group lock takes) is measured pair by pair, each after a limit pair, with Redis's counters read \
+             around each of its two calls.\n",
+            g.largest.values
+        );
+        let _ = writeln!(
+            out,
+            "| values | pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | Redis calls, µs per pair | mean / limit pair | mean / its limit |"
+        );
+        let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &g.runs {
+            let limit_pair = r.trivial.pair.mean;
+            let multi = format!("**`MultiLock` over {} plain lock{}**", r.values, if r.values == 1 { "" } else { "s" });
+            group_row(out, r.values, "two trivial `EVALSHA`s (the limit pair)", &r.trivial, limit_pair, 1);
+            group_row(out, r.values, "**group lock**", &r.group, limit_pair, 1);
+            group_row(out, r.values, &multi, &r.multi, limit_pair, r.values);
+        }
+        let l = &g.largest;
+        let limit_pair = l.trivial.pair.mean;
+        let before = "two trivial `EVALSHA`s (the limit pair), before each pair below";
+        group_row(out, l.values, before, &l.trivial, limit_pair, 1);
+        group_row(out, l.values, "**group lock**", &l.group, limit_pair, 1);
+        let _ = writeln!(out);
+        let ratios: Vec<String> =
+            g.runs.iter().map(|r| format!("{}: {:.3}", r.values, r.group.pair.mean / r.multi.pair.mean)).collect();
+        let _ = writeln!(
+            out,
+            "Group lock pair ÷ `MultiLock` pair, by n: {}. A group lock of {} values: the pair took {:.2} ms ({:.1} × \
+             the limit pair); Redis ran its acquire script for {:.0} µs per call (p50 {:.0}, max {:.0}) and its \
+             release script for {:.0} µs (p50 {:.0}, max {:.0}), serving nothing else meanwhile (`INFO \
+             commandstats`, around each call); `redis-server`'s CPU time around the calls (`/proc`, ticks of 10 ms \
+             added up): {:.0} µs per acquire, {:.0} µs per release.\n",
+            ratios.join("; "),
+            l.values,
+            l.group.pair.mean / 1e3,
+            l.group.pair.mean / limit_pair,
+            l.acquire_script.mean,
+            l.acquire_script.p50,
+            l.acquire_script.max,
+            l.release_script.mean,
+            l.release_script.p50,
+            l.release_script.max,
+            l.acquire_cpu_us,
+            l.release_cpu_us
+        );
     }
 
     fn report_limit(&self, out: &mut String) {
@@ -1125,6 +1209,25 @@ fn pair_row(out: &mut String, what: &str, x: &PairStats, rtt: f64, limit_pair: f
         x.release.mean,
         x.pair.mean / (2.0 * rtt),
         x.pair.mean / limit_pair
+    );
+}
+
+/// One row of the group lock's table: `x` for `values` values, against the limit pair and
+/// against its own limit, `round_trips` limit pairs.
+fn group_row(out: &mut String, values: usize, what: &str, x: &PairStats, limit_pair: f64, round_trips: usize) {
+    let _ = writeln!(
+        out,
+        "| {values} | {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}, {:.1} | {:.3} | {:.3} |",
+        x.pair.n,
+        x.pair.mean,
+        x.pair.p50,
+        x.pair.p99,
+        x.acquire.mean,
+        x.release.mean,
+        x.server_calls_per_pair,
+        x.server_usec_per_pair,
+        x.pair.mean / limit_pair,
+        x.pair.mean / (limit_pair * round_trips as f64)
     );
 }
 

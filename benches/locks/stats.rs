@@ -32,6 +32,11 @@ impl Summary {
             max: micros(*samples.last().expect("not empty")),
         }
     }
+
+    /// Summarises samples given in microseconds.
+    pub(crate) fn of_micros(samples: Vec<u64>) -> Summary {
+        Summary::of_nanos(samples.into_iter().map(|us| us.saturating_mul(1_000)).collect())
+    }
 }
 
 /// Nearest-rank percentile of sorted samples.

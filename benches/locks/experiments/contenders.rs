@@ -1,11 +1,11 @@
-//! What the hand-off and throughput steps contend for: a lock kind of the library, a
-//! semaphore of one permit, or a peer crate's lock; one process's handle on it
+//! What the hand-off and throughput steps contend for: a lock kind of the library, a spin
+//! lock, a semaphore of one permit, or a peer crate's lock; one process's handle on it
 //! ([`Process`]) and one thread's ([`Contender`]). Each peer is used through its public
 //! sync API only.
 
 use std::time::{Duration, Instant};
 
-use redlease::{AnyLock, Client, LockGuard, PermitExpirableSemaphore, PermitGuard, Semaphore, SemaphoreGuard};
+use redlease::{AnyLock, BackOff, Client, LockGuard, PermitExpirableSemaphore, PermitGuard, Semaphore, SemaphoreGuard};
 
 use crate::experiments::LockKind;
 
@@ -52,10 +52,50 @@ impl Peer {
     }
 }
 
+/// The library's spin lock (Redisson's `RSpinLock`): the plain lock's key and scripts, no
+/// pub/sub; a waiter polls, sleeping between attempts as its back-off says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Spin {
+    /// `BackOff::DEFAULT`, Redisson's: 1 ms, doubling (with a jitter of at most a millisecond
+    /// per attempt so far) up to 128 ms, then 128 ms.
+    Exponential,
+    /// `BackOff::constant(1 ms)`: the quickest a spin waiter can be, one attempt per ms.
+    Constant1Ms,
+}
+
+/// The default back-off's first and longest sleeps (`BackOff::DEFAULT`), and the sleeps
+/// before it reaches the longest (1, 2, 4, … 64 ms, jitter aside).
+pub(crate) const SPIN_FIRST_SLEEP: Duration = Duration::from_millis(1);
+pub(crate) const SPIN_MAX_SLEEP: Duration = Duration::from_millis(128);
+const SPIN_RAMP: Duration = Duration::from_millis(1 + 2 + 4 + 8 + 16 + 32 + 64);
+/// The constant back-off of the second spin subject.
+const SPIN_CONSTANT: Duration = Duration::from_millis(1);
+
+impl Spin {
+    pub(crate) fn backoff(self) -> BackOff {
+        match self {
+            Spin::Exponential => BackOff::DEFAULT,
+            Spin::Constant1Ms => BackOff::constant(SPIN_CONSTANT),
+        }
+    }
+
+    /// The part of a wait in which a hand-off's release comes, at a random moment: the
+    /// sleeps until the longest, then one longest sleep (jitter aside). For a constant
+    /// back-off that is one sleep, the peers' poll interval.
+    pub(crate) fn release_window(self) -> Duration {
+        match self {
+            Spin::Exponential => SPIN_RAMP + SPIN_MAX_SLEEP,
+            Spin::Constant1Ms => SPIN_CONSTANT,
+        }
+    }
+}
+
 /// What is contended for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Subject {
     Lock(LockKind),
+    /// The library's spin lock, watchdog lease.
+    Spin(Spin),
     /// A `Semaphore` of one permit.
     Semaphore,
     /// A `PermitExpirableSemaphore` of one permit, watchdog lease.
@@ -67,6 +107,8 @@ impl Subject {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Subject::Lock(kind) => kind.as_str(),
+            Subject::Spin(Spin::Exponential) => "spin",
+            Subject::Spin(Spin::Constant1Ms) => "spin-constant-1ms",
             Subject::Semaphore => "semaphore",
             Subject::Permits => "permits",
             Subject::Peer(Peer::Rlock) => "rlock",
@@ -77,6 +119,8 @@ impl Subject {
 
     pub(crate) fn parse(subject: &str) -> Subject {
         match subject {
+            "spin" => Subject::Spin(Spin::Exponential),
+            "spin-constant-1ms" => Subject::Spin(Spin::Constant1Ms),
             "semaphore" => Subject::Semaphore,
             "permits" => Subject::Permits,
             "rlock" => Subject::Peer(Peer::Rlock),
@@ -147,6 +191,9 @@ impl Process {
         match (&self.handle, self.subject) {
             (Handle::Library(client), Subject::Lock(kind)) => {
                 Box::new(LibraryLock { lock: kind.handle(client, name.to_string()), guard: None })
+            }
+            (Handle::Library(client), Subject::Spin(spin)) => {
+                Box::new(LibraryLock { lock: client.spin_lock(name).with_backoff(spin.backoff()).into(), guard: None })
             }
             (Handle::Library(client), Subject::Semaphore) => {
                 let semaphore = client.semaphore(name);

@@ -76,8 +76,9 @@ impl HandoffRig {
 
     /// Until the child waits where a release will wake it: subscribed to the lock's channel
     /// (plain) or the semaphore's, or queued and subscribed to its own channel (fair). A
-    /// peer's waiter polls and cannot be seen waiting: the release comes at a random moment
-    /// of its poll interval instead.
+    /// peer's waiter or a spin lock's polls and cannot be seen waiting: the release comes at
+    /// a random moment of its poll interval instead (of the spin lock's
+    /// [`release_window`](crate::experiments::contenders::Spin::release_window)).
     fn wait_until_parked(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         let conn = &mut self.raw;
@@ -101,11 +102,16 @@ impl HandoffRig {
                 queued >= 1 && !own.is_empty()
             }
             Subject::Lock(LockKind::Read) => unreachable!("no read hand-off"),
-            Subject::Peer(_) => unreachable!("a polling waiter is not seen parked"),
+            Subject::Peer(_) | Subject::Spin(_) => unreachable!("a polling waiter is not seen parked"),
         };
-        if let Subject::Peer(peer) = self.subject {
-            let interval = u64::try_from(peer.poll_interval().as_micros()).expect("poll interval in µs");
-            thread::sleep(Duration::from_micros(rand::rng().random_range(0..interval)));
+        let polling = match self.subject {
+            Subject::Peer(peer) => Some(peer.poll_interval()),
+            Subject::Spin(spin) => Some(spin.release_window()),
+            _ => None,
+        };
+        if let Some(window) = polling {
+            let window = u64::try_from(window.as_micros()).expect("poll interval in µs");
+            thread::sleep(Duration::from_micros(rand::rng().random_range(0..window)));
             return;
         }
         while !parked(conn) {
@@ -140,7 +146,8 @@ pub(crate) fn measure_handoff_blocks(
         })
         .collect();
     for rig in &mut rigs {
-        let warmup = if matches!(rig.subject, Subject::Peer(_)) { POLLING_WARMUP } else { HANDOFF_WARMUP };
+        let polls = matches!(rig.subject, Subject::Peer(_) | Subject::Spin(_));
+        let warmup = if polls { POLLING_WARMUP } else { HANDOFF_WARMUP };
         for _ in 0..warmup {
             rig.round();
         }
