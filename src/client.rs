@@ -147,7 +147,7 @@ impl Client {
 
     /// A group lock over `values` of the group `group` (its Redis key), Redisson's
     /// `RedissonFasterMultiLock`: all values taken or none, in one round trip. The values
-    /// are hashed here (no I/O); bad ones (none, more than 10,000, one twice) are
+    /// are hashed here (no I/O); bad ones (none, more than 1,000, one twice) are
     /// `InvalidInput` from every call on the handle, before anything is sent.
     #[must_use]
     pub fn group_lock<V: AsRef<[u8]>>(

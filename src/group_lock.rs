@@ -32,7 +32,7 @@ use crate::watch::LeaseWatch;
 /// strings; Redisson's default codec, Kryo5, encodes a string otherwise).
 ///
 /// Bad input is `InvalidInput` from every call, before anything is sent: no value, more than
-/// 10,000 values, a value named twice.
+/// [`MAX_GROUP_VALUES`](crate::MAX_GROUP_VALUES) (1,000) values, a value named twice.
 ///
 /// ```no_run
 /// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;

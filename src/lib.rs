@@ -107,7 +107,7 @@ pub use config::{
     DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL, DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE,
     DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET, DEFAULT_WATCHDOG_TIMEOUT,
 };
-pub use engine::LeaseState;
+pub use engine::{LeaseState, MAX_GROUP_VALUES};
 pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;
 pub use fair_lock::FairLock;

@@ -233,7 +233,7 @@ fn ten_values_are_one_round_trip_and_force_unlock_frees_them() {
     assert_eq!(guard.unlock().expect_err("force-unlocked").kind(), ErrorKind::NotHeld);
 }
 
-/// No value, a value twice, more than 10,000 values, a bad lease, a bad name: every call is
+/// No value, a value twice, more than `MAX_GROUP_VALUES` (1,000) values, a bad lease, a bad name: every call is
 /// `InvalidInput` before anything is sent.
 ///
 /// Breaks if a bad group reaches Redis (a duplicate would count one value twice).
@@ -242,7 +242,7 @@ fn bad_groups_are_refused_before_anything_is_sent() {
     let server = RedisServer::start();
     let client = client(&server);
     let mut conn = server.conn();
-    let too_many: Vec<String> = (0..10_001).map(|n| n.to_string()).collect();
+    let too_many: Vec<String> = (0..=redlease::MAX_GROUP_VALUES).map(|n| n.to_string()).collect();
     let bad = [
         ("no value", client.group_lock("g", Vec::<&str>::new())),
         ("a value twice", client.group_lock("g", ["a", "b", "a"])),

@@ -17,6 +17,7 @@ mod undos;
 
 pub(crate) use acquire::{Request, Wait, acquire, attempt_within, deadline_after, prepare, ready};
 pub(crate) use core::Engine;
+pub use group::MAX_GROUP_VALUES;
 pub(crate) use group::{
     GroupHold, Values as GroupValues, acquire as acquire_group, force_unlock as force_unlock_group,
     held as held_in_group,

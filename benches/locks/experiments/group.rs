@@ -17,7 +17,7 @@ use crate::stats::{PairOp, PairStats, Summary, measure_pairs, reset_server_stats
 /// The numbers of values compared.
 pub(crate) const GROUP_SIZES: [usize; 3] = [1, 10, 100];
 /// The most values a group lock takes.
-pub(crate) const LARGEST_GROUP: usize = 10_000;
+pub(crate) const LARGEST_GROUP: usize = redlease::MAX_GROUP_VALUES;
 /// Pairs of the largest group made before the measured ones.
 const LARGEST_WARMUP: usize = 3;
 /// µs per tick of `/proc/<pid>/stat` (USER_HZ 100).
