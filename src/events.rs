@@ -5,6 +5,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::activity::Activity;
 use crate::error::Error;
 
 /// Receives what happens inside a [`Client`](crate::Client) that no call returns.
@@ -87,23 +88,41 @@ impl LockEvents for NoEvents {}
 /// The configured receiver, as the library calls it: a panic inside a hook is caught and
 /// dropped, so user code cannot take down the renewal or subscriber thread, nor turn a
 /// guard's drop during unwinding into an abort.
+///
+/// It also counts what it reports, and carries the client's [`Activity`]: every part of
+/// the client that reports events can count there too.
 #[derive(Clone)]
-pub(crate) struct Events(Arc<dyn LockEvents>);
+pub(crate) struct Events {
+    receiver: Arc<dyn LockEvents>,
+    activity: Arc<Activity>,
+}
 
 impl Events {
     pub(crate) fn new(receiver: Arc<dyn LockEvents>) -> Events {
-        Events(receiver)
+        Events { receiver, activity: Arc::default() }
     }
 
     pub(crate) fn none() -> Events {
-        Events(Arc::new(NoEvents))
+        Events::new(Arc::new(NoEvents))
+    }
+
+    /// The same receiver, counting afresh (each client counts its own).
+    pub(crate) fn counting_afresh(&self) -> Events {
+        Events { receiver: Arc::clone(&self.receiver), activity: Arc::default() }
+    }
+
+    /// Where the client counts what its calls and leases did.
+    pub(crate) fn activity(&self) -> &Activity {
+        &self.activity
     }
 
     pub(crate) fn lease_lost(&self, lock: &str) {
+        self.activity.lease_lost();
         self.call(|e| e.lease_lost(lock));
     }
 
     pub(crate) fn renewal_failed(&self, error: &Error) {
+        self.activity.renewal_failed();
         self.call(|e| e.renewal_failed(error));
     }
 
@@ -116,6 +135,7 @@ impl Events {
     }
 
     pub(crate) fn release_failed(&self, lock: &str, error: &Error) {
+        self.activity.release_failed();
         self.call(|e| e.release_failed(lock, error));
     }
 
@@ -129,6 +149,6 @@ impl Events {
 
     fn call(&self, hook: impl FnOnce(&dyn LockEvents)) {
         // The receiver is only read through `&self`; whatever it left half-done is its own.
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| hook(&*self.0)));
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| hook(&*self.receiver)));
     }
 }

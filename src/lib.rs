@@ -84,6 +84,7 @@ mod kind;
 // Transport: connections, the subscriber, and which connection serves a key.
 mod transport;
 // Foundation: settings, events, threads.
+mod activity;
 mod background;
 mod config;
 mod events;
@@ -94,6 +95,7 @@ mod backoff;
 mod clock;
 mod error;
 mod highway;
+mod histogram;
 mod keys;
 mod owner;
 mod replica_view;
@@ -114,6 +116,7 @@ pub use fair_lock::FairLock;
 pub use fenced_lock::FencedLock;
 pub use group_lock::{GroupGuard, GroupLock};
 pub use guard::{GuardMode, LockGuard, Sendable, ThreadBound};
+pub use histogram::DurationHistogram;
 pub use interrupt::Interrupter;
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;

@@ -26,6 +26,7 @@ mod semaphores;
 mod sendable;
 mod sentinel;
 mod spin;
+mod stats;
 mod stop_in_time;
 mod support;
 mod support_selftest;

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::activity::Outcome;
 use crate::backoff::BackOff;
 use crate::clock;
 use crate::engine::core::Engine;
@@ -293,11 +294,43 @@ pub(crate) enum Attempt<T> {
 
 /// The spin lock's wait loop: no subscription, no message; between attempts, the sleeps of
 /// `backoff` (Redisson's), each cut to the caller's deadline, and ended by an interrupt.
+/// Counted as an acquisition.
 pub(crate) fn spin_for<T>(
     engine: &Engine,
     backoff: BackOff,
     wait: Wait,
+    attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    counted(engine, wait, |waited| spin_loop(engine, backoff, wait, attempt, waited))
+}
+
+/// Runs a wait loop (told to say whether it waited) and counts how the acquisition ended.
+fn counted<T>(
+    engine: &Engine,
+    wait: Wait,
+    wait_loop: impl FnOnce(&mut bool) -> Result<Option<T>>,
+) -> Result<Option<T>> {
+    let started = Instant::now();
+    let mut waited = false;
+    let result = wait_loop(&mut waited);
+    let outcome = match &result {
+        Ok(Some(_)) if waited => Outcome::AfterWaiting(started.elapsed()),
+        Ok(Some(_)) => Outcome::AtOnce,
+        Ok(None) if matches!(wait, Wait::No) => Outcome::Busy,
+        Ok(None) => Outcome::TimedOut,
+        Err(err) if err.is_interrupted() => Outcome::Interrupted,
+        Err(_) => Outcome::Failed,
+    };
+    engine.config().events.activity().acquisition(outcome);
+    result
+}
+
+fn spin_loop<T>(
+    engine: &Engine,
+    backoff: BackOff,
+    wait: Wait,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
+    waited: &mut bool,
 ) -> Result<Option<T>> {
     let deadline = match wait {
         Wait::Until(deadline) => Some(deadline),
@@ -319,6 +352,7 @@ pub(crate) fn spin_for<T>(
     if !wait.waits() {
         return Ok(None);
     }
+    *waited = true;
     let mut sleeps = backoff.sleeps();
     loop {
         let now = Instant::now();
@@ -337,14 +371,27 @@ pub(crate) fn spin_for<T>(
     }
 }
 
-/// The wait loop. `waiting` names the channel to wait on, how its messages wake, and how
-/// many permits this waiter wants (1 for a lock); it is asked for only when the first
-/// attempt fails and the caller waits (an uncontended acquire never needs it).
+/// The wait loop of an acquisition, counted as one (see [`wait_loop`]).
 pub(crate) fn wait_for<T>(
     engine: &Engine,
     waiting: impl FnOnce() -> (String, Wake, u64),
     wait: Wait,
+    attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    counted(engine, wait, |waited| wait_loop(engine, waiting, wait, attempt, Some(waited)))
+}
+
+/// The wait loop. `waiting` names the channel to wait on, how its messages wake, and how
+/// many permits this waiter wants (1 for a lock); it is asked for only when the first
+/// attempt fails and the caller waits (an uncontended acquire never needs it). `waited`,
+/// when given, is set when the loop waits, and the wake-ups are counted: the loop of an
+/// acquisition.
+pub(crate) fn wait_loop<T>(
+    engine: &Engine,
+    waiting: impl FnOnce() -> (String, Wake, u64),
+    wait: Wait,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
+    mut waited: Option<&mut bool>,
 ) -> Result<Option<T>> {
     let deadline = match wait {
         Wait::Until(deadline) => Some(deadline),
@@ -377,6 +424,13 @@ pub(crate) fn wait_for<T>(
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(None);
     }
+    if let Some(waited) = waited.as_deref_mut() {
+        *waited = true;
+    }
+    // Wake-ups are counted for an acquisition's loop: wasted when the attempt after one
+    // finds the lock taken again.
+    let activity = waited.is_some().then(|| engine.config().events.activity());
+    let mut woken = false;
     let (channel, wake, weight) = waiting();
     let mut ticket = engine.topology().join(&channel, deadline, wake, weight, since)?;
     if interrupt::take() {
@@ -391,6 +445,9 @@ pub(crate) fn wait_for<T>(
             Some(ttl) => Attempt::Held { ttl },
             None => attempt()?,
         };
+        if let Some(activity) = activity.filter(|_| std::mem::take(&mut woken)) {
+            activity.woken(matches!(held, Attempt::Held { .. }));
+        }
         let ttl = match held {
             Attempt::Acquired(value) => {
                 ticket.acquired();
@@ -410,7 +467,7 @@ pub(crate) fn wait_for<T>(
             recheck = recheck.min(kind::REGISTRATION);
         }
         let until = clock::earliest(now.checked_add(recheck), deadline);
-        ticket.park(until);
+        woken = ticket.park(until);
         if interrupt::take() {
             return Err(Error::interrupted());
         }

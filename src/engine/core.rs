@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::activity::ActivityStats;
 use crate::clock;
 use crate::config::Config;
 use crate::engine::lease::{Lease, Span, Term};
@@ -45,13 +46,16 @@ pub(crate) struct EngineStats {
     pub(crate) renewals_scheduled: usize,
     pub(crate) renewal: RenewalCounters,
     pub(crate) subscriber: SubscriberStats,
+    pub(crate) activity: ActivityStats,
 }
 
 impl Engine {
     /// Checks the settings, connects (loading the scripts and checking the user's
     /// permissions) and starts the background threads.
-    pub(crate) fn start(url: &str, config: Config) -> Result<Engine> {
+    pub(crate) fn start(url: &str, mut config: Config) -> Result<Engine> {
         config.check()?;
+        // Each client counts its own, whichever builder it came from.
+        config.events = config.events.counting_afresh();
         let watchdog_millis = keys::lease_millis("watchdog timeout", config.watchdog_timeout)?;
         let fair_wait_millis = keys::lease_millis("fair wait timeout", config.fair_wait_timeout)?;
         let (topology, refused) = Topology::connect(url, &config, kind::prepare_server)?;
@@ -192,6 +196,7 @@ impl Engine {
             renewals_scheduled,
             renewal,
             subscriber: self.topology.subscriber_stats(),
+            activity: self.config.events.activity().snapshot(),
         }
     }
 

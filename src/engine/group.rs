@@ -89,6 +89,8 @@ pub(crate) struct GroupHold {
     lease: Arc<Lease>,
     term: Term,
     count: usize,
+    /// When they were taken, for the hold-time histogram.
+    since: Instant,
 }
 
 /// Takes every value of `values` in the group `group`, with `lease` (`None`: the
@@ -178,7 +180,7 @@ pub(crate) fn acquire(
     let lease = Arc::new(Lease::for_group(Arc::clone(group), owner, fields.to_owned()));
     let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
     engine.add_lease_of_its_own(&lease, term, sent);
-    Ok(Some(GroupHold { engine: Arc::clone(engine), lease, term, count: values.count() }))
+    Ok(Some(GroupHold { engine: Arc::clone(engine), lease, term, count: values.count(), since: Instant::now() }))
 }
 
 /// Releases `owner`'s values, best effort (an undo: nobody waits for its outcome).
@@ -247,6 +249,7 @@ impl GroupHold {
     pub(crate) fn release(self) -> Result<()> {
         let engine = &self.engine;
         let group = &*self.lease.name;
+        engine.config().events.activity().held(self.since.elapsed());
         engine.check_running().map_err(|e| e.on_lock(group))?;
         let valid_until = engine.end_lease_of_its_own(&self.lease, self.term, || {
             Error::new(ErrorKind::NotHeld, "the group's lease was lost before the release; nothing was sent")

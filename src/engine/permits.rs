@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
-use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
+use crate::engine::acquire::{Attempt, Wait, ready, wait_for, wait_loop};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
 use crate::engine::replicas::{Sync, Unconfirmed};
@@ -157,6 +157,8 @@ pub(crate) struct PermitHold {
     engine: Arc<Engine>,
     lease: Arc<Lease>,
     term: Term,
+    /// When they were taken, for the hold-time histogram.
+    since: Instant,
 }
 
 /// Takes `permits` of the permit-expirable semaphore `name`, each with `lease` (`None`: the
@@ -243,7 +245,7 @@ pub(crate) fn acquire_expirable(
     let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
     let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
     engine.add_lease_of_its_own(&lease, term, sent);
-    Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term }))
+    Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term, since: Instant::now() }))
 }
 
 impl PermitHold {
@@ -291,6 +293,7 @@ impl PermitHold {
     pub(crate) fn release(self) -> Result<()> {
         let engine = &self.engine;
         let name = &*self.lease.name;
+        engine.config().events.activity().held(self.since.elapsed());
         engine.check_running().map_err(|e| e.on_semaphore(name))?;
         engine.end_lease_of_its_own(&self.lease, self.term, || {
             Error::new(ErrorKind::NotHeld, "the permits' lease was lost before the release; nothing was sent")
@@ -331,6 +334,7 @@ pub(crate) fn await_latch(engine: &Engine, name: &Arc<str>, wait: Wait) -> Resul
             _ => Ok(Attempt::Held { ttl: None }),
         }
     };
-    let opened = wait_for(engine, || (keys::latch_channel(name), Wake::Latch, 1), wait, attempt);
+    // Not an acquisition: not counted as one.
+    let opened = wait_loop(engine, || (keys::latch_channel(name), Wake::Latch, 1), wait, attempt, None);
     Ok(opened.map_err(|e| e.on_latch(name))?.is_some())
 }

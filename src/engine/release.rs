@@ -21,6 +21,8 @@ pub(crate) struct Hold {
     /// Renewed by the watchdog, or until a fixed end.
     term: Term,
     token: Option<u64>,
+    /// When it was recorded (just after the grant), for the hold-time histogram.
+    since: Instant,
 }
 
 /// A release whose local bookkeeping is done and whose request is still to be sent; it may
@@ -37,7 +39,7 @@ pub(crate) struct PendingRelease {
 
 impl Hold {
     pub(crate) fn new(engine: Arc<Engine>, lease: Arc<Lease>, kind: Kind, term: Term, token: Option<u64>) -> Hold {
-        Hold { engine, lease, kind, term, token }
+        Hold { engine, lease, kind, term, token, since: Instant::now() }
     }
 
     /// The fencing token of a fenced lock's grant.
@@ -78,6 +80,7 @@ impl Hold {
     pub(crate) fn begin_release(self) -> Result<PendingRelease> {
         let engine = &self.engine;
         let name = &*self.lease.name;
+        engine.config().events.activity().held(self.since.elapsed());
         engine.check_running().map_err(|e| e.on_lock(name))?;
         let mut inner = self.lease.lock();
         let was_live = inner.is_live();

@@ -1,0 +1,119 @@
+//! `Client::stats()`: acquisitions counted by how they ended, the time waited and held,
+//! losses and wake-ups, as a service would export them.
+
+use std::thread;
+use std::time::Duration;
+
+use redlease::Interrupter;
+
+use crate::helpers::*;
+use crate::support::server::RedisServer;
+
+/// One acquisition of each outcome, and the counters move by exactly one each; the waits
+/// and holds land in the histograms' right buckets; a release wakes a waiter (a wake-up,
+/// not wasted); a lease force-unlocked under its guard is counted as lost; a failed
+/// acquisition (the server gone) is counted as failed, and bad input is not counted.
+///
+/// Breaks if an outcome is counted under another, twice, or not at all.
+#[test]
+fn acquisitions_are_counted_by_outcome_with_their_waits_and_holds() {
+    let mut server = RedisServer::start();
+    let client =
+        client_with(&server, |b| b.watchdog_timeout(Duration::from_secs(1)).retry_budget(Duration::from_millis(300)));
+    let lock = client.lock("counted");
+    let base = client.stats();
+    assert_eq!(base.acquired_at_once + base.busy + base.timed_out + base.failed, 0, "a new client counted nothing");
+
+    // At once, held for 300 ms.
+    let guard = lock.try_lock().unwrap().expect("free");
+    assert_eq!(client.stats().acquired_at_once, 1);
+    // Busy and timed out, from another thread (the lock is reentrant for this one).
+    let other = lock.clone();
+    thread::spawn(move || {
+        assert!(other.try_lock().unwrap().is_none());
+        assert!(other.try_lock_for(Duration::from_millis(100)).unwrap().is_none());
+    })
+    .join()
+    .unwrap();
+    let stats = client.stats();
+    assert_eq!((stats.busy, stats.timed_out), (1, 1));
+    // After waiting about 300 ms, woken by the release.
+    let waiting = lock.clone();
+    let waiter = thread::spawn(move || {
+        let guard = waiting.try_lock_for(Duration::from_secs(10)).unwrap().expect("woken");
+        drop(guard);
+    });
+    thread::sleep(Duration::from_millis(300));
+    drop(guard);
+    waiter.join().unwrap();
+    let stats = client.stats();
+    assert_eq!(stats.acquired_after_waiting, 1, "{stats:?}");
+    assert_eq!(stats.wait_time.count(), 1);
+    let waited = stats.wait_time.quantile(0.5).unwrap();
+    assert!(
+        waited >= Duration::from_millis(256) && waited <= Duration::from_millis(1024),
+        "waited ~300 ms: {waited:?}"
+    );
+    assert_eq!(stats.hold_time.count(), 2, "two guards let go");
+    assert!(stats.hold_time.quantile(1.0).unwrap() >= Duration::from_millis(256), "one held ~300 ms");
+    assert!(stats.wake_ups >= 1, "the waiter was woken by the release: {stats:?}");
+    assert_eq!(stats.wasted_wake_ups, 0, "and its attempt got the lock");
+
+    // Interrupted.
+    let held = lock.lock().unwrap();
+    let waiting = lock.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = thread::spawn(move || {
+        tx.send(Interrupter::current()).unwrap();
+        waiting.lock().expect_err("interrupted")
+    });
+    let interrupter = rx.recv().unwrap();
+    thread::sleep(Duration::from_millis(100));
+    interrupter.interrupt();
+    assert!(waiter.join().unwrap().is_interrupted());
+    assert_eq!(client.stats().interrupted, 1);
+
+    // Lost: force-unlocked under the guard; the renewal finds it gone.
+    assert!(lock.force_unlock().unwrap());
+    assert!(wait_until(Duration::from_secs(5), || client.stats().leases_lost == 1), "{:?}", client.stats());
+    drop(held);
+
+    // Bad input is not counted; a failure once the request went out is.
+    let before = client.stats();
+    assert!(client.lock("").try_lock().unwrap_err().is_invalid_input());
+    server.kill();
+    assert!(lock.try_lock().is_err(), "the server is gone");
+    let after = client.stats();
+    assert_eq!(after.failed - before.failed, 1, "{after:?}");
+    assert_eq!(after.acquired_at_once + after.busy, before.acquired_at_once + before.busy, "nothing else moved");
+}
+
+/// Wake-ups that find the lock taken again are counted as wasted: a release that wakes a
+/// waiter while a third thread barges in first.
+///
+/// Breaks if a wake-up whose attempt finds the lock held is not counted as wasted.
+#[test]
+fn a_wake_up_that_finds_the_lock_taken_again_is_wasted() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let lock = client.semaphore("wasted");
+    assert!(lock.try_set_permits(1).unwrap());
+    let permit = lock.acquire(1).unwrap();
+    let waiting = lock.clone();
+    let waiter = thread::spawn(move || waiting.try_acquire_for(1, Duration::from_secs(3)).unwrap().is_some());
+    let mut conn = server.conn();
+    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, "redisson_sc:{wasted}") >= 1));
+    thread::sleep(Duration::from_millis(100));
+    // A permit given back and taken again at once, in one script, by someone else: the
+    // message wakes the waiter, whose attempt finds none.
+    let _: () = redis::cmd("EVAL")
+        .arg("redis.call('publish', KEYS[2], 1); return nil")
+        .arg(2)
+        .arg("wasted")
+        .arg("redisson_sc:{wasted}")
+        .query(&mut conn)
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || client.stats().wasted_wake_ups >= 1), "{:?}", client.stats());
+    drop(permit);
+    assert!(waiter.join().unwrap(), "then served by the real release");
+}
