@@ -70,10 +70,8 @@ struct State {
 /// let interrupter = rx.recv().expect("sent");
 /// std::thread::sleep(Duration::from_millis(100));
 /// interrupter.interrupt();
-/// match waiter.join().expect("the waiter") {
-///     Err(err) if err.is_interrupted() => println!("stopped waiting"),
-///     other => println!("{other:?}"),
-/// }
+/// let outcome = waiter.join().expect("the waiter");
+/// assert!(outcome.is_err_and(|err| err.is_interrupted()), "it stopped waiting");
 /// # Ok::<(), redlease::Error>(())
 /// ```
 #[derive(Clone)]

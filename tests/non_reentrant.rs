@@ -58,6 +58,29 @@ fn owner_of(conn: &mut redis::Connection, name: &str, client: &Client) -> String
     fields.into_iter().find(|f| f.starts_with(client.id())).expect("the client's field")
 }
 
+/// A waiting thread, and where it says whether it got the lock and when it returned.
+type Parked = (thread::JoinHandle<()>, mpsc::Receiver<(Result<bool, String>, Instant)>);
+
+/// A thread that waits up to 20 s for `lock`.
+fn waiter(lock: AnyLock) -> Parked {
+    let (tx, rx) = mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let got = lock.try_lock_for(Duration::from_secs(20)).map(|g| g.is_some());
+        tx.send((got.map_err(|e| e.to_string()), Instant::now())).unwrap();
+    });
+    (waiter, rx)
+}
+
+/// The waiter got the lock within 3 s of `released_at` (woken by the release, well before
+/// the holder's 30 s lease could run out).
+fn assert_woken(waiter: Parked, released_at: Instant) {
+    let (handle, rx) = waiter;
+    let (got, at) = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter returns");
+    assert_eq!(got, Ok(true), "the waiter got the lock");
+    assert!(at.duration_since(released_at) < Duration::from_secs(3), "woken by the release");
+    handle.join().unwrap();
+}
+
 /// Every way a thread that holds a non-reentrant lock can ask for it again is
 /// `WouldDeadlock` at once, with nothing sent; another thread just finds it held; a
 /// reentrant lock of the same name held by the thread counts too (it is the same hash
@@ -124,12 +147,7 @@ fn redissons_non_reentrant_scripts_and_redlease_exclude_and_wake_each_other() {
     // Redisson holds: redlease finds it busy, parks, and Redisson's release wakes it.
     assert_eq!(redisson_acquire(&mut conn, "nr-y", JAVA_OWNER).expect("Java acquires"), None);
     assert!(client.non_reentrant_lock("nr-y").try_lock().expect("busy").is_none());
-    let (tx, rx) = mpsc::channel();
-    let lock = client.non_reentrant_lock("nr-y");
-    let waiter = thread::spawn(move || {
-        let got = lock.try_lock_for(Duration::from_secs(20)).map(|g| g.is_some());
-        tx.send((got.map_err(|e| e.to_string()), Instant::now())).unwrap();
-    });
+    let parked = waiter(client.non_reentrant_lock("nr-y").into());
     assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parked");
     let released_at = Instant::now();
     let freed: i64 = redis::cmd("EVAL")
@@ -146,10 +164,7 @@ fn redissons_non_reentrant_scripts_and_redlease_exclude_and_wake_each_other() {
         .query(&mut conn)
         .expect("Java releases");
     assert_eq!(freed, 1);
-    let (got, at) = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter returns");
-    assert_eq!(got, Ok(true), "the waiter got the lock");
-    assert!(at.duration_since(released_at) < Duration::from_secs(3), "woken by the release");
-    waiter.join().unwrap();
+    assert_woken(parked, released_at);
 }
 
 /// The fair variant: Redisson's fair non-reentrant acquire and redlease's queue in one
@@ -176,12 +191,7 @@ fn redissons_fair_non_reentrant_scripts_and_redlease_share_a_queue() {
     );
 
     // Java holds; redlease's waiter queues, and Java's release wakes it on its own channel.
-    let (tx, rx) = mpsc::channel();
-    let lock = client.non_reentrant_fair_lock("nrf-x");
-    let waiter = thread::spawn(move || {
-        let got = lock.try_lock_for(Duration::from_secs(20)).map(|g| g.is_some());
-        tx.send((got.map_err(|e| e.to_string()), Instant::now())).unwrap();
-    });
+    let parked = waiter(client.non_reentrant_fair_lock("nrf-x").into());
     assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, "redisson_lock_queue:{nrf-x}") == 1), "queued");
     let released_at = Instant::now();
     let freed: i64 = redis::cmd("EVAL")
@@ -201,10 +211,8 @@ fn redissons_fair_non_reentrant_scripts_and_redlease_share_a_queue() {
         .query(&mut conn)
         .expect("Java releases");
     assert_eq!(freed, 1);
-    let (got, at) = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter returns");
-    assert_eq!(got, Ok(true), "redlease's head got the lock");
-    assert!(at.duration_since(released_at) < Duration::from_secs(3), "woken on its own channel");
-    waiter.join().unwrap();
+    // Woken on its own channel: the fair release publishes nowhere else.
+    assert_woken(parked, released_at);
 }
 
 /// A hold of the thread's own owner that Redis still has after the client let go of it (a

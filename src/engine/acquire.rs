@@ -48,6 +48,36 @@ impl Wait {
     pub(crate) fn waits(self) -> bool {
         !matches!(self, Wait::No)
     }
+
+    /// The caller's deadline, if it set one.
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(deadline) => Some(deadline),
+            Wait::No | Wait::Forever => None,
+        }
+    }
+}
+
+/// What both wait loops begin with: a wait (not a single attempt) that another thread
+/// interrupted before it began fails at once; then `attempt`, tried again when it could not
+/// reach Redis within the retry budget and the caller's deadline (an uncertain attempt was
+/// undone first), an interrupt ending the pauses between tries.
+fn begin_waiting<T>(
+    engine: &Engine,
+    wait: Wait,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<impl FnMut() -> Result<Attempt<T>>> {
+    if wait.waits() && interrupt::take() {
+        return Err(Error::interrupted());
+    }
+    let deadline = wait.deadline();
+    Ok(move || {
+        if wait.waits() {
+            with_retries_interruptibly(engine, deadline, |_| attempt())
+        } else {
+            with_retries(engine, deadline, |_| attempt())
+        }
+    })
 }
 
 /// The deadline `timeout` from now: `InvalidInput` when it overflows the clock (`lock()`
@@ -329,23 +359,11 @@ fn spin_loop<T>(
     engine: &Engine,
     backoff: BackOff,
     wait: Wait,
-    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+    attempt: impl FnMut() -> Result<Attempt<T>>,
     waited: &mut bool,
 ) -> Result<Option<T>> {
-    let deadline = match wait {
-        Wait::Until(deadline) => Some(deadline),
-        Wait::No | Wait::Forever => None,
-    };
-    if wait.waits() && interrupt::take() {
-        return Err(Error::interrupted());
-    }
-    let mut attempt = move || {
-        if wait.waits() {
-            with_retries_interruptibly(engine, deadline, |_| attempt())
-        } else {
-            with_retries(engine, deadline, |_| attempt())
-        }
-    };
+    let deadline = wait.deadline();
+    let mut attempt = begin_waiting(engine, wait, attempt)?;
     if let Attempt::Acquired(value) = attempt()? {
         return Ok(Some(value));
     }
@@ -390,27 +408,11 @@ pub(crate) fn wait_loop<T>(
     engine: &Engine,
     waiting: impl FnOnce() -> (String, Wake, u64),
     wait: Wait,
-    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+    attempt: impl FnMut() -> Result<Attempt<T>>,
     mut waited: Option<&mut bool>,
 ) -> Result<Option<T>> {
-    let deadline = match wait {
-        Wait::Until(deadline) => Some(deadline),
-        Wait::No | Wait::Forever => None,
-    };
-    // A wait (not a single attempt) that another thread interrupted before it began fails
-    // at once.
-    if wait.waits() && interrupt::take() {
-        return Err(Error::interrupted());
-    }
-    // An attempt that could not reach Redis is tried again within the retry budget (an
-    // uncertain one was undone first); an interrupt ends the pauses between tries.
-    let mut attempt = move || {
-        if wait.waits() {
-            with_retries_interruptibly(engine, deadline, |_| attempt())
-        } else {
-            with_retries(engine, deadline, |_| attempt())
-        }
-    };
+    let deadline = wait.deadline();
+    let mut attempt = begin_waiting(engine, wait, attempt)?;
     // What the subscribers had read before the first attempt: a subscription confirmed,
     // and silent, since then has missed nothing after it.
     let since = engine.topology().message_seq();

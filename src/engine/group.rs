@@ -117,8 +117,8 @@ pub(crate) fn acquire(
             let (group, owner, fields, undos) =
                 (group.to_string(), owner.clone(), fields.to_owned(), Arc::clone(engine.undos()));
             Box::new(move |conn| {
-                let key = group.clone();
-                undos::hand_off(&undos, &key, &owner.clone(), conn, move |mut conn| {
+                let (key, who) = (group.clone(), owner.clone());
+                undos::hand_off(&undos, &key, &who, conn, move |mut conn| {
                     if conn.set_read_timeout(Some(command_timeout)).is_ok() {
                         let _ = group::release(&mut conn, &group, &owner, &fields);
                     }
