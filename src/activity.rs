@@ -40,6 +40,9 @@ pub(crate) struct Activity {
     wasted_wake_ups: AtomicU64,
     wait_time: Histogram,
     hold_time: Histogram,
+    /// Acquisitions under way plus holds granted and not yet let go: while it is above
+    /// zero the client holds or waits for something, and keeps its announcement alive.
+    active: AtomicU64,
 }
 
 /// A snapshot of [`Activity`].
@@ -65,7 +68,28 @@ fn bump(counter: &AtomicU64) {
 }
 
 impl Activity {
+    /// An acquisition begins (it ends with [`acquisition`](Activity::acquisition)).
+    pub(crate) fn began(&self) {
+        // SeqCst, with the renewal thread's `announcing` flag: see `Renewer::announce_soon`.
+        self.active.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether an acquisition is under way or a hold is not let go yet.
+    pub(crate) fn is_active(&self) -> bool {
+        self.active.load(Ordering::SeqCst) > 0
+    }
+
+    fn became_inactive_by_one(&self) {
+        // Never below zero, whatever the order of calls.
+        let _ = self.active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// How an acquisition that [`began`](Activity::began) ended: a grant stays active
+    /// until its hold is let go ([`held`](Activity::held)).
     pub(crate) fn acquisition(&self, outcome: Outcome) {
+        if !matches!(outcome, Outcome::AtOnce | Outcome::AfterWaiting(_)) {
+            self.became_inactive_by_one();
+        }
         match outcome {
             Outcome::AtOnce => bump(&self.at_once),
             Outcome::AfterWaiting(waited) => {
@@ -82,6 +106,7 @@ impl Activity {
     /// A guard let go of what it held for `held`.
     pub(crate) fn held(&self, held: Duration) {
         self.hold_time.record(held);
+        self.became_inactive_by_one();
     }
 
     pub(crate) fn lease_lost(&self) {
@@ -153,5 +178,25 @@ mod tests {
         assert_eq!(s.wait_time.sum(), Duration::from_millis(3));
         assert_eq!((s.wake_ups, s.wasted_wake_ups, s.leases_lost), (2, 1, 1));
         assert_eq!((s.renewals_failed, s.releases_failed), (0, 0));
+    }
+
+    #[test]
+    fn active_from_an_acquisition_to_the_end_of_its_hold() {
+        let a = Activity::default();
+        assert!(!a.is_active());
+        a.began();
+        assert!(a.is_active());
+        a.acquisition(Outcome::Busy);
+        assert!(!a.is_active(), "a refused acquisition ends it");
+        a.began();
+        a.began();
+        a.acquisition(Outcome::AtOnce);
+        a.acquisition(Outcome::TimedOut);
+        assert!(a.is_active(), "the grant is held");
+        a.held(Duration::from_millis(1));
+        assert!(!a.is_active());
+        a.held(Duration::from_millis(1));
+        a.began();
+        assert!(a.is_active(), "an extra end never goes below zero");
     }
 }

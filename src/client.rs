@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::engine::{Engine, GroupValues, with_retries};
+use crate::engine::{self, Engine, GroupValues, with_retries};
 use crate::error::Result;
 use crate::events::{Events, LockEvents};
 use crate::fair_lock::FairLock;
@@ -14,6 +14,8 @@ use crate::fenced_lock::FencedLock;
 use crate::group_lock::GroupLock;
 use crate::handle::Handle;
 use crate::histogram::DurationHistogram;
+use crate::identity::ClientIdentity;
+use crate::inspection::LockInfo;
 use crate::kind::Kind;
 use crate::latch::CountDownLatch;
 use crate::lock::Lock;
@@ -269,6 +271,58 @@ impl Client {
         with_retries(&self.engine, None, |_| {
             self.engine.pool_for(key).run_once("running the caller's commands", |conn| f(conn))
         })
+    }
+
+    /// What Redis holds for `name` right now, read in one script call that writes
+    /// nothing: its kind as the layout shows it, its holders with their hold counts and
+    /// clients, the lease left, a fair lock's queue with positions and deadlines, a fenced
+    /// lock's last token, a semaphore's permits available and taken, and how many clients
+    /// wait on its channel. A lock nobody holds reads with no holders (a key that is not a
+    /// lock: [`LockInfo::is_foreign`]).
+    ///
+    /// A holder's [`client`](crate::Holder::client) is what its client announced of
+    /// itself (host, pid, program, since when, version): redlease clients announce
+    /// themselves while they hold or wait for something; a Redisson client's is `None`.
+    ///
+    /// ```no_run
+    /// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
+    /// let info = client.inspect("nightly-report")?;
+    /// for holder in &info.holders {
+    ///     let who = holder.client.as_ref().map_or("an unknown client".to_owned(), |c| format!("pid {} on {}", c.pid, c.host));
+    ///     assert!(!who.is_empty());
+    /// }
+    /// # Ok::<(), redlease::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a name the locks refuse; otherwise as
+    /// [`with_connection`](Client::with_connection).
+    pub fn inspect(&self, name: &str) -> Result<LockInfo> {
+        engine::inspect(&self.engine, name)
+    }
+
+    /// The locks, semaphores and group locks whose names match `pattern` (Redis's glob
+    /// syntax: `*`, `?`, `[a-z]`, `\` to escape), inspected as [`inspect`](Client::inspect)
+    /// does, by name. Every master is scanned with `SCAN` (never `KEYS`): the cost grows
+    /// with the keys in the database, not only the matches, so list with a pattern where
+    /// the database holds much else. The keys the library keeps beside a lock (queues,
+    /// tokens, announcements) are left out, and so is whatever is not a lock.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an empty pattern or one longer than
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN); otherwise as
+    /// [`with_connection`](Client::with_connection).
+    pub fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        engine::locks(&self.engine, pattern)
+    }
+
+    /// What this client announces of itself while it holds or waits for something (in
+    /// the key `redlease_client:{<id>}`, expiring a watchdog timeout after its last
+    /// refresh): what [`inspect`](Client::inspect) shows beside its owner fields.
+    pub fn identity(&self) -> &ClientIdentity {
+        self.engine.identity()
     }
 
     /// Whether [`shutdown`](Client::shutdown) was called.

@@ -1,6 +1,6 @@
 //! The documents of record, published with the crate so that they read on docs.rs as in the
 //! repository's `docs/`: how redlease is built and why, what it promises under which faults
-//! (measured), how to deploy it, what it costs, and its command line. Nothing to call here.
+//! (measured), how to deploy it, how to operate it, what it costs, and its command line. Nothing to call here.
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {}
@@ -16,3 +16,6 @@ pub mod performance {}
 
 #[doc = include_str!("../docs/cli.md")]
 pub mod cli {}
+
+#[doc = include_str!("../docs/operating.md")]
+pub mod operating {}

@@ -85,6 +85,12 @@ pub(crate) fn lock_channel_of(channel: &str, token: &str) -> Option<(String, Bes
     Some((format!("{LOCK_CHANNEL}{tail}"), Beside::Wake))
 }
 
+/// The key a client announces itself in (see `identity`): `redlease_client:{<id>}`, under
+/// a prefix of its own beside Redisson's keys, never inside them.
+pub(crate) fn identity_key(client_id: &str) -> String {
+    format!("redlease_client:{{{client_id}}}")
+}
+
 /// Channel on which a semaphore (either kind) tells how many permits are available.
 pub(crate) fn semaphore_channel(name: &str) -> String {
     prefixed("redisson_sc", name)

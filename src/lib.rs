@@ -40,6 +40,15 @@
 //! [`Lock::try_lock_until`] wait at most so long. `Err` means the operation could not be
 //! carried out (Redis unreachable, a timeout, bad input, shutdown); see [`ErrorKind`].
 //!
+//! # Seeing into it
+//!
+//! [`Client::inspect`] reads a lock's holders (with each one's host, pid and program, as
+//! its client announced itself while it held or waited), lease, queue, token and permits,
+//! writing nothing; [`Client::locks`] lists them by name pattern; [`Client::stats`]
+//! counts acquisitions by outcome, waits and holds, losses and wake-ups. The `redlease`
+//! command line's `status` and `ls` print the same. [`guide::operating`] says what to
+//! watch and how to handle a stuck holder.
+//!
 //! # Guarantees
 //!
 //! While Redis is a single master that does not lose writes and the holder's process keeps
@@ -89,6 +98,8 @@ mod background;
 mod config;
 mod events;
 mod fan_out;
+mod identity;
+mod inspection;
 mod interrupt;
 // Pure: no I/O.
 mod backoff;
@@ -117,6 +128,8 @@ pub use fenced_lock::FencedLock;
 pub use group_lock::{GroupGuard, GroupLock};
 pub use guard::{GuardMode, LockGuard, Sendable, ThreadBound};
 pub use histogram::DurationHistogram;
+pub use identity::ClientIdentity;
+pub use inspection::{Holder, HolderRole, LISTED_PERMITS, LockInfo, LockKind, Permit, Waiter};
 pub use interrupt::Interrupter;
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;

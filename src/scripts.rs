@@ -162,12 +162,15 @@ pub(crate) static GROUP_HELD: Lua = script!("group_held.lua", with_prelude);
 /// Renew a batch of group-lock leases: see `lua/group_renew.lua`.
 pub(crate) static GROUP_RENEW: Lua = script!("group_renew.lua", batch);
 
+/// Read everything Redis keeps for one name, writing nothing: see `lua/inspect.lua`.
+pub(crate) static INSPECT: Lua = script!("inspect.lua");
+
 /// Which commands the client's user may not run: see `lua/check_permissions.lua`. Run once,
 /// when a client is built.
 pub(crate) static CHECK_PERMISSIONS: Lua = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static Lua; 28] {
+pub(crate) fn all() -> [&'static Lua; 29] {
     [
         &FENCED_ACQUIRE,
         &ACQUIRE,
@@ -197,5 +200,6 @@ pub(crate) fn all() -> [&'static Lua; 28] {
         &GROUP_FORCE_UNLOCK,
         &GROUP_HELD,
         &GROUP_RENEW,
+        &INSPECT,
     ]
 }

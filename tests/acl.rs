@@ -152,7 +152,11 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
     let both = MultiLock::new([AnyLock::from(client.lock("app:m1")), client.fair_lock("app:m2").into()]);
     both.lock().expect("multi-lock").unlock().expect("multi-lock release");
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
-    let mut left = left;
+    // The client's announcement expires a lease after its last refresh.
+    let announcement = format!("redlease_client:{{{}}}", client.id());
+    let ttl = pttl(&mut conn, &announcement);
+    assert!(ttl > 0 && ttl <= 300, "the announcement expires: {ttl}");
+    let mut left: Vec<String> = left.into_iter().filter(|k| *k != announcement).collect();
     left.sort();
     assert_eq!(
         left,
@@ -248,4 +252,40 @@ fn a_rule_without_pubsub_numsub_still_releases_and_wakes_by_message() {
     assert!(unlocked);
     let waited = at - released;
     assert!(waited < Duration::from_secs(2), "woken by the release, not the 5 s re-check: {waited:?}");
+}
+
+/// With the documented rule, a client announces itself and inspects and lists what it
+/// holds; without the announcement's key pattern it still locks and releases as ever
+/// (the refused announcement costs nothing and leaves nothing), and shows as unknown.
+///
+/// Breaks if the announcement is not covered by the rule, or if its refusal fails a lock
+/// operation or leaves a key behind.
+#[test]
+fn the_announcement_is_optional_in_the_rule() {
+    let rule = documented_rule();
+    let server = server_with(&rule);
+    let client = locker(&server);
+    let guard = client.lock("app:seen").lock().unwrap();
+    let mut conn = server.conn();
+    let key = format!("redlease_client:{{{}}}", client.id());
+    assert!(wait_until(Duration::from_secs(2), || exists(&mut conn, &key)), "announced under the rule");
+    let info = client.inspect("app:seen").unwrap();
+    assert_eq!(info.holders[0].client.as_ref().map(|c| c.pid), Some(std::process::id()));
+    assert_eq!(client.locks("app:*").unwrap().len(), 1);
+    guard.unlock().unwrap();
+
+    let server = server_with(&without(&rule, "~redlease_client:*"));
+    let client = locker(&server);
+    let mut conn = server.conn();
+    for _ in 0..3 {
+        let guard = client.lock("app:unseen").lock().unwrap();
+        // Long enough for the watchdog (300 ms) to renew, and the announcement to be retried.
+        thread::sleep(Duration::from_millis(400));
+        assert!(client.inspect("app:unseen").unwrap().holders[0].client.is_none(), "unknown");
+        guard.unlock().unwrap();
+    }
+    let keys: Vec<String> = redis::cmd("KEYS").arg("redlease_client:*").query(&mut conn).unwrap();
+    assert!(keys.is_empty(), "nothing written: {keys:?}");
+    let stats = client.stats();
+    assert_eq!((stats.renewals_failed, stats.leases_lost, stats.failed), (0, 0, 0), "{stats:?}");
 }

@@ -15,6 +15,7 @@ mod group;
 mod handoff;
 mod hazards;
 mod helpers;
+mod inspect;
 mod lock_basics;
 mod multi;
 mod nemesis;
@@ -47,6 +48,7 @@ const ROLES: &[&[support::child::Role]] = &[
     semaphores::ROLES,
     cluster::ROLES,
     failover_storm::ROLES,
+    inspect::ROLES,
 ];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with

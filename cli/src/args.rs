@@ -66,12 +66,28 @@ Examples:
   redlease status --json doc:7 queue-worker | jq '.[0].holders'
 
 Shows, for each name, whether it is held, by whom (owner field and hold count; readers
-and the writer of a read-write lock), the remaining lease, a fair lock's queue with each
-waiter's deadline, a fenced lock's last token, and a semaphore's permits available and
-taken, each with its deadline. The kind is what the data in Redis shows: a fair lock
-with an empty queue reads as a plain lock.
+and the writer of a read-write lock; the holder's host, pid, program and uptime when its
+client announced itself), the remaining lease, a fair lock's queue with each waiter's
+deadline, a fenced lock's last token, and a semaphore's permits available and taken,
+each with its deadline. The kind is what the data in Redis shows: a fair lock with an
+empty queue reads as a plain lock.
 
 Exit codes: 0, 64 bad input, 69 Redis unreachable, 76 Redis error, 77 ACL refusal.";
+
+const LS_EXAMPLES: &str = "\
+Examples:
+  redlease ls
+  redlease ls 'report:*'
+  redlease ls --json 'jobs:*' | jq -r '.[] | select(.held) | .name'
+
+Lists the locks, semaphores and group locks whose names match PATTERN (Redis's glob
+syntax; default *), one line each: name, kind, and who holds it. Every master is
+scanned with SCAN (never KEYS), so the cost grows with the database: give a pattern
+where it holds much else. The keys kept beside locks (queues, tokens, announcements)
+and keys that are not locks are left out.
+
+Exit codes: 0 (also when nothing matches), 64 bad input, 69 Redis unreachable,
+76 Redis error, 77 ACL refusal.";
 
 const UNLOCK_EXAMPLES: &str = "\
 Examples:
@@ -102,6 +118,9 @@ pub enum Command {
     /// Show who holds locks, their leases, queues and tokens, and semaphores' permits.
     #[command(after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
+    /// List locks and semaphores by name pattern, with their kind and holder.
+    #[command(after_help = LS_EXAMPLES)]
+    Ls(ListArgs),
     /// Delete a lock whoever holds it (administrative), waking its waiters.
     #[command(after_help = UNLOCK_EXAMPLES)]
     Unlock(UnlockArgs),
@@ -251,6 +270,20 @@ pub struct StatusArgs {
     /// The locks' (or semaphores') names.
     #[arg(value_name = "NAME", required = true, num_args = 1..)]
     pub names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// One JSON array on stdout, one object per lock (the objects of `status --json`).
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// Which names (Redis's glob syntax: *, ?, [a-z], \\ to escape). Default: every one.
+    #[arg(value_name = "PATTERN")]
+    pub pattern: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use redlease::Client;
 
-use crate::layout::{Role, Snapshot};
+use redlease::{Holder, HolderRole, LockInfo, LockKind};
+
 use crate::names;
-use crate::status::{NEVER_MS, millis};
 
 /// Time before the line first shows.
 const FIRST_DRAW: Duration = Duration::from_millis(250);
@@ -69,7 +69,7 @@ fn draw_until_stopped(client: &Client, name: &str, line: &Mutex<Line>) {
             return;
         }
         if read_at.is_none_or(|at| at.elapsed() >= REREAD) {
-            holder = Snapshot::read(client, name).map(|s| describe(&s)).unwrap_or_default();
+            holder = client.inspect(name).map(|info| describe(&info)).unwrap_or_default();
             read_at = Some(Instant::now());
         }
         let waited = Duration::from_secs(started.elapsed().as_secs());
@@ -93,51 +93,58 @@ fn draw_until_stopped(client: &Client, name: &str, line: &Mutex<Line>) {
 }
 
 /// Who holds the lock, or how many permits are taken, in a few words.
-pub fn describe(s: &Snapshot) -> String {
-    if s.is_semaphore() {
-        let available = s.available_permits.unwrap_or(0);
-        let total = s.total_permits().unwrap_or(available);
+pub fn describe(info: &LockInfo) -> String {
+    if info.kind == Some(LockKind::Semaphore) {
+        let available = info.permits_available.unwrap_or(0);
+        let total = info.permits_total().unwrap_or(available);
         let mut text = format!(": {} of {total} permits taken", total.saturating_sub(available));
-        let next = s.permits.iter().filter_map(|p| p.deadline_ms).min();
-        if let Some(d) = next.filter(|d| *d >= s.server_time_ms && *d < NEVER_MS) {
-            let left = d - s.server_time_ms;
-            text.push_str(&format!(", the first lease ends in {}", millis(left - left % 1000)));
+        let next = info.permits.iter().filter_map(|p| p.deadline).min();
+        if let Some(left) = next.and_then(|d| d.duration_since(info.server_time).ok()) {
+            text.push_str(&format!(", the first lease ends in {}", whole_seconds(left)));
         }
         return text;
     }
-    if !s.is_held() {
+    if !info.is_held() {
         return ": free, trying again".to_owned();
     }
-    let readers = s.holders.iter().filter(|h| h.role == Role::Read).count();
-    let writer = s.holders.iter().find(|h| h.role == Role::Write);
+    let readers = info.holders.iter().filter(|h| h.role == HolderRole::Read).count();
+    let writer = info.holders.iter().find(|h| h.role == HolderRole::Write);
     let who = match (writer, readers) {
-        (Some(w), _) => format!("writer {}", short(&w.owner)),
-        (None, 1) | (None, 0) => match s.holders.first() {
-            Some(h) if h.role == Role::Read => format!("reader {}", short(&h.owner)),
-            Some(h) => short(&h.owner),
+        (Some(w), _) => format!("writer {}", holder(w)),
+        (None, 1) | (None, 0) => match info.holders.first() {
+            Some(h) if h.role == HolderRole::Read => format!("reader {}", holder(h)),
+            Some(h) => holder(h),
             None => "?".to_owned(),
         },
         (None, n) => format!("{n} readers"),
     };
     let mut text = format!(": held by {who}");
-    match s.ttl_ms {
-        Some(ttl) if ttl >= 0 => text.push_str(&format!(", lease {} left", millis(ttl - ttl % 1000))),
-        Some(_) => text.push_str(", no expiry"),
-        None => {}
+    match (info.lease_left, info.key_type.as_str()) {
+        (Some(left), _) => text.push_str(&format!(", lease {} left", whole_seconds(left))),
+        (None, "none") => {}
+        (None, _) => text.push_str(", no expiry"),
     }
-    if !s.queue.is_empty() {
-        text.push_str(&format!(", {} queued", s.queue.len()));
+    if !info.queue.is_empty() {
+        text.push_str(&format!(", {} queued", info.queue.len()));
     }
     text
 }
 
-/// An owner field with its client id cut to 8 characters: `e779d027…:1`.
-fn short(owner: &str) -> String {
-    match owner.rsplit_once(':') {
+fn whole_seconds(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// A holder: its client's pid and host when it announced itself, else its owner field
+/// with the client id cut to 8 characters (`e779d027…:1`).
+fn holder(h: &Holder) -> String {
+    if let Some(c) = &h.client {
+        return format!("pid {} on {}", c.pid, c.host);
+    }
+    match h.owner.rsplit_once(':') {
         Some((client, thread)) if client.len() > 8 && client.is_char_boundary(8) => {
             format!("{}…:{thread}", &client[..8])
         }
-        _ => owner.to_owned(),
+        _ => h.owner.clone(),
     }
 }
 
@@ -157,40 +164,49 @@ fn fit(text: &str, width: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use redlease::{ClientIdentity, Permit};
+
     use super::*;
-    use crate::layout::Holder;
 
     #[test]
     fn the_holder_is_described_in_a_few_words() {
-        let mut s = Snapshot {
-            name: "n".into(),
-            key_type: "hash".into(),
-            mode: Some("read".into()),
-            holders: vec![
-                Holder { owner: "a:1".into(), role: Role::Read, holds: 1, ttl_ms: None },
-                Holder { owner: "b:1".into(), role: Role::Read, holds: 1, ttl_ms: None },
-            ],
-            ttl_ms: Some(27_345),
-            queue: vec![],
-            stale_deadlines: 0,
-            token: None,
-            available_permits: None,
-            permits_taken: 0,
-            permits: vec![],
-            server_time_ms: 0,
+        let mut info = LockInfo::default();
+        info.name = "n".into();
+        info.kind = Some(LockKind::ReadWrite);
+        info.key_type = "hash".into();
+        let reader = |owner: &str| {
+            let mut h = Holder::default();
+            h.owner = owner.into();
+            h.role = HolderRole::Read;
+            h.holds = 1;
+            h
         };
-        assert_eq!(describe(&s), ": held by 2 readers, lease 27s left");
-        s.holders.truncate(1);
-        s.holders[0].role = Role::Lock;
-        assert_eq!(describe(&s), ": held by a:1, lease 27s left");
-        s.holders[0].owner = "e779d027-44e7-4f09-84c1-81db42100d50:12".into();
-        assert_eq!(describe(&s), ": held by e779d027…:12, lease 27s left");
+        info.holders = vec![reader("a:1"), reader("b:1")];
+        info.lease_left = Some(Duration::from_millis(27_345));
+        assert_eq!(describe(&info), ": held by 2 readers, lease 27s left");
+        info.holders.truncate(1);
+        info.holders[0].role = HolderRole::Lock;
+        assert_eq!(describe(&info), ": held by a:1, lease 27s left");
+        info.holders[0].owner = "e779d027-44e7-4f09-84c1-81db42100d50:12".into();
+        assert_eq!(describe(&info), ": held by e779d027…:12, lease 27s left");
+        let mut who = ClientIdentity::default();
+        who.pid = 4711;
+        who.host = "web-3".into();
+        info.holders[0].client = Some(who);
+        assert_eq!(describe(&info), ": held by pid 4711 on web-3, lease 27s left");
         assert_eq!(fit("abcdef", 4), "abc");
-        s.key_type = "string".into();
-        s.holders.clear();
-        s.available_permits = Some(0);
-        s.permits_taken = 2;
-        s.permits = vec![crate::layout::Permit { id: "a".into(), deadline_ms: Some(27_345) }];
-        assert_eq!(describe(&s), ": 2 of 2 permits taken, the first lease ends in 27s");
+        info.kind = Some(LockKind::Semaphore);
+        info.key_type = "string".into();
+        info.holders.clear();
+        info.permits_available = Some(0);
+        info.permits_taken = 2;
+        let mut permit = Permit::default();
+        permit.id = "a".into();
+        permit.deadline = Some(UNIX_EPOCH + Duration::from_millis(27_345));
+        info.permits = vec![permit];
+        info.server_time = SystemTime::UNIX_EPOCH;
+        assert_eq!(describe(&info), ": 2 of 2 permits taken, the first lease ends in 27s");
     }
 }

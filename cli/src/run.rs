@@ -38,7 +38,6 @@ use crate::child::{self, Child};
 use crate::connect::Settings;
 use crate::deadline::{self, Action, Stopping};
 use crate::exit::{self, Failure, say, shown};
-use crate::layout;
 use crate::progress::Progress;
 use crate::signals::{self, Received};
 use crate::{locks, names};
@@ -325,7 +324,10 @@ fn set_permits(client: &Client, semaphore: &PermitExpirableSemaphore, permits: u
     if set {
         return Ok(());
     }
-    let Some(total) = layout::permit_total(client, semaphore.name())? else {
+    let info = client
+        .inspect(semaphore.name())
+        .map_err(|e| Failure::from_lock_error(&format!("cannot read semaphore {name}"), &e))?;
+    let Some(total) = info.permits_total() else {
         // Deleted since: the next acquire finds no permits and waits for them.
         say(&format!("semaphore {name} has no permits set any more; waiting for one"));
         return Ok(());

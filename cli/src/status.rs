@@ -1,17 +1,17 @@
-//! `redlease status NAME…`: each lock's or semaphore's state, read directly from Redis
-//! (see [`layout`](crate::layout)) on the library client's connection, as text for people
-//! or as JSON for scripts.
+//! `redlease status NAME…` and `redlease ls [PATTERN]`: each lock's or semaphore's state as
+//! the library's inspection API reads it (`Client::inspect`, `Client::locks`), as text for
+//! people or as JSON for scripts (the schema is in docs/cli.md, and later versions keep it).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use redlease::{ClientIdentity, HolderRole, LockInfo, LockKind};
 use serde_json::{Value, json};
 
-use crate::args::StatusArgs;
+use crate::args::{ListArgs, StatusArgs};
 use crate::connect::Settings;
 use crate::exit::{self, Failure};
-use crate::layout::{Role, Snapshot};
 use crate::names;
 
 pub fn status(args: &StatusArgs) -> Result<u8, Failure> {
@@ -20,155 +20,302 @@ pub fn status(args: &StatusArgs) -> Result<u8, Failure> {
     }
     let settings = Settings::from_args(&args.connection)?;
     let client = settings.client(None, None)?;
-    let mut snapshots = Vec::with_capacity(args.names.len());
+    let mut infos = Vec::with_capacity(args.names.len());
     for name in &args.names {
-        snapshots.push(Snapshot::read(&client, name)?);
+        let info = client
+            .inspect(name)
+            .map_err(|e| Failure::from_lock_error(&format!("cannot read {}", exit::shown(name)), &e))?;
+        infos.push(info);
     }
     client.shutdown();
+    let now = SystemTime::now();
     let text = if args.json {
-        let all: Vec<Value> = snapshots.iter().map(to_json).collect();
-        format!("{}\n", Value::Array(all))
+        format!("{}\n", Value::Array(infos.iter().map(|i| to_json(i, now)).collect()))
     } else {
-        snapshots.iter().map(to_text).collect()
+        infos.iter().map(|i| to_text(i, now)).collect()
     };
-    let mut stdout = std::io::stdout().lock();
-    // A closed stdout (`| head`) is not worth a failure.
-    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    print(&text);
     Ok(exit::OK)
 }
 
-/// The JSON object of one lock (its fields are listed in docs/cli.md).
-pub fn to_json(s: &Snapshot) -> Value {
-    let holders: Vec<Value> = s
-        .holders
-        .iter()
-        .map(|h| json!({"owner": h.owner, "role": h.role.name(), "holds": h.holds, "ttl_ms": h.ttl_ms}))
-        .collect();
-    let queue: Vec<Value> = s
-        .queue
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            json!({
-                "position": i + 1,
-                "owner": w.owner,
-                "deadline_ms": w.deadline_ms,
-                "deadline_in_ms": w.deadline_ms.map(|d| d.saturating_sub(s.server_time_ms)),
-            })
+pub fn list(args: &ListArgs) -> Result<u8, Failure> {
+    let settings = Settings::from_args(&args.connection)?;
+    let client = settings.client(None, None)?;
+    let pattern = args.pattern.as_deref().unwrap_or("*");
+    let infos = client
+        .locks(pattern)
+        .map_err(|e| Failure::from_lock_error(&format!("cannot list {}", exit::shown(pattern)), &e))?;
+    client.shutdown();
+    let now = SystemTime::now();
+    let text = if args.json {
+        format!("{}\n", Value::Array(infos.iter().map(|i| to_json(i, now)).collect()))
+    } else {
+        list_text(&infos, now)
+    };
+    print(&text);
+    Ok(exit::OK)
+}
+
+fn print(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    // A closed stdout (`| head`) is not worth a failure.
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+}
+
+/// Milliseconds since the epoch.
+fn epoch_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The kind's name in JSON and text (`None`: nothing there, or not a lock).
+fn kind_name(info: &LockInfo) -> Option<&'static str> {
+    info.kind.map(LockKind::name)
+}
+
+/// A client's announcement as JSON; `null` for an unknown client.
+fn client_json(client: Option<&ClientIdentity>) -> Value {
+    client.map_or(Value::Null, |c| {
+        json!({
+            "id": c.id,
+            "host": c.host,
+            "pid": c.pid,
+            "program": c.program,
+            "started_ms": epoch_ms(c.started),
+            "version": c.version,
         })
-        .collect();
-    let permits: Vec<Value> = s
-        .permits
-        .iter()
-        .map(|p| {
-            json!({
-                "id": p.id,
-                "deadline_ms": p.deadline_ms,
-                "deadline_in_ms": p.deadline_ms.map(|d| d.saturating_sub(s.server_time_ms)),
-            })
-        })
-        .collect();
-    json!({
-        "name": s.name,
-        "held": s.is_held(),
-        "kind": s.kind(),
-        "type": s.key_type,
-        "mode": s.mode,
-        "ttl_ms": s.ttl_ms,
-        "holders": holders,
-        "queue": queue,
-        "token": s.token,
-        "available_permits": s.available_permits,
-        "permits_taken": s.permits_taken,
-        "permits": permits,
-        "server_time_ms": s.server_time_ms,
     })
 }
 
+/// The JSON object of one lock (its fields are listed in docs/cli.md). `now` is this
+/// machine's clock, for nothing but a client's uptime in the text; JSON gives times as
+/// they are.
+pub fn to_json(info: &LockInfo, _now: SystemTime) -> Value {
+    let server_ms = epoch_ms(info.server_time);
+    let holders: Vec<Value> = info
+        .holders
+        .iter()
+        .map(|h| {
+            json!({
+                "owner": h.owner,
+                "role": h.role.name(),
+                "holds": h.holds,
+                "ttl_ms": h.lease_left.map(ms),
+                "client": client_json(h.client.as_ref()),
+            })
+        })
+        .collect();
+    let queue: Vec<Value> = info
+        .queue
+        .iter()
+        .map(|w| {
+            let deadline_ms = w.deadline.map(epoch_ms);
+            json!({
+                "position": w.position,
+                "owner": w.owner,
+                "deadline_ms": deadline_ms,
+                "deadline_in_ms": deadline_ms.map(|d| d.saturating_sub(server_ms).max(0)),
+                "client": client_json(w.client.as_ref()),
+            })
+        })
+        .collect();
+    let permits: Vec<Value> = info
+        .permits
+        .iter()
+        .map(|p| {
+            let deadline_ms = p.deadline.map(epoch_ms);
+            json!({
+                "id": p.id,
+                "deadline_ms": deadline_ms,
+                "deadline_in_ms": deadline_ms.map(|d| d.saturating_sub(server_ms).max(0)),
+            })
+        })
+        .collect();
+    // A key with no expiry: -1, as Redis's PTTL says it.
+    let ttl_ms = match (info.lease_left, info.key_type.as_str()) {
+        (Some(left), _) => Some(ms(left)),
+        (None, "none") => None,
+        (None, _) => Some(-1),
+    };
+    json!({
+        "name": info.name,
+        "held": info.is_held(),
+        "kind": kind_name(info),
+        "type": info.key_type,
+        "mode": mode(info),
+        "ttl_ms": ttl_ms,
+        "holders": holders,
+        "queue": queue,
+        "token": info.token,
+        "available_permits": info.permits_available,
+        "permits_taken": info.permits_taken,
+        "permits": permits,
+        "waiting_clients": info.waiting_clients,
+        "server_time_ms": server_ms,
+    })
+}
+
+/// A read-write lock's mode: `write` while a writer holds it, else `read`.
+fn mode(info: &LockInfo) -> Option<&'static str> {
+    if info.holders.iter().any(|h| h.role == HolderRole::Write) {
+        Some("write")
+    } else if info.kind == Some(LockKind::ReadWrite) {
+        Some("read")
+    } else {
+        None
+    }
+}
+
+/// Who a client is, in a few words: `pid 4711 on web-3 (report-job, up 5m 2s)`.
+fn client_text(client: Option<&ClientIdentity>, now: SystemTime) -> String {
+    match client {
+        Some(c) => {
+            let up = now.duration_since(c.started).unwrap_or_default();
+            let up = Duration::from_secs(up.as_secs());
+            format!("pid {} on {} ({}, up {})", c.pid, c.host, c.program, humantime::format_duration(up))
+        }
+        None => "client unknown".to_owned(),
+    }
+}
+
 /// The text of one lock: a first line that says held or free, then one line per fact.
-pub fn to_text(s: &Snapshot) -> String {
+pub fn to_text(info: &LockInfo, now: SystemTime) -> String {
     let mut out = String::new();
-    let name = names::printable(&s.name);
-    if s.is_foreign() {
-        let _ = writeln!(out, "{name}: not a lock (a Redis {} key)", s.key_type);
+    let name = names::printable(&info.name);
+    if info.is_foreign() {
+        let _ = writeln!(out, "{name}: not a lock (a Redis {} key)", info.key_type);
         return out;
     }
-    if s.is_semaphore() {
-        return semaphore_text(s, &name);
+    if info.kind == Some(LockKind::Semaphore) {
+        return semaphore_text(info, &name);
     }
     let mut about = Vec::new();
-    if let Some(kind) = s.kind() {
-        about.push(format!("{} lock", if kind == "lock" { "plain" } else { kind }));
+    if let Some(kind) = info.kind {
+        about.push(format!("{} lock", if kind == LockKind::Lock { "plain" } else { kind.name() }));
     }
-    if let Some(mode) = &s.mode {
+    if let Some(mode) = mode(info) {
         about.push(format!("mode {mode}"));
     }
-    if let Some(token) = s.token {
+    if let Some(token) = info.token {
         about.push(format!("last token {token}"));
     }
-    let state = if s.is_held() { "held" } else { "free" };
+    let state = if info.is_held() { "held" } else { "free" };
     if about.is_empty() {
         let _ = writeln!(out, "{name}: {state}");
     } else {
         let _ = writeln!(out, "{name}: {state} ({})", about.join(", "));
     }
-    for h in &s.holders {
+    for h in &info.holders {
         let role = match h.role {
-            Role::Lock => "holder",
-            Role::Read => "reader",
-            Role::Write => "writer",
+            HolderRole::Read => "reader",
+            HolderRole::Write => "writer",
+            _ => "holder",
         };
-        let mut line = format!("  {role:<8} {}  {} {}", h.owner, h.holds, if h.holds == 1 { "hold" } else { "holds" });
-        if let Some(ttl) = h.ttl_ms {
-            let _ = write!(line, ", {}", ttl_text(ttl));
+        let unit = match (h.role, h.holds) {
+            (HolderRole::Values, 1) => "value",
+            (HolderRole::Values, _) => "values",
+            (_, 1) => "hold",
+            _ => "holds",
+        };
+        let mut line = format!("  {role:<8} {}  {} {unit}", h.owner, h.holds);
+        if let Some(left) = h.lease_left {
+            let _ = write!(line, ", {} left", millis(ms(left)));
         }
-        let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{line}  {}", client_text(h.client.as_ref(), now));
     }
-    if let Some(ttl) = s.ttl_ms {
-        let _ = writeln!(out, "  {:<8} {}", "lease", ttl_text(ttl));
-    }
-    if !s.queue.is_empty() {
-        let _ = writeln!(out, "  {:<8} {} waiting", "queue", s.queue.len());
-        for (i, w) in s.queue.iter().enumerate() {
-            let _ = writeln!(out, "    {}. {}  {}", i + 1, w.owner, deadline_text(w.deadline_ms, s.server_time_ms));
+    match (info.lease_left, info.key_type.as_str()) {
+        (Some(left), _) => {
+            let _ = writeln!(out, "  {:<8} {} left", "lease", millis(ms(left)));
         }
+        (None, "none") => {}
+        (None, _) => {
+            let _ = writeln!(out, "  {:<8} no expiry", "lease");
+        }
+    }
+    if !info.queue.is_empty() {
+        let _ = writeln!(out, "  {:<8} {} waiting", "queue", info.queue.len());
+        for w in &info.queue {
+            let _ = writeln!(
+                out,
+                "    {}. {}  {}  {}",
+                w.position,
+                w.owner,
+                deadline_text(w.deadline, info.server_time),
+                client_text(w.client.as_ref(), now)
+            );
+        }
+    } else if let Some(n) = info.waiting_clients.filter(|n| *n > 0) {
+        let _ = writeln!(out, "  {:<8} {n} {} waiting", "clients", if n == 1 { "client" } else { "clients" });
     }
     out
 }
 
 /// A semaphore: how many permits are available of how many, then each permit taken with
 /// its deadline.
-fn semaphore_text(s: &Snapshot, name: &str) -> String {
+fn semaphore_text(info: &LockInfo, name: &str) -> String {
     let mut out = String::new();
-    let state = if s.is_held() { "held" } else { "free" };
-    let available = s.available_permits.unwrap_or(0);
-    let total = s.total_permits().unwrap_or(available);
+    let state = if info.is_held() { "held" } else { "free" };
+    let available = info.permits_available.unwrap_or(0);
+    let total = info.permits_total().unwrap_or(available);
     let _ = writeln!(out, "{name}: {state} (semaphore, {available} of {total} permits available)");
-    for p in &s.permits {
-        let _ = writeln!(out, "  {:<8} {}  {}", "permit", p.id, deadline_text(p.deadline_ms, s.server_time_ms));
+    for p in &info.permits {
+        let _ = writeln!(out, "  {:<8} {}  {}", "permit", p.id, deadline_text(p.deadline, info.server_time));
     }
-    if s.permits_taken > s.permits.len() {
-        let _ = writeln!(out, "  ... and {} more permits", s.permits_taken - s.permits.len());
+    if info.permits_taken > info.permits.len() {
+        let _ = writeln!(out, "  ... and {} more permits", info.permits_taken - info.permits.len());
+    }
+    if let Some(n) = info.waiting_clients.filter(|n| *n > 0) {
+        let _ = writeln!(out, "  {:<8} {n} {} waiting", "clients", if n == 1 { "client" } else { "clients" });
     }
     out
 }
 
-/// `deadline in 5m`, `deadline passed 1s ago`, or `no deadline`.
-fn deadline_text(deadline_ms: Option<i64>, now_ms: i64) -> String {
-    match deadline_ms {
-        // A permit that never expires has a deadline far beyond any clock.
-        Some(d) if d >= NEVER_MS => "no deadline".to_owned(),
-        Some(d) if d >= now_ms => format!("deadline in {}", millis(d.saturating_sub(now_ms))),
-        Some(d) => format!("deadline passed {} ago", millis(now_ms.saturating_sub(d))),
-        None => "no deadline".to_owned(),
+/// One line per lock: its name, kind and who holds it.
+fn list_text(infos: &[LockInfo], now: SystemTime) -> String {
+    let names: Vec<String> = infos.iter().map(|i| names::printable(&i.name)).collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (info, name) in infos.iter().zip(&names) {
+        let _ = writeln!(out, "{name:<width$}  {:<10} {}", kind_name(info).unwrap_or("?"), summary(info, now));
     }
+    out
 }
 
-/// The deadline the library's scripts give a permit that never expires (year 31 000).
-pub const NEVER_MS: i64 = 922_337_203_685_477;
+/// Who holds it, in a few words.
+fn summary(info: &LockInfo, now: SystemTime) -> String {
+    if info.kind == Some(LockKind::Semaphore) {
+        let available = info.permits_available.unwrap_or(0);
+        let total = info.permits_total().unwrap_or(available);
+        return format!("{} of {total} permits taken", total.saturating_sub(available));
+    }
+    if !info.is_held() {
+        return "free".to_owned();
+    }
+    let readers = info.holders.iter().filter(|h| h.role == HolderRole::Read).count();
+    let mut text = match info.holders.as_slice() {
+        [one] => format!("held by {}", client_text(one.client.as_ref(), now)),
+        _ if readers > 1 => format!("{readers} readers"),
+        many => format!("{} holders", many.len()),
+    };
+    if let Some(left) = info.lease_left {
+        let _ = write!(text, ", lease {} left", millis(ms(left) - ms(left) % 1000));
+    }
+    if !info.queue.is_empty() {
+        let _ = write!(text, ", {} queued", info.queue.len());
+    }
+    text
+}
 
-fn ttl_text(ttl_ms: i64) -> String {
-    if ttl_ms < 0 { "no expiry".to_owned() } else { format!("{} left", millis(ttl_ms)) }
+/// `deadline in 5m`, `deadline passed 1s ago`, or `no deadline`.
+fn deadline_text(deadline: Option<SystemTime>, now: SystemTime) -> String {
+    match deadline {
+        Some(d) if d >= now => format!("deadline in {}", millis(ms(d.duration_since(now).unwrap_or_default()))),
+        Some(d) => format!("deadline passed {} ago", millis(ms(now.duration_since(d).unwrap_or_default()))),
+        None => "no deadline".to_owned(),
+    }
 }
 
 /// `27s 345ms`, `4m 59s 800ms`.
@@ -179,67 +326,95 @@ pub fn millis(ms: i64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::layout::{Holder, Permit, Waiter};
+    use redlease::{Holder, Permit, Waiter};
 
-    fn fair() -> Snapshot {
-        Snapshot {
-            name: "jobs".into(),
-            key_type: "hash".into(),
-            mode: None,
-            holders: vec![Holder { owner: "a:1".into(), role: Role::Lock, holds: 2, ttl_ms: None }],
-            ttl_ms: Some(29_500),
-            queue: vec![Waiter { owner: "b:1".into(), deadline_ms: Some(1_300_000) }],
-            stale_deadlines: 0,
-            token: None,
-            available_permits: None,
-            permits_taken: 0,
-            permits: vec![],
-            server_time_ms: 1_000_000,
-        }
+    use super::*;
+
+    fn at(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
+    fn fair() -> LockInfo {
+        let mut info = LockInfo::default();
+        info.name = "jobs".into();
+        info.kind = Some(LockKind::Fair);
+        info.key_type = "hash".into();
+        let mut holder = Holder::default();
+        holder.owner = "a:1".into();
+        holder.holds = 2;
+        let mut who = ClientIdentity::default();
+        who.pid = 4711;
+        who.host = "web-3".into();
+        who.program = "report".into();
+        who.started = at(1_000_000 - 65_000);
+        holder.client = Some(who);
+        info.holders = vec![holder];
+        info.lease_left = Some(Duration::from_millis(29_500));
+        let mut waiter = Waiter::default();
+        waiter.position = 1;
+        waiter.owner = "b:1".into();
+        waiter.deadline = Some(at(1_300_000));
+        info.queue = vec![waiter];
+        info.server_time = at(1_000_000);
+        info
     }
 
     #[test]
     fn text_says_who_holds_and_who_waits() {
-        let text = to_text(&fair());
+        let text = to_text(&fair(), at(1_000_000));
         assert_eq!(
             text,
-            "jobs: held (fair lock)\n  holder   a:1  2 holds\n  lease    29s 500ms left\n  queue    1 waiting\n    1. b:1  deadline in 5m\n"
+            "jobs: held (fair lock)\n  holder   a:1  2 holds  pid 4711 on web-3 (report, up 1m 5s)\n  lease    29s 500ms left\n  queue    1 waiting\n    1. b:1  deadline in 5m  client unknown\n"
+        );
+        assert_eq!(
+            list_text(&[fair()], at(1_000_000)),
+            "jobs  fair       held by pid 4711 on web-3 (report, up 1m 5s), lease 29s left, 1 queued\n"
         );
     }
 
     #[test]
     fn json_has_every_field() {
-        let v = to_json(&fair());
+        let v = to_json(&fair(), at(1_000_000));
         assert_eq!(v["held"], true);
         assert_eq!(v["kind"], "fair");
         assert_eq!(v["holders"][0]["holds"], 2);
+        assert_eq!(v["holders"][0]["client"]["pid"], 4711);
+        assert_eq!(v["holders"][0]["client"]["started_ms"], 935_000);
         assert_eq!(v["queue"][0]["deadline_in_ms"], 300_000);
+        assert_eq!(v["queue"][0]["client"], Value::Null);
+        assert_eq!(v["ttl_ms"], 29_500);
         assert_eq!(v["token"], Value::Null);
         assert_eq!(v["available_permits"], Value::Null);
+        assert_eq!(v["waiting_clients"], Value::Null);
+        assert_eq!(v["server_time_ms"], 1_000_000);
     }
 
     #[test]
     fn a_semaphore_reads_as_permits_available_and_taken() {
-        let mut s = fair();
-        s.key_type = "string".into();
-        s.holders.clear();
-        s.queue.clear();
-        s.ttl_ms = Some(-1);
-        s.available_permits = Some(0);
-        s.permits_taken = 2;
-        s.permits = vec![
-            Permit { id: "ab01".into(), deadline_ms: Some(1_029_500) },
-            Permit { id: "cd02".into(), deadline_ms: Some(999_000) },
-        ];
+        let mut info = LockInfo::default();
+        info.name = "jobs".into();
+        info.kind = Some(LockKind::Semaphore);
+        info.key_type = "string".into();
+        info.permits_available = Some(0);
+        info.permits_taken = 2;
+        let permit = |id: &str, deadline: u64| {
+            let mut p = Permit::default();
+            p.id = id.into();
+            p.deadline = Some(at(deadline));
+            p
+        };
+        info.permits = vec![permit("ab01", 1_029_500), permit("cd02", 999_000)];
+        info.server_time = at(1_000_000);
         assert_eq!(
-            to_text(&s),
+            to_text(&info, at(1_000_000)),
             "jobs: held (semaphore, 0 of 2 permits available)\n  permit   ab01  deadline in 29s 500ms\n  permit   cd02  deadline passed 1s ago\n"
         );
-        let v = to_json(&s);
+        let v = to_json(&info, at(1_000_000));
         assert_eq!(v["kind"], "semaphore");
         assert_eq!(v["held"], true);
+        assert_eq!(v["ttl_ms"], -1, "a semaphore's count does not expire");
         assert_eq!(v["permits"][0]["deadline_in_ms"], 29_500);
         assert_eq!(v["permits_taken"], 2);
+        assert_eq!(summary(&info, at(1_000_000)), "2 of 2 permits taken");
     }
 }

@@ -341,6 +341,7 @@ fn counted<T>(
     wait_loop: impl FnOnce(&mut bool) -> Result<Option<T>>,
 ) -> Result<Option<T>> {
     let started = Instant::now();
+    engine.acquisition_begins();
     let mut waited = false;
     let result = wait_loop(&mut waited);
     let outcome = match &result {

@@ -18,6 +18,7 @@ use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::ReplicaSync;
 use crate::engine::undos::Undos;
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, Kind, Role};
 use crate::owner;
@@ -26,6 +27,8 @@ use crate::transport::{Conn, Pool, SubscriberStats, Topology};
 pub(crate) struct Engine {
     /// This client's UUID, the first half of every owner field it writes.
     id: String,
+    /// What the client announces of itself while it holds or waits for something.
+    identity: ClientIdentity,
     config: Config,
     watchdog_millis: u64,
     fair_wait_millis: u64,
@@ -78,7 +81,9 @@ impl Engine {
             topology.stop();
             return Err(err);
         }
-        let renewer = match Renewer::start(Arc::clone(&topology), config.clone(), watchdog_millis) {
+        let id = uuid::Uuid::new_v4().to_string();
+        let identity = ClientIdentity::of_this_process(&id);
+        let renewer = match Renewer::start(Arc::clone(&topology), config.clone(), watchdog_millis, identity.clone()) {
             Ok(renewer) => renewer,
             Err(err) => {
                 topology.stop();
@@ -86,7 +91,8 @@ impl Engine {
             }
         };
         Ok(Engine {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
+            identity,
             config,
             watchdog_millis,
             fair_wait_millis,
@@ -103,6 +109,17 @@ impl Engine {
     /// This client's UUID.
     pub(crate) fn id(&self) -> &str {
         &self.id
+    }
+
+    pub(crate) fn identity(&self) -> &ClientIdentity {
+        &self.identity
+    }
+
+    /// An acquisition begins: counted active, and the client's announcement scheduled
+    /// unless one is (a flag read, nothing sent on this thread).
+    pub(crate) fn acquisition_begins(&self) {
+        self.config.events.activity().began();
+        self.renewer.announce_soon();
     }
 
     pub(crate) fn config(&self) -> &Config {

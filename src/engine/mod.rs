@@ -6,6 +6,7 @@
 mod acquire;
 mod core;
 mod group;
+mod inspect;
 mod lease;
 mod permits;
 mod registry;
@@ -22,6 +23,7 @@ pub(crate) use group::{
     GroupHold, Values as GroupValues, acquire as acquire_group, force_unlock as force_unlock_group,
     held as held_in_group,
 };
+pub(crate) use inspect::{inspect, locks};
 pub(crate) use lease::Lease;
 pub use lease::LeaseState;
 pub(crate) use permits::{

@@ -14,14 +14,23 @@
 //!
 //! | thread state | event                                   | next |
 //! |--------------|-----------------------------------------|------|
-//! | sleeping until `t` (or forever) | a lease due before `t` is scheduled | awake |
+//! | sleeping until `t` (or forever) | a lease or the announcement due before `t` is scheduled | awake |
 //! | sleeping until `t` | `t` passes                           | awake |
 //! | awake        | leases due: take them out of the wheel  | renewing |
+//! | awake        | only the announcement due               | announcing |
 //! | awake        | nothing due                             | sleeping until the next deadline (or forever) |
-//! | renewing     | each batch answered or failed, leases rescheduled or marked lost | awake |
+//! | renewing     | each batch answered or failed, leases rescheduled or marked lost | announcing if it is due, else awake |
+//! | announcing   | written or failed (next in a third of a lease), or the client idle (none) | awake |
 //! | any          | shutdown                                | ended |
+//!
+//! The same thread keeps the client's announcement of itself (see `crate::identity`)
+//! alive: written when the client first holds or waits for something
+//! ([`Renewer::announce_soon`]), again a third of a watchdog lease later while it still
+//! does, and left to expire (within one lease) once it holds and waits for nothing. An
+//! acquire only reads a flag for it: the write is this thread's, after the leases due.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -30,6 +39,7 @@ use crate::background::Background;
 use crate::config::Config;
 use crate::engine::lease::{Lease, LeaseInner, LeaseState, Span};
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, GroupEntry, PermitEntry, RenewEntry, RenewOutcome, Renewal};
 use crate::transport::{Pool, Topology};
@@ -45,6 +55,9 @@ struct Shared {
     start: Instant,
     state: Mutex<State>,
     wake: Condvar,
+    /// Whether an announcement is scheduled or being written: read by every acquire,
+    /// which schedules one when it is not.
+    announcing: AtomicBool,
 }
 
 struct State {
@@ -52,6 +65,8 @@ struct State {
     /// Tick the thread sleeps until: `Some(u64::MAX)` when it sleeps with nothing
     /// scheduled, `None` while it is awake (it looks at the wheel before sleeping again).
     sleeping_until: Option<u64>,
+    /// Tick of the next announcement, when one is scheduled.
+    announce_at: Option<u64>,
     shutdown: bool,
     counters: RenewalCounters,
 }
@@ -77,23 +92,42 @@ struct Worker {
     lease_millis: u64,
     /// The watchdog's lease and its drift allowance.
     span: Span,
+    /// The client's announcement: its key and text.
+    identity_key: String,
+    identity_text: String,
+}
+
+/// What a wake-up of the thread found to do.
+struct Pass {
+    /// The client's announcement is due.
+    announce: bool,
 }
 
 impl Renewer {
-    pub(crate) fn start(topology: Arc<Topology>, config: Config, lease_millis: u64) -> Result<Renewer> {
+    pub(crate) fn start(
+        topology: Arc<Topology>,
+        config: Config,
+        lease_millis: u64,
+        identity: ClientIdentity,
+    ) -> Result<Renewer> {
         let shared = Arc::new(Shared {
             start: Instant::now(),
             state: Mutex::new(State {
                 wheel: Wheel::new(),
                 sleeping_until: None,
+                announce_at: None,
                 shutdown: false,
                 counters: RenewalCounters::default(),
             }),
             wake: Condvar::new(),
+            announcing: AtomicBool::new(false),
         });
         let lease = Duration::from_millis(lease_millis);
         let span = Span { lease, drift: config.drift(lease) };
-        let worker = Worker { shared: Arc::clone(&shared), topology, config, lease_millis, span };
+        let identity_key = keys::identity_key(&identity.id);
+        let identity_text = identity.to_text();
+        let worker =
+            Worker { shared: Arc::clone(&shared), topology, config, lease_millis, span, identity_key, identity_text };
         let thread = Background::spawn("redlease-renewal", move || worker.run())?;
         Ok(Renewer { shared, thread })
     }
@@ -101,6 +135,18 @@ impl Renewer {
     /// Schedules the lease's next renewal at `at`. The caller holds the lease's mutex.
     pub(crate) fn schedule(&self, lease: &Arc<Lease>, inner: &mut LeaseInner, at: Instant) {
         self.shared.schedule(lease, inner, at);
+    }
+
+    /// Has the client's announcement written soon unless one is scheduled already. Called
+    /// as an acquisition begins, after it is counted active: the thread clears
+    /// `announcing` before it reads whether the client is active, so one of the two sees
+    /// the other (both atomics are sequentially consistent).
+    pub(crate) fn announce_soon(&self) {
+        if self.shared.announcing.load(Ordering::SeqCst) || self.shared.announcing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let now = self.shared.tick_of(Instant::now());
+        self.shared.announce_at(now);
     }
 
     /// Takes the lease out of the wheel. The caller holds the lease's mutex.
@@ -139,6 +185,20 @@ impl Shared {
         self.start.checked_add(Duration::from_millis(tick))
     }
 
+    /// Schedules the next announcement at `tick`, waking the thread if it sleeps past it.
+    fn announce_at(&self, tick: u64) {
+        let mut state = self.state.lock();
+        if state.shutdown {
+            return;
+        }
+        state.announce_at = Some(tick);
+        if state.sleeping_until.is_some_and(|until| tick < until) {
+            state.sleeping_until = None;
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+
     fn schedule(&self, lease: &Arc<Lease>, inner: &mut LeaseInner, at: Instant) {
         let tick = self.tick_of(at);
         let mut state = self.state.lock();
@@ -161,32 +221,72 @@ impl Worker {
     fn run(self) {
         let mut due = Vec::new();
         loop {
-            if !self.take_due(&mut due) {
+            let Some(pass) = self.take_due(&mut due) else {
                 return;
+            };
+            if !due.is_empty() {
+                let leases: Vec<Arc<Lease>> = due.drain(..).map(|(_, lease)| lease).collect();
+                self.renew(leases);
             }
-            let leases: Vec<Arc<Lease>> = due.drain(..).map(|(_, lease)| lease).collect();
-            self.renew(leases);
+            if pass.announce {
+                self.announce();
+            }
         }
     }
 
-    /// Sleeps until some lease is due and moves the due ones into `due`. False at shutdown.
-    fn take_due(&self, due: &mut Vec<(u64, Arc<Lease>)>) -> bool {
+    /// Writes the client's announcement while the client holds or waits for something,
+    /// and schedules the next, a third of a lease later (a failed write too: the key
+    /// outlives one failed refresh); when it does neither, schedules none (the key expires
+    /// within a lease).
+    fn announce(&self) {
+        let activity = self.config.events.activity();
+        if !activity.is_active() {
+            self.shared.announcing.store(false, Ordering::SeqCst);
+            // An acquisition that began meanwhile saw `announcing` set and left it to us.
+            if !activity.is_active() || self.shared.announcing.swap(true, Ordering::SeqCst) {
+                return;
+            }
+        }
+        // Bounded by a 24th of the lease for each of its steps (connect, a pooled
+        // connection, the reply): a renewal that falls due meanwhile (in a cluster, on
+        // another master) is delayed by an eighth of a lease at most, and still goes out
+        // before the lease turns at risk at half of it.
+        let limit = Some(self.config.command_timeout.min(self.span.lease / 24));
+        let _ = self.topology.pool_for(&self.identity_key).run_within("announcing the client", limit, |conn| {
+            kind::announce(conn, &self.identity_key, &self.identity_text, self.lease_millis)
+        });
+        self.shared.announce_at(self.shared.tick_of(Instant::now() + self.span.lease / 3));
+    }
+
+    /// Sleeps until some lease or the announcement is due and moves the due leases into
+    /// `due`. `None` at shutdown.
+    fn take_due(&self, due: &mut Vec<(u64, Arc<Lease>)>) -> Option<Pass> {
         let shared = &self.shared;
         let mut state = shared.state.lock();
         loop {
             if state.shutdown {
-                return false;
+                return None;
             }
             let now = shared.tick_of(Instant::now());
             if state.wheel.next_deadline().is_some_and(|tick| tick <= now) {
                 state.wheel.poll_expired(now.saturating_add(self.coalesce_ticks()), due);
             }
-            if !due.is_empty() {
-                state.sleeping_until = None;
-                state.counters.passes += 1;
-                return true;
+            let announce = state.announce_at.is_some_and(|tick| tick <= now);
+            if announce {
+                state.announce_at = None;
             }
-            match state.wheel.next_deadline() {
+            if !due.is_empty() || announce {
+                state.sleeping_until = None;
+                if !due.is_empty() {
+                    state.counters.passes += 1;
+                }
+                return Some(Pass { announce });
+            }
+            let next = match (state.wheel.next_deadline(), state.announce_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match next {
                 None => {
                     state.sleeping_until = Some(u64::MAX);
                     shared.wake.wait(&mut state);

@@ -7,11 +7,11 @@ use crate::kind::protocol::Release;
 use crate::scripts;
 use crate::transport::Conn;
 
-fn queue_key(name: &str) -> String {
+pub(crate) fn queue_key(name: &str) -> String {
     keys::prefixed("redisson_lock_queue", name)
 }
 
-fn timeouts_key(name: &str) -> String {
+pub(crate) fn timeouts_key(name: &str) -> String {
     keys::prefixed("redisson_lock_timeout", name)
 }
 

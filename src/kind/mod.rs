@@ -5,6 +5,8 @@ mod dispatch;
 mod fair;
 mod fenced;
 pub(crate) mod group;
+mod inspect;
+mod presence;
 mod protocol;
 mod read_write;
 mod reentrant;
@@ -13,6 +15,8 @@ pub(crate) mod semaphore;
 mod startup;
 
 pub(crate) use dispatch::{AcquireArgs, Kind};
+pub(crate) use inspect::{inspect, is_beside_a_lock};
+pub(crate) use presence::{announce, read as read_identity};
 pub(crate) use protocol::{Release, Reply, Role};
 pub(crate) use reentrant::REGISTRATION;
 pub(crate) use renew::{

@@ -229,6 +229,14 @@ impl Topology {
         }
     }
 
+    /// Every master's pool: the one server's, or each cluster master's.
+    pub(crate) fn masters(&self) -> Vec<Arc<Pool>> {
+        match &self.servers {
+            Servers::One { pool, .. } => vec![Arc::clone(pool)],
+            Servers::Cluster(cluster) => cluster.masters(),
+        }
+    }
+
     /// Checks what the deployment asks of a lock's name: in a cluster, that its keys share
     /// one slot.
     pub(crate) fn check_name(&self, name: &str) -> Result<()> {

@@ -74,6 +74,13 @@ fn owner(client: &Client, fields: &[String]) -> String {
     field.trim_end_matches(":write").to_owned()
 }
 
+/// The library's version, as clients announce it.
+fn redlease_version() -> String {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml")).expect("Cargo.toml");
+    let line = manifest.lines().find(|l| l.starts_with("version = ")).expect("a version");
+    line.trim_start_matches("version = ").trim_matches('"').to_owned()
+}
+
 fn ms(value: &Value) -> i64 {
     value.as_i64().unwrap_or_else(|| panic!("not a number: {value}"))
 }
@@ -87,6 +94,8 @@ fn a_plain_lock_held_twice_by_one_owner() {
         vec![lock.lock().expect("lock"), lock.lock().expect("reentrant")]
     });
     let owner = owner(&a, &fields(&mut server.conn(), "plain"));
+    let announcement = format!("redlease_client:{{{}}}", a.id());
+    wait_for("the holder announced itself", Duration::from_secs(5), || key_exists(&mut server.conn(), &announcement));
     let s = &status(&server, &["plain"])[0];
     assert_eq!(s["name"], "plain");
     assert_eq!(s["held"], true);
@@ -104,9 +113,13 @@ fn a_plain_lock_held_twice_by_one_owner() {
     assert_eq!(holders[0]["holds"], 2);
     assert_eq!(holders[0]["ttl_ms"], Value::Null);
     assert!(ms(&s["server_time_ms"]) > 1_600_000_000_000);
+    // The holder's client: this test process, which announced itself.
+    assert_eq!(holders[0]["client"]["pid"], std::process::id());
+    assert_eq!(holders[0]["client"]["id"], Value::String(a.id().to_owned()));
+    assert_eq!(holders[0]["client"]["version"], Value::String(redlease_version()));
     let text = as_text(&server, "plain");
     assert!(text.starts_with("plain: held (plain lock)\n"), "{text}");
-    assert!(text.contains(&format!("  holder   {owner}  2 holds\n")), "{text}");
+    assert!(text.contains(&format!("  holder   {owner}  2 holds  pid {} on ", std::process::id())), "{text}");
     assert!(text.contains("  lease    2") && text.contains(" left\n"), "{text}");
 }
 
@@ -207,7 +220,7 @@ fn a_read_write_lock_with_readers_then_a_writer_that_downgraded() {
         (&Value::String(owner_c.clone()), &Value::from("read"), &Value::from(1))
     );
     let text = as_text(&server, "doc");
-    assert!(text.contains(&format!("  writer   {owner_c}  1 hold\n")), "{text}");
+    assert!(text.contains(&format!("  writer   {owner_c}  1 hold  ")), "{text}");
 }
 
 #[test]
@@ -306,4 +319,47 @@ fn unlock_force_deletes_the_lock_and_wakes_a_waiting_run() {
         run(["unlock", "--force", "--kind", kind, "--url", &url, &name]).expect_code(0);
         assert!(!key_exists(&mut conn, &name), "{kind}");
     }
+}
+
+/// `redlease ls` lists the matching locks with their kind and holder (a `redlease run` in
+/// another process, named by its pid), one line each; `--json` gives `status`'s objects;
+/// no match is an empty listing with 0; an empty pattern is bad input (64).
+#[test]
+fn ls_lists_locks_with_their_kind_and_holder() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let a = client(&server);
+    let _held = Holding::start(&a, |c| vec![c.fenced_lock("ls:b").lock().expect("lock")]);
+    let running = start(command(["run", "--url", &url, "ls:a", "--", "sleep", "20"]));
+    let mut conn = server.conn();
+    wait_for("the run holds", Duration::from_secs(10), || key_exists(&mut conn, "ls:a"));
+    let owner_a = fields(&mut conn, "ls:a").pop().expect("a holder");
+    let announcement = format!("redlease_client:{{{}}}", owner_a.rsplit_once(':').expect("owner").0);
+    wait_for("the run announced itself", Duration::from_secs(5), || key_exists(&mut conn, &announcement));
+    redis::cmd("SET").arg("ls:text").arg("not a lock").query::<()>(&mut conn).expect("SET");
+
+    let out = run(["ls", "--url", &url, "ls:*"]);
+    out.expect_code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    assert!(lines[0].starts_with("ls:a  lock       held by pid "), "{}", out.stdout);
+    assert!(lines[0].contains(&format!("pid {} on ", running.pid())), "{}", out.stdout);
+    assert!(lines[0].contains("(redlease, up "), "{}", out.stdout);
+    assert!(lines[1].starts_with("ls:b  fenced     held by pid "), "{}", out.stdout);
+
+    let out = run(["ls", "--json", "--url", &url, "ls:*"]);
+    out.expect_code(0);
+    let all: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let names: Vec<&str> = all.as_array().expect("array").iter().filter_map(|l| l["name"].as_str()).collect();
+    assert_eq!(names, ["ls:a", "ls:b"]);
+    assert_eq!(all[0]["holders"][0]["client"]["program"], "redlease");
+    assert_eq!(all[0]["holders"][0]["client"]["pid"], running.pid());
+    assert!(all[1]["token"].as_i64().is_some_and(|t| t > 0));
+
+    let out = run(["ls", "--url", &url, "nothing:*"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "");
+    run(["ls", "--url", &url, ""]).expect_code(64).expect_one_line_error();
+    run(["unlock", "--force", "--url", &url, "ls:a"]).expect_code(0);
+    drop(running);
 }

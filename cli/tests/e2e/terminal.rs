@@ -65,13 +65,15 @@ fn on_a_terminal_one_line_says_who_holds_it_and_for_how_long_we_waited() {
     let server = RedisServer::start();
     let holder = held(&server, "shown", "2");
     let holder_owner = fields(&mut server.conn(), "shown").pop().expect("a holder");
+    let (client, _) = holder_owner.rsplit_once(':').expect("owner");
+    let announcement = format!("redlease_client:{{{client}}}");
+    wait_for("the holder announced itself", Duration::from_secs(5), || key_exists(&mut server.conn(), &announcement));
     let line = format!("{BIN} run --url {} shown -- echo got-it", server.url());
     let (code, screen) = on_a_terminal(&line, None, b"");
     assert_eq!(code, Some(0), "{screen}");
     assert!(screen.contains("\r\x1b[Kredlease: waiting for shown for 1s: held by "), "{screen:?}");
-    // The owner shortened to its client id's first 8 characters and its thread number.
-    let (client, thread) = holder_owner.rsplit_once(':').expect("owner");
-    assert!(screen.contains(&format!("held by {}…:{thread}, lease ", &client[..8])), "{screen:?}");
+    // The holder named by its process: the other `redlease run`.
+    assert!(screen.contains(&format!("held by pid {} on ", holder.pid())), "{screen:?}");
     // Cleared before the command runs: the command's output starts a clean line.
     assert!(screen.contains("\r\x1b[Kgot-it"), "{screen:?}");
     holder.finish(LIMIT).expect_code(0);

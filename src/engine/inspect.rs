@@ -1,0 +1,106 @@
+//! The read-only inspection flows: one name's state with its holders' and waiters' clients,
+//! and a listing by pattern, `SCAN` on every master (never `KEYS`, which blocks Redis for
+//! the whole keyspace).
+
+use std::collections::HashMap;
+
+use crate::engine::acquire::ready;
+use crate::engine::core::Engine;
+use crate::engine::retry::with_retries;
+use crate::error::{Error, Result};
+use crate::identity::{self, ClientIdentity};
+use crate::inspection::LockInfo;
+use crate::keys;
+use crate::kind;
+
+/// Keys a `SCAN` call looks at (a hint to Redis: each call stays short).
+const SCAN_COUNT: u64 = 1000;
+
+/// Announcements read so far, by client id (`None`: that client has none).
+type Clients = HashMap<String, Option<ClientIdentity>>;
+
+/// `name`'s state, with the clients of its holders and waiters.
+pub(crate) fn inspect(engine: &Engine, name: &str) -> Result<LockInfo> {
+    ready(engine, name)?;
+    let mut clients = Clients::new();
+    inspect_with(engine, name, &mut clients)
+}
+
+fn inspect_with(engine: &Engine, name: &str, clients: &mut Clients) -> Result<LockInfo> {
+    let mut info =
+        with_retries(engine, None, |_| engine.pool_for(name).run("inspecting", |conn| kind::inspect(conn, name)))
+            .map_err(|e| e.on_lock(name))?;
+    for holder in &mut info.holders {
+        holder.client = client_of(engine, &holder.owner, clients)?;
+    }
+    for waiter in &mut info.queue {
+        waiter.client = client_of(engine, &waiter.owner, clients)?;
+    }
+    Ok(info)
+}
+
+/// The announcement of `owner`'s client, read once per listing.
+fn client_of(engine: &Engine, owner: &str, clients: &mut Clients) -> Result<Option<ClientIdentity>> {
+    let Some(id) = identity::client_of_owner(owner) else {
+        return Ok(None);
+    };
+    if let Some(known) = clients.get(id) {
+        return Ok(known.clone());
+    }
+    let key = keys::identity_key(id);
+    let read = match with_retries(engine, None, |_| {
+        engine.pool_for(&key).run("reading a client's announcement", |conn| kind::read_identity(conn, &key, id))
+    }) {
+        Ok(read) => read,
+        // A user whose rule leaves announcements out sees every client as unknown.
+        Err(err) if err.is_permission_denied() => None,
+        Err(err) => return Err(err),
+    };
+    clients.insert(id.to_owned(), read.clone());
+    Ok(read)
+}
+
+/// The locks (and semaphores, and group locks) whose names match `pattern` (Redis's glob
+/// syntax, as `SCAN MATCH` takes it), by name: every master scanned, the keys kept beside
+/// locks left out, each match inspected and kept when it is one of the library's.
+pub(crate) fn locks(engine: &Engine, pattern: &str) -> Result<Vec<LockInfo>> {
+    engine.check_running()?;
+    if pattern.is_empty() {
+        return Err(Error::invalid("the pattern is empty (`*` matches every name)"));
+    }
+    if pattern.len() > keys::MAX_NAME_LEN {
+        return Err(Error::invalid(format!(
+            "the pattern is {} bytes long, more than the {} allowed",
+            pattern.len(),
+            keys::MAX_NAME_LEN
+        )));
+    }
+    let mut names = Vec::new();
+    for pool in engine.topology().masters() {
+        let mut cursor = 0_u64;
+        loop {
+            let (next, page): (u64, Vec<Vec<u8>>) = with_retries(engine, None, |_| {
+                pool.run("listing locks", |conn| {
+                    redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(SCAN_COUNT).query(conn)
+                })
+            })?;
+            // A name that is not UTF-8 is no lock of the library's (its names are `str`).
+            names.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    let mut clients = Clients::new();
+    let mut found = Vec::new();
+    for name in names.iter().filter(|n| !kind::is_beside_a_lock(n)) {
+        let info = inspect_with(engine, name, &mut clients)?;
+        if info.kind.is_some() {
+            found.push(info);
+        }
+    }
+    Ok(found)
+}
