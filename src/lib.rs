@@ -90,6 +90,7 @@ mod config;
 mod events;
 mod fan_out;
 mod interrupt;
+mod trace;
 // Pure: no I/O.
 mod backoff;
 mod clock;

@@ -32,6 +32,7 @@ use crate::engine::lease::{Lease, LeaseInner, LeaseState, Span};
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{self, GroupEntry, PermitEntry, RenewEntry, RenewOutcome, Renewal};
+use crate::trace;
 use crate::transport::{Pool, Topology};
 use crate::wheel::Wheel;
 
@@ -263,11 +264,17 @@ impl Worker {
             return;
         }
         let sent = Instant::now();
-        let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
-        self.count(sent.elapsed(), round_trips, outcomes.iter().filter(|o| **o == Some(true)).count());
-        for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
-            self.settle(lease, sent, renewed);
-        }
+        let span = trace::span!(TRACE, "renew", leases = chunk.len(), pool = pool.id(); renewed, round_trips);
+        trace::within!(span, {
+            let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
+            let renewed = outcomes.iter().filter(|o| **o == Some(true)).count();
+            trace::record!(span, renewed = renewed, round_trips = round_trips);
+            self.count(sent.elapsed(), round_trips, renewed);
+            // Inside the span: the leases found lost or at risk are reported in it.
+            for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
+                self.settle(lease, sent, renewed);
+            }
+        });
     }
 
     /// One round trip for the locks of `chunk`, one for its permits and one for its groups

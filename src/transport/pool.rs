@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::trace;
 use crate::transport::conn::{Conn, Origin, PubSub};
 use crate::transport::sentinel::Sentinels;
 
@@ -292,6 +293,8 @@ impl Pool {
                     Some((pool, redirected)) => pool.run_dyn(call, op, on_timeout, redirected),
                     // TRYAGAIN (a multi-key command in a slot being migrated): a moment later.
                     None if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
+                        let pause_ms = trace::millis(TRY_AGAIN_PAUSE);
+                        trace::event!(DEBUG, "transient error retried", pause_ms = pause_ms; error = err);
                         std::thread::sleep(TRY_AGAIN_PAUSE);
                         self.run_dyn(call, op, on_timeout, Redirected::No(left))
                     }
@@ -316,6 +319,7 @@ impl Pool {
                 // refuses a script at its first write, before any effect: either way the
                 // command did nothing, and it runs once more on a new connection.
                 if is_replica_refusal(&err) {
+                    trace::event!(INFO, "failover followed", pool = self.id, by = "READONLY"; error = err);
                     self.connector.master_moved();
                 }
                 self.discard(conn);
@@ -426,12 +430,16 @@ impl Pool {
         let mut state = self.state.lock();
         match (&state.master, master) {
             (Some(known), Some(master)) if *known != master => {
+                // Kept for the event (a failover is rare: two small copies).
+                let (from, to) = (known.clone(), master.clone());
                 state.master = Some(master);
                 let stale = self.next_generation(&mut state);
                 let generation = state.generation;
                 drop(state);
                 drop(stale);
                 self.returned.notify_all();
+                let by = "the sentinels naming another master";
+                trace::event!(INFO, "failover followed", pool = self.id, by = by; from = Addr(&from), to = Addr(&to));
                 generation
             }
             (None, master @ Some(_)) => {
@@ -502,6 +510,15 @@ impl Pool {
         drop(state);
         drop(stale);
         self.returned.notify_all();
+    }
+}
+
+/// A server's address as `host:port`, for an event's field.
+struct Addr<'a>(&'a (String, u16));
+
+impl std::fmt::Display for Addr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.0.0, self.0.1)
     }
 }
 
