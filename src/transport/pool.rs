@@ -84,6 +84,10 @@ struct Call<'a> {
     what: &'a str,
     limit: Option<Duration>,
     resend: Resend,
+    /// A replica refused it (`READONLY`) already: it was sent once more on a new
+    /// connection, and is not again on that account (the retry layer, with its pauses and
+    /// its budget, takes over: a server that stays a replica must not be asked forever).
+    refused: bool,
 }
 
 /// How a run came to this pool, and how many more redirections it may follow.
@@ -234,7 +238,7 @@ impl Pool {
         on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
         resend: Resend,
     ) -> Result<T> {
-        let call = Call { what, limit, resend };
+        let call = Call { what, limit, resend, refused: false };
         let result = self.run_dyn(call, &mut op, on_timeout, Redirected::No(MAX_REDIRECTS));
         if let (Err(err), Some(redirect)) = (&result, self.redirect.as_ref().and_then(Weak::upgrade))
             && err.is_connection_error()
@@ -253,7 +257,7 @@ impl Pool {
         mut on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
         redirected: Redirected,
     ) -> Result<T> {
-        let Call { what, limit, resend } = call;
+        let Call { what, limit, resend, refused } = call;
         let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
         let (generation, mut conn, reused) = self.checkout(limit)?;
         let result = self.limit(&conn, timeout).and_then(|()| {
@@ -311,7 +315,7 @@ impl Pool {
             }
             Err(err)
                 if (resend == Resend::IfStale && reused && err.is_connection_dropped() && !err.is_timeout())
-                    || is_replica_refusal(&err) =>
+                    || (is_replica_refusal(&err) && !refused) =>
             {
                 // A stale connection failed before Redis read the command (almost surely:
                 // the server could also have died right after running it, which is why a
@@ -325,7 +329,7 @@ impl Pool {
                 self.discard(conn);
                 self.discard_idle();
                 // Once more, on a new connection (no idle one is left), redirections and all.
-                let once_more = Call { resend: Resend::Never, ..call };
+                let once_more = Call { resend: Resend::Never, refused: refused || is_replica_refusal(&err), ..call };
                 self.run_dyn(once_more, op, on_timeout, redirected)
             }
             Err(err) => {
