@@ -6,7 +6,7 @@
 //! The rest of the crate names `tracing` only through these macros. Without the feature
 //! each expands to its arguments inside an `if false` block: they are type-checked and
 //! count as used (no warning in either build), never evaluated, and the compiler drops
-//! them; a span is then the zero-sized [`Off`]. Field values are typed (`&str`, integers,
+//! them; a span is then the zero-sized `Off`. Field values are typed (`&str`, integers,
 //! floats, `bool`); those after a `;` in [`event!`] are shown with `Display`.
 
 /// A span of `name` at `LEVEL` (`TRACE` … `ERROR`), not entered: `span!(DEBUG, "acquire",
