@@ -130,8 +130,12 @@ impl Events {
     }
 
     pub(crate) fn lease_at_risk(&self, lock: &str, valid_until: Instant) {
-        let valid_for = valid_until.saturating_duration_since(Instant::now());
-        trace::event!(WARN, "lease at risk", lock = lock, valid_for_ms = trace::millis(valid_for));
+        trace::event!(
+            WARN,
+            "lease at risk",
+            lock = lock,
+            valid_for_ms = trace::millis(valid_until.saturating_duration_since(Instant::now()))
+        );
         self.call(|e| e.lease_at_risk(lock, valid_until));
     }
 

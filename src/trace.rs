@@ -55,7 +55,10 @@ macro_rules! within {
 macro_rules! record {
     ($span:expr $(, $field:ident = $value:expr)+) => {{
         let span = &$span;
-        $(span.record(stringify!($field), $value);)+
+        // The values are worked out only for a span some subscriber wants.
+        if !span.is_disabled() {
+            $(span.record(stringify!($field), $value);)+
+        }
     }};
 }
 

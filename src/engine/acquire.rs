@@ -362,9 +362,13 @@ fn counted<T>(
         Err(_) => Outcome::Failed,
     };
     engine.config().events.activity().acquisition(outcome);
-    // The time from the call to its end: for an acquire at once, its round trips.
-    let elapsed = trace::millis(started.elapsed());
-    trace::record!(span, outcome = outcome.label(), waited_ms = elapsed, attempts = tries.calls());
+    // `waited_ms`: from the call to its end (for an acquire at once, its round trips).
+    trace::record!(
+        span,
+        outcome = outcome.label(),
+        waited_ms = trace::millis(started.elapsed()),
+        attempts = tries.calls()
+    );
     result
 }
 

@@ -58,13 +58,12 @@ fn retrying<T>(
         if give_up_at.is_some_and(|at| next_at.is_none_or(|next| next >= at)) || engine.check_running().is_err() {
             return Err(err);
         }
-        let failing_for = failed_at.elapsed();
         trace::event!(
             DEBUG,
             "transient error retried",
             lock = err.lock_name(),
             pause_ms = trace::millis(jittered),
-            failing_ms = trace::millis(failing_for);
+            failing_ms = trace::millis(failed_at.elapsed());
             error = err
         );
         if !interruptible {

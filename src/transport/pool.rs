@@ -297,8 +297,12 @@ impl Pool {
                     Some((pool, redirected)) => pool.run_dyn(call, op, on_timeout, redirected),
                     // TRYAGAIN (a multi-key command in a slot being migrated): a moment later.
                     None if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
-                        let pause_ms = trace::millis(TRY_AGAIN_PAUSE);
-                        trace::event!(DEBUG, "transient error retried", pause_ms = pause_ms; error = err);
+                        trace::event!(
+                            DEBUG,
+                            "transient error retried",
+                            pause_ms = trace::millis(TRY_AGAIN_PAUSE);
+                            error = err
+                        );
                         std::thread::sleep(TRY_AGAIN_PAUSE);
                         self.run_dyn(call, op, on_timeout, Redirected::No(left))
                     }
