@@ -25,6 +25,20 @@ pub(crate) enum Outcome {
     Failed,
 }
 
+impl Outcome {
+    /// The outcome in words, as the acquire span records it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Outcome::AtOnce => "at once",
+            Outcome::AfterWaiting(_) => "after waiting",
+            Outcome::Busy => "busy",
+            Outcome::TimedOut => "timed out",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Activity {
     at_once: AtomicU64,

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::activity::Activity;
 use crate::error::Error;
+use crate::trace;
 
 /// Receives what happens inside a [`Client`](crate::Client) that no call returns.
 ///
@@ -117,33 +118,45 @@ impl Events {
     }
 
     pub(crate) fn lease_lost(&self, lock: &str) {
+        trace::event!(WARN, "lease lost", lock = lock);
         self.activity.lease_lost();
         self.call(|e| e.lease_lost(lock));
     }
 
     pub(crate) fn renewal_failed(&self, error: &Error) {
+        trace::event!(WARN, "renewal failed", lock = error.lock_name(); error = error);
         self.activity.renewal_failed();
         self.call(|e| e.renewal_failed(error));
     }
 
     pub(crate) fn lease_at_risk(&self, lock: &str, valid_until: Instant) {
+        trace::event!(
+            WARN,
+            "lease at risk",
+            lock = lock,
+            valid_for_ms = trace::millis(valid_until.saturating_duration_since(Instant::now()))
+        );
         self.call(|e| e.lease_at_risk(lock, valid_until));
     }
 
     pub(crate) fn lease_recovered(&self, lock: &str) {
+        trace::event!(INFO, "lease recovered", lock = lock);
         self.call(|e| e.lease_recovered(lock));
     }
 
     pub(crate) fn release_failed(&self, lock: &str, error: &Error) {
+        trace::event!(WARN, "release failed", lock = lock; error = error);
         self.activity.release_failed();
         self.call(|e| e.release_failed(lock, error));
     }
 
     pub(crate) fn subscriber_disconnected(&self, error: &Error) {
+        trace::event!(INFO, "subscriber disconnected"; error = error);
         self.call(|e| e.subscriber_disconnected(error));
     }
 
     pub(crate) fn subscriber_reconnected(&self) {
+        trace::event!(INFO, "subscriber reconnected");
         self.call(|e| e.subscriber_reconnected());
     }
 

@@ -101,6 +101,7 @@ mod fan_out;
 mod identity;
 mod inspection;
 mod interrupt;
+mod trace;
 // Pure: no I/O.
 mod backoff;
 mod clock;

@@ -32,6 +32,9 @@ mod stop_in_time;
 mod support;
 mod support_selftest;
 mod tls;
+// The spans and events of the `tracing` feature, captured by a subscriber of its own.
+#[cfg(feature = "tracing")]
+mod tracing_events;
 mod watchdog;
 
 /// Roles that a child worker process can play, by name (see `support::child`).

@@ -221,3 +221,38 @@ fn a_master_that_just_lost_its_replica_to_a_promotion_grants_nothing() {
     assert!(exists(&mut pair.master.conn(), "split"), "its replica has the grant when try_lock() returns");
     guard.unlock().expect("released");
 }
+
+/// A server turned replica under a client that connects to it directly (no sentinel to
+/// name the new master): a write it refuses with READONLY is sent once more on a new
+/// connection, then left to the retry layer, which gives up when the budget runs out, with
+/// an error that says why.
+///
+/// Breaks if the pool sends the refused command again and again without a pause (it once
+/// recursed until the stack overflowed and the process aborted).
+#[test]
+fn a_server_turned_replica_is_asked_again_within_the_budget_not_forever() {
+    let demoted = RedisServer::start();
+    // The sync starts at once, not after diskless replication's default 5 s delay.
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let client = Client::builder(demoted.url())
+        .retry_budget(Duration::from_millis(500))
+        .build()
+        .expect("a client of the server that will turn replica");
+    let lock = client.lock("demoted");
+    drop(lock.lock().expect("granted while a master"));
+    let mut conn = demoted.conn();
+    redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port()).query::<()>(&mut conn).expect("REPLICAOF");
+    assert!(wait_until(Duration::from_secs(10), || info_field(&mut conn, "replication", "master_link_status")
+        .is_some_and(|s| s == "up")));
+    let before = calls_of(&mut conn, "evalsha");
+    let started = Instant::now();
+    let err = lock.try_lock().expect_err("a replica grants nothing");
+    let took = started.elapsed();
+    assert!(err.to_string().contains("read only replica"), "{err}");
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(5),
+        "tried again after pauses, within the budget: {took:?}"
+    );
+    let sent = calls_of(&mut conn, "evalsha") - before;
+    assert!((2..200).contains(&sent), "a few tries, paused between: {sent}");
+}

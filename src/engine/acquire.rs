@@ -31,6 +31,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::keys;
 use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
+use crate::trace::{self, Tally};
 use crate::transport::Conn;
 use crate::transport::Wake;
 
@@ -232,8 +233,10 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         }
     };
     let result = match request.backoff {
-        Some(backoff) => spin_for(engine, backoff, wait, attempt),
-        None => wait_for(engine, || (kind.wait_channel(name, &owner), kind.wake(), 1), wait, attempt),
+        Some(backoff) => spin_for(engine, name, kind.label(), backoff, wait, attempt),
+        None => {
+            wait_for(engine, name, kind.label(), || (kind.wait_channel(name, &owner), kind.wake(), 1), wait, attempt)
+        }
     };
     if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
         // Leave whatever the wait left in Redis (a fair lock's place in the queue).
@@ -324,26 +327,33 @@ pub(crate) enum Attempt<T> {
 
 /// The spin lock's wait loop: no subscription, no message; between attempts, the sleeps of
 /// `backoff` (Redisson's), each cut to the caller's deadline, and ended by an interrupt.
-/// Counted as an acquisition.
+/// Counted as an acquisition of `lock`, of the kind `kind` (in words).
 pub(crate) fn spin_for<T>(
     engine: &Engine,
+    lock: &str,
+    kind: &'static str,
     backoff: BackOff,
     wait: Wait,
     attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
-    counted(engine, wait, |waited| spin_loop(engine, backoff, wait, attempt, waited))
+    counted(engine, lock, kind, wait, |waited, tries| spin_loop(engine, backoff, wait, tries.counting(attempt), waited))
 }
 
-/// Runs a wait loop (told to say whether it waited) and counts how the acquisition ended.
+/// Runs a wait loop (told to say whether it waited, and given a tally for its attempts)
+/// and counts how the acquisition ended; traced as the span `acquire`.
 fn counted<T>(
     engine: &Engine,
+    lock: &str,
+    kind: &'static str,
     wait: Wait,
-    wait_loop: impl FnOnce(&mut bool) -> Result<Option<T>>,
+    wait_loop: impl FnOnce(&mut bool, &Tally) -> Result<Option<T>>,
 ) -> Result<Option<T>> {
     let started = Instant::now();
     engine.acquisition_begins();
     let mut waited = false;
-    let result = wait_loop(&mut waited);
+    let tries = Tally::default();
+    let span = trace::span!(DEBUG, "acquire", lock = lock, kind = kind; outcome, waited_ms, attempts);
+    let result = trace::within!(span, wait_loop(&mut waited, &tries));
     let outcome = match &result {
         Ok(Some(_)) if waited => Outcome::AfterWaiting(started.elapsed()),
         Ok(Some(_)) => Outcome::AtOnce,
@@ -353,6 +363,13 @@ fn counted<T>(
         Err(_) => Outcome::Failed,
     };
     engine.config().events.activity().acquisition(outcome);
+    // `waited_ms`: from the call to its end (for an acquire at once, its round trips).
+    trace::record!(
+        span,
+        outcome = outcome.label(),
+        waited_ms = trace::millis(started.elapsed()),
+        attempts = tries.calls()
+    );
     result
 }
 
@@ -390,14 +407,19 @@ fn spin_loop<T>(
     }
 }
 
-/// The wait loop of an acquisition, counted as one (see [`wait_loop`]).
+/// The wait loop of an acquisition of `lock`, of the kind `kind` (in words), counted as
+/// one (see [`wait_loop`]).
 pub(crate) fn wait_for<T>(
     engine: &Engine,
+    lock: &str,
+    kind: &'static str,
     waiting: impl FnOnce() -> (String, Wake, u64),
     wait: Wait,
     attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
-    counted(engine, wait, |waited| wait_loop(engine, waiting, wait, attempt, Some(waited)))
+    counted(engine, lock, kind, wait, |waited, tries| {
+        wait_loop(engine, waiting, wait, tries.counting(attempt), Some(waited))
+    })
 }
 
 /// The wait loop. `waiting` names the channel to wait on, how its messages wake, and how

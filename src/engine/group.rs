@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::release::release_outcome;
 use crate::engine::replicas::{Sync, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
@@ -25,6 +26,7 @@ use crate::interrupt;
 use crate::keys;
 use crate::kind::Reply;
 use crate::kind::group::{self, Released};
+use crate::trace;
 use crate::transport::{Conn, Wake};
 
 /// Most values one group lock takes. One script call goes through them all while Redis
@@ -167,7 +169,7 @@ pub(crate) fn acquire(
             }
         }
     };
-    let taken = wait_for(engine, || (keys::lock_channel(group), Wake::Group, 1), wait, attempt);
+    let taken = wait_for(engine, group, "group", || (keys::lock_channel(group), Wake::Group, 1), wait, attempt);
     let Some((sent, owner)) = taken.map_err(|e| e.on_lock(group))? else {
         return Ok(None);
     };
@@ -247,6 +249,13 @@ impl GroupHold {
     /// lease's validity deadline (the release touches only this owner's fields, so a
     /// second send does no harm; one that then finds a value free takes it for released).
     pub(crate) fn release(self) -> Result<()> {
+        let span = trace::span!(DEBUG, "release", lock = &*self.lease.name, kind = "group"; outcome);
+        let result = trace::within!(span, self.release_untraced());
+        trace::record!(span, outcome = release_outcome(&result));
+        result
+    }
+
+    fn release_untraced(self) -> Result<()> {
         let engine = &self.engine;
         let group = &*self.lease.name;
         engine.config().events.activity().held(self.since.elapsed());

@@ -11,6 +11,7 @@ use rand::RngCore;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for, wait_loop};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::release::release_outcome;
 use crate::engine::replicas::{Sync, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
@@ -19,6 +20,7 @@ use crate::events::Events;
 use crate::interrupt;
 use crate::keys;
 use crate::kind::semaphore::{self, PermitId, Taken};
+use crate::trace;
 use crate::transport::Conn;
 use crate::transport::Wake;
 
@@ -71,7 +73,8 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
             (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
     };
-    let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
+    let taken =
+        wait_for(engine, name, "semaphore", || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
     let taken = taken.map_err(|e| e.on_semaphore(name))?.is_some();
     if !taken {
         no_permits_at_all(engine, name, wait)?;
@@ -231,7 +234,14 @@ pub(crate) fn acquire_expirable(
             (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
     };
-    let taken = wait_for(engine, || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
+    let taken = wait_for(
+        engine,
+        name,
+        "permit semaphore",
+        || (keys::semaphore_channel(name), Wake::Permits, permits),
+        wait,
+        attempt,
+    );
     let Some(sent) = taken.map_err(|e| e.on_semaphore(name))? else {
         no_permits_at_all(engine, name, wait)?;
         return Ok(None);
@@ -291,6 +301,13 @@ impl PermitHold {
     /// Gives the permits back. `Err(NotHeld)` when they were lost (their deadline passed):
     /// reported once as `lease_lost`, nothing sent when it was known before.
     pub(crate) fn release(self) -> Result<()> {
+        let span = trace::span!(DEBUG, "release", lock = &*self.lease.name, kind = "permit semaphore"; outcome);
+        let result = trace::within!(span, self.release_untraced());
+        trace::record!(span, outcome = release_outcome(&result));
+        result
+    }
+
+    fn release_untraced(self) -> Result<()> {
         let engine = &self.engine;
         let name = &*self.lease.name;
         engine.config().events.activity().held(self.since.elapsed());

@@ -11,6 +11,7 @@ use crate::engine::retry::with_retries;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{Kind, Release};
+use crate::trace;
 use crate::transport::Conn;
 
 /// One hold of one lock, as recorded by the client that acquired it.
@@ -169,16 +170,32 @@ impl PendingRelease {
         // `unlock()` rides out a restart or a failover, and stops trying at the lease's
         // validity deadline (past it the hold may be gone, and another owner's); a drop
         // sends once.
-        let outcome = if retry_timeout { with_retries(engine, self.valid_until, |_| try_once()) } else { try_once() };
-        match outcome.map_err(|e| e.on_lock(name))? {
-            Some(_) => Ok(()),
-            None => {
-                // Redis says the owner holds nothing: the lease was lost (a restart, an
-                // eviction, a force unlock), and this release is the first to learn it.
-                self.lease.lose(self.lease.lock(), &engine.config().events);
-                Err(Error::new(ErrorKind::NotHeld, "this owner no longer holds the lock").on_lock(name))
-            }
-        }
+        let span = trace::span!(DEBUG, "release", lock = name, kind = self.kind.label(); outcome);
+        trace::within!(span, {
+            let outcome =
+                if retry_timeout { with_retries(engine, self.valid_until, |_| try_once()) } else { try_once() };
+            let result = match outcome.map_err(|e| e.on_lock(name)) {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => {
+                    // Redis says the owner holds nothing: the lease was lost (a restart, an
+                    // eviction, a force unlock), and this release is the first to learn it.
+                    self.lease.lose(self.lease.lock(), &engine.config().events);
+                    Err(Error::new(ErrorKind::NotHeld, "this owner no longer holds the lock").on_lock(name))
+                }
+                Err(err) => Err(err),
+            };
+            trace::record!(span, outcome = release_outcome(&result));
+            result
+        })
+    }
+}
+
+/// How a release ended, in words, as the release span records it.
+pub(crate) fn release_outcome(result: &Result<()>) -> &'static str {
+    match result {
+        Ok(()) => "released",
+        Err(err) if err.is_not_held() => "not held",
+        Err(_) => "failed",
     }
 }
 

@@ -42,6 +42,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, GroupEntry, PermitEntry, RenewEntry, RenewOutcome, Renewal};
+use crate::trace;
 use crate::transport::{Pool, Topology};
 use crate::wheel::Wheel;
 
@@ -252,9 +253,13 @@ impl Worker {
         // another master) is delayed by an eighth of a lease at most, and still goes out
         // before the lease turns at risk at half of it.
         let limit = Some(self.config.command_timeout.min(self.span.lease / 24));
-        let _ = self.topology.pool_for(&self.identity_key).run_within("announcing the client", limit, |conn| {
+        let written = self.topology.pool_for(&self.identity_key).run_within("announcing the client", limit, |conn| {
             kind::announce(conn, &self.identity_key, &self.identity_text, self.lease_millis)
         });
+        if let Err(error) = written {
+            // Nothing depends on it but what an inspection shows: no event for users.
+            trace::event!(DEBUG, "announcement not written"; error = error);
+        }
         self.shared.announce_at(self.shared.tick_of(Instant::now() + self.span.lease / 3));
     }
 
@@ -363,11 +368,17 @@ impl Worker {
             return;
         }
         let sent = Instant::now();
-        let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
-        self.count(sent.elapsed(), round_trips, outcomes.iter().filter(|o| **o == Some(true)).count());
-        for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
-            self.settle(lease, sent, renewed);
-        }
+        let span = trace::span!(TRACE, "renew", leases = chunk.len(), pool = pool.id(); renewed, round_trips);
+        trace::within!(span, {
+            let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
+            let renewed = outcomes.iter().filter(|o| **o == Some(true)).count();
+            trace::record!(span, renewed = renewed, round_trips = round_trips);
+            self.count(sent.elapsed(), round_trips, renewed);
+            // Inside the span: the leases found lost or at risk are reported in it.
+            for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
+                self.settle(lease, sent, renewed);
+            }
+        });
     }
 
     /// One round trip for the locks of `chunk`, one for its permits and one for its groups

@@ -12,6 +12,7 @@ use crate::clock;
 use crate::engine::core::Engine;
 use crate::error::{Error, Result};
 use crate::interrupt;
+use crate::trace;
 
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 const LONGEST_PAUSE: Duration = Duration::from_secs(1);
@@ -57,6 +58,14 @@ fn retrying<T>(
         if give_up_at.is_some_and(|at| next_at.is_none_or(|next| next >= at)) || engine.check_running().is_err() {
             return Err(err);
         }
+        trace::event!(
+            DEBUG,
+            "transient error retried",
+            lock = err.lock_name(),
+            pause_ms = trace::millis(jittered),
+            failing_ms = trace::millis(failed_at.elapsed());
+            error = err
+        );
         if !interruptible {
             std::thread::sleep(jittered);
         } else if interrupt::nap(jittered) && interrupt::take() {

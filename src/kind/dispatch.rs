@@ -46,6 +46,20 @@ pub(crate) struct AcquireArgs {
 }
 
 impl Kind {
+    /// The kind in words, as the spans record it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Reentrant => "reentrant",
+            Kind::Fair => "fair",
+            Kind::NonReentrant => "non-reentrant",
+            Kind::NonReentrantFair => "non-reentrant fair",
+            Kind::Spin => "spin",
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Fenced => "fenced",
+        }
+    }
+
     /// One acquire attempt.
     pub(crate) fn attempt(
         self,

@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::trace;
 use crate::transport::conn::{Conn, Origin, PubSub};
 use crate::transport::sentinel::Sentinels;
 
@@ -83,6 +84,10 @@ struct Call<'a> {
     what: &'a str,
     limit: Option<Duration>,
     resend: Resend,
+    /// A replica refused it (`READONLY`) already: it was sent once more on a new
+    /// connection, and is not again on that account (the retry layer, with its pauses and
+    /// its budget, takes over: a server that stays a replica must not be asked forever).
+    refused: bool,
 }
 
 /// How a run came to this pool, and how many more redirections it may follow.
@@ -233,7 +238,7 @@ impl Pool {
         on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
         resend: Resend,
     ) -> Result<T> {
-        let call = Call { what, limit, resend };
+        let call = Call { what, limit, resend, refused: false };
         let result = self.run_dyn(call, &mut op, on_timeout, Redirected::No(MAX_REDIRECTS));
         if let (Err(err), Some(redirect)) = (&result, self.redirect.as_ref().and_then(Weak::upgrade))
             && err.is_connection_error()
@@ -252,7 +257,7 @@ impl Pool {
         mut on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
         redirected: Redirected,
     ) -> Result<T> {
-        let Call { what, limit, resend } = call;
+        let Call { what, limit, resend, refused } = call;
         let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
         let (generation, mut conn, reused) = self.checkout(limit)?;
         let result = self.limit(&conn, timeout).and_then(|()| {
@@ -292,6 +297,12 @@ impl Pool {
                     Some((pool, redirected)) => pool.run_dyn(call, op, on_timeout, redirected),
                     // TRYAGAIN (a multi-key command in a slot being migrated): a moment later.
                     None if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
+                        trace::event!(
+                            DEBUG,
+                            "transient error retried",
+                            pause_ms = trace::millis(TRY_AGAIN_PAUSE);
+                            error = err
+                        );
                         std::thread::sleep(TRY_AGAIN_PAUSE);
                         self.run_dyn(call, op, on_timeout, Redirected::No(left))
                     }
@@ -308,7 +319,7 @@ impl Pool {
             }
             Err(err)
                 if (resend == Resend::IfStale && reused && err.is_connection_dropped() && !err.is_timeout())
-                    || is_replica_refusal(&err) =>
+                    || (is_replica_refusal(&err) && !refused) =>
             {
                 // A stale connection failed before Redis read the command (almost surely:
                 // the server could also have died right after running it, which is why a
@@ -316,12 +327,13 @@ impl Pool {
                 // refuses a script at its first write, before any effect: either way the
                 // command did nothing, and it runs once more on a new connection.
                 if is_replica_refusal(&err) {
+                    trace::event!(INFO, "failover followed", pool = self.id, by = "READONLY"; error = err);
                     self.connector.master_moved();
                 }
                 self.discard(conn);
                 self.discard_idle();
                 // Once more, on a new connection (no idle one is left), redirections and all.
-                let once_more = Call { resend: Resend::Never, ..call };
+                let once_more = Call { resend: Resend::Never, refused: refused || is_replica_refusal(&err), ..call };
                 self.run_dyn(once_more, op, on_timeout, redirected)
             }
             Err(err) => {
@@ -426,12 +438,16 @@ impl Pool {
         let mut state = self.state.lock();
         match (&state.master, master) {
             (Some(known), Some(master)) if *known != master => {
+                // Kept for the event (a failover is rare: two small copies).
+                let (from, to) = (known.clone(), master.clone());
                 state.master = Some(master);
                 let stale = self.next_generation(&mut state);
                 let generation = state.generation;
                 drop(state);
                 drop(stale);
                 self.returned.notify_all();
+                let by = "the sentinels naming another master";
+                trace::event!(INFO, "failover followed", pool = self.id, by = by; from = Addr(&from), to = Addr(&to));
                 generation
             }
             (None, master @ Some(_)) => {
@@ -502,6 +518,15 @@ impl Pool {
         drop(state);
         drop(stale);
         self.returned.notify_all();
+    }
+}
+
+/// A server's address as `host:port`, for an event's field.
+struct Addr<'a>(&'a (String, u16));
+
+impl std::fmt::Display for Addr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.0.0, self.0.1)
     }
 }
 

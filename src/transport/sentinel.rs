@@ -22,6 +22,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::background::Background;
 use crate::error::{Error, ErrorKind, Result};
+use crate::trace;
 use crate::transport::url::{NodeList, redact};
 
 /// The scheme of a Sentinel URL (Lettuce's form, which Java users know):
@@ -215,6 +216,8 @@ fn listen(
             && let Some(redis::Value::BulkString(payload)) = items.get(2)
             && String::from_utf8_lossy(payload).split(' ').next() == Some(sentinels.master_name.as_str())
         {
+            // The payload: "<name> <old ip> <old port> <new ip> <new port>".
+            trace::event!(INFO, "failover followed", by = "+switch-master"; switch = String::from_utf8_lossy(payload));
             sentinels.forget_master();
             on_switch();
         }
