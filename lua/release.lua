@@ -16,6 +16,8 @@
 -- ARGV[7]  the channel on which waiting redlease clients mark that they listen, or '' to
 --          publish on the release channel whoever listens (see wake_waiters in the prelude)
 -- ARGV[8]  the prefix of the waiting clients' own channels (their token follows)
+-- ARGV[9]  optional: a channel that also hears `0` when the lock is freed (an election's
+--          observers')
 --
 -- Returns  nil  the owner holds nothing: not held (never was, or the lease was lost)
 --          0    one hold released, the owner still holds the lock
@@ -47,6 +49,9 @@ if holds > 1 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[2], 0, 'px', ARGV[4])
     return 0
+end
+if ARGV[9] then
+    publish(ARGV[9], '0')
 end
 if ARGV[1] ~= '' then
     wake_waiters(KEYS[3], ARGV[5], ARGV[1], ARGV[7], ARGV[8])

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::election::Election;
 use crate::engine::{self, Engine, GroupValues, with_retries};
 use crate::error::Result;
 use crate::events::{Events, LockEvents};
@@ -191,6 +192,12 @@ impl Client {
         values: impl IntoIterator<Item = V>,
     ) -> GroupLock {
         GroupLock::new(Arc::clone(&self.engine), group.into(), GroupValues::new(values))
+    }
+
+    /// A leader election among the processes that campaign under `name`: see
+    /// [`Election`].
+    pub fn election(&self, name: impl Into<String>) -> Election {
+        Election::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A semaphore named `name` (its Redis key), Redisson's `RSemaphore`. No I/O.

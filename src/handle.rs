@@ -23,12 +23,14 @@ pub(crate) struct Handle {
     /// Whose the holds are: the acquiring thread's, or each acquisition's own (a
     /// [`SendableLock`](crate::SendableLock)'s).
     pub(crate) per_thread: bool,
+    /// What a candidate advertises when it leads (an election's campaign).
+    pub(crate) advertise: Option<Arc<str>>,
 }
 
 impl Handle {
     pub(crate) fn new(engine: Arc<Engine>, name: impl Into<Arc<str>>, kind: Kind) -> Handle {
         let backoff = (kind == Kind::Spin).then_some(BackOff::DEFAULT);
-        Handle { engine, name: name.into(), lease: None, kind, backoff, per_thread: true }
+        Handle { engine, name: name.into(), lease: None, kind, backoff, per_thread: true, advertise: None }
     }
 
     pub(crate) fn request(&self) -> Request<'_> {
@@ -38,6 +40,7 @@ impl Handle {
             lease: self.lease,
             backoff: self.backoff,
             per_thread: self.per_thread,
+            advertise: self.advertise.as_deref(),
         }
     }
 

@@ -26,11 +26,14 @@ pub enum LockKind {
     Group,
     /// A number of permits available, or permits taken with deadlines.
     Semaphore,
+    /// An election's hash (`redlease_election:{NAME}`): its leader's owner field, the value
+    /// it advertises and its term.
+    Election,
 }
 
 impl LockKind {
     /// Its name in `redlease status --json` and `redlease ls --json`: `lock`, `fair`,
-    /// `read-write`, `fenced`, `group` or `semaphore`.
+    /// `read-write`, `fenced`, `group`, `semaphore` or `election`.
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Lock => "lock",
@@ -39,6 +42,7 @@ impl LockKind {
             LockKind::Fenced => "fenced",
             LockKind::Group => "group",
             LockKind::Semaphore => "semaphore",
+            LockKind::Election => "election",
         }
     }
 }
@@ -133,7 +137,7 @@ pub struct LockInfo {
     pub lease_left: Option<Duration>,
     /// A fair lock's queue, first in line first (at most 1,000).
     pub queue: Vec<Waiter>,
-    /// A fenced lock's last token given.
+    /// A fenced lock's last token given; an election's current term.
     pub token: Option<u64>,
     /// A semaphore's permits available (the number under the name).
     pub permits_available: Option<i64>,

@@ -69,6 +69,7 @@
 // Floors, top to bottom (see docs/design.md, "Layers"): each imports only from below.
 // Front door.
 mod client;
+mod election;
 mod fair_lock;
 mod fenced_lock;
 mod group_lock;
@@ -121,6 +122,7 @@ pub use config::{
     DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL, DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE,
     DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET, DEFAULT_WATCHDOG_TIMEOUT,
 };
+pub use election::{Election, Leader, LeaderObserver, Leadership, MAX_ADVERTISED_LEN};
 pub use engine::{LeaseState, MAX_GROUP_VALUES};
 pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;

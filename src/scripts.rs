@@ -162,6 +162,8 @@ pub(crate) static GROUP_HELD: Lua = script!("group_held.lua", with_prelude);
 /// Renew a batch of group-lock leases: see `lua/group_renew.lua`.
 pub(crate) static GROUP_RENEW: Lua = script!("group_renew.lua", batch);
 
+/// Campaign in an election: see `lua/election_campaign.lua`.
+pub(crate) static ELECTION_CAMPAIGN: Lua = script!("election_campaign.lua", with_prelude);
 /// Read everything Redis keeps for one name, writing nothing: see `lua/inspect.lua`.
 pub(crate) static INSPECT: Lua = script!("inspect.lua");
 
@@ -170,7 +172,7 @@ pub(crate) static INSPECT: Lua = script!("inspect.lua");
 pub(crate) static CHECK_PERMISSIONS: Lua = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static Lua; 29] {
+pub(crate) fn all() -> [&'static Lua; 30] {
     [
         &FENCED_ACQUIRE,
         &ACQUIRE,
@@ -201,5 +203,6 @@ pub(crate) fn all() -> [&'static Lua; 29] {
         &GROUP_HELD,
         &GROUP_RENEW,
         &INSPECT,
+        &ELECTION_CAMPAIGN,
     ]
 }

@@ -6,6 +6,7 @@ mod architecture;
 mod bad_input;
 mod cluster;
 mod connection;
+mod election;
 mod exclusion;
 mod failover_storm;
 mod fair;
@@ -52,6 +53,7 @@ const ROLES: &[&[support::child::Role]] = &[
     cluster::ROLES,
     failover_storm::ROLES,
     inspect::ROLES,
+    election::ROLES,
 ];
 
 /// Entry point of child worker processes: the test binary re-invokes itself with

@@ -193,14 +193,18 @@ pub fn to_text(info: &LockInfo, now: SystemTime) -> String {
         return semaphore_text(info, &name);
     }
     let mut about = Vec::new();
-    if let Some(kind) = info.kind {
-        about.push(format!("{} lock", if kind == LockKind::Lock { "plain" } else { kind.name() }));
+    match info.kind {
+        Some(LockKind::Election) => about.push("election".to_owned()),
+        Some(kind) => about.push(format!("{} lock", if kind == LockKind::Lock { "plain" } else { kind.name() })),
+        None => {}
     }
     if let Some(mode) = mode(info) {
         about.push(format!("mode {mode}"));
     }
-    if let Some(token) = info.token {
-        about.push(format!("last token {token}"));
+    match (info.kind, info.token) {
+        (Some(LockKind::Election), Some(term)) => about.push(format!("term {term}")),
+        (_, Some(token)) => about.push(format!("last token {token}")),
+        (_, None) => {}
     }
     let state = if info.is_held() { "held" } else { "free" };
     if about.is_empty() {

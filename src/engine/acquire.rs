@@ -100,6 +100,8 @@ pub(crate) struct Request<'a> {
     /// The calling thread's (`true`), or a fresh owner's of its own (a sendable guard's,
     /// which no thread has: nothing it holds is this thread's, and it never reenters).
     pub(crate) per_thread: bool,
+    /// What a candidate in an election advertises when it leads.
+    pub(crate) advertise: Option<&'a str>,
 }
 
 /// The checks every call on a lock makes before it sends anything: the client runs and
@@ -161,6 +163,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         queue: wait.waits() && request.backoff.is_none(),
         wake_token: engine.topology().wake_token(),
         holds_nothing: true,
+        advertise: request.advertise.unwrap_or(""),
     };
     let command_timeout = engine.config().command_timeout;
     // A late undo of an earlier acquire by this thread must not take this one's hold away.
@@ -284,6 +287,7 @@ pub(crate) fn attempt_within(
         wake_token: engine.topology().wake_token(),
         // Decided on the owner's thread, as whether to undo a late grant.
         holds_nothing: undo_on_timeout,
+        advertise: request.advertise.unwrap_or(""),
     };
     // The undo of a late node's grant does not hold up the attempt: it goes from a thread
     // of its own, on the node's connection, behind the acquire.

@@ -3,7 +3,7 @@
 
 use crate::keys;
 use crate::kind::protocol::{Release, Reply, Role};
-use crate::kind::{fair, fenced, read_write, reentrant};
+use crate::kind::{election, fair, fenced, read_write, reentrant};
 use crate::transport::Conn;
 use crate::transport::Wake;
 
@@ -24,11 +24,15 @@ pub(crate) enum Kind {
     Write,
     /// A reentrant lock whose every grant carries a fencing token.
     Fenced,
+    /// An election: one leader at a time, each with the next term and a value it
+    /// advertises (redlease's own layout; see `kind::election`). Waits, renews and releases
+    /// as a plain lock, and tells its observers of every change.
+    Election,
 }
 
 /// What a kind's acquire needs besides the lock and its owner.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct AcquireArgs {
+pub(crate) struct AcquireArgs<'a> {
     pub(crate) lease_millis: u64,
     /// The client's fair wait timeout (how long a queued fair waiter keeps its place).
     pub(crate) wait_millis: u64,
@@ -43,6 +47,8 @@ pub(crate) struct AcquireArgs {
     /// reentrant one does, rather than refuse it as a reentry: the count goes on, so that a
     /// late decrement of the leftover still balances.
     pub(crate) holds_nothing: bool,
+    /// What a candidate in an election advertises when it leads ("" for the locks).
+    pub(crate) advertise: &'a str,
 }
 
 impl Kind {
@@ -57,6 +63,7 @@ impl Kind {
             Kind::Read => "read",
             Kind::Write => "write",
             Kind::Fenced => "fenced",
+            Kind::Election => "election",
         }
     }
 
@@ -66,7 +73,7 @@ impl Kind {
         conn: &mut Conn,
         name: &str,
         owner: &str,
-        args: AcquireArgs,
+        args: AcquireArgs<'_>,
     ) -> redis::RedisResult<Reply> {
         let lease = args.lease_millis;
         let token = args.queue.then_some(args.wake_token);
@@ -84,6 +91,7 @@ impl Kind {
             Kind::Read => read_write::read_acquire(conn, name, owner, lease).map(Reply::from_pttl),
             Kind::Write => read_write::write_acquire(conn, name, owner, lease).map(Reply::from_pttl),
             Kind::Fenced => fenced::acquire(conn, name, owner, lease, token),
+            Kind::Election => election::campaign(conn, name, owner, lease, token, args.advertise),
         }
     }
 
@@ -91,8 +99,12 @@ impl Kind {
     /// `Some(1)` when the lock was freed.
     pub(crate) fn release(self, conn: &mut Conn, release: &Release<'_>) -> redis::RedisResult<Option<i64>> {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::release(conn, release, true),
-            Kind::Spin => reentrant::release(conn, release, false),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::release(conn, release, true, None),
+            Kind::Spin => reentrant::release(conn, release, false, None),
+            Kind::Election => {
+                let observers = election::leader_channel(release.name);
+                reentrant::release(conn, release, true, Some(&observers))
+            }
             Kind::Fair | Kind::NonReentrantFair => fair::release(conn, release),
             Kind::Read => read_write::read_release(conn, release),
             Kind::Write => read_write::write_release(conn, release),
@@ -102,7 +114,9 @@ impl Kind {
     /// Deletes the lock whoever holds it; 1 when there was one.
     pub(crate) fn force_unlock(self, conn: &mut Conn, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => reentrant::force_unlock(conn, name, true),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced | Kind::Election => {
+                reentrant::force_unlock(conn, name, true)
+            }
             Kind::Spin => reentrant::force_unlock(conn, name, false),
             Kind::Fair | Kind::NonReentrantFair => fair::force_unlock(conn, name, wait_millis),
             Kind::Read => read_write::force_unlock(conn, name, "read"),
@@ -113,7 +127,9 @@ impl Kind {
     /// The channel a waiter listens on.
     pub(crate) fn wait_channel(self, name: &str, owner: &str) -> String {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Spin | Kind::Fenced => keys::lock_channel(name),
+            Kind::Reentrant | Kind::NonReentrant | Kind::Spin | Kind::Fenced | Kind::Election => {
+                keys::lock_channel(name)
+            }
             Kind::Fair | Kind::NonReentrantFair => fair::waiter_channel(name, owner),
             Kind::Read | Kind::Write => read_write::channel(name),
         }
@@ -121,14 +137,18 @@ impl Kind {
 
     /// Whether an owner may hold the lock several times (all but the non-reentrant kinds).
     pub(crate) fn reentrant(self) -> bool {
-        !matches!(self, Kind::NonReentrant | Kind::NonReentrantFair)
+        !matches!(self, Kind::NonReentrant | Kind::NonReentrantFair | Kind::Election)
     }
 
     pub(crate) fn role(self) -> Role {
         match self {
-            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Spin | Kind::Fenced => {
-                Role::Exclusive
-            }
+            Kind::Reentrant
+            | Kind::Fair
+            | Kind::NonReentrant
+            | Kind::NonReentrantFair
+            | Kind::Spin
+            | Kind::Fenced
+            | Kind::Election => Role::Exclusive,
             Kind::Read => Role::Read,
             Kind::Write => Role::Write,
         }
@@ -149,9 +169,13 @@ impl Kind {
 
     pub(crate) fn is_locked(self, conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
         match self {
-            Kind::Reentrant | Kind::Fair | Kind::NonReentrant | Kind::NonReentrantFair | Kind::Spin | Kind::Fenced => {
-                redis::cmd("EXISTS").arg(name).query(conn)
-            }
+            Kind::Reentrant
+            | Kind::Fair
+            | Kind::NonReentrant
+            | Kind::NonReentrantFair
+            | Kind::Spin
+            | Kind::Fenced
+            | Kind::Election => redis::cmd("EXISTS").arg(name).query(conn),
             Kind::Read => read_write::has_read_holds(conn, name),
             Kind::Write => read_write::is_write_locked(conn, name),
         }
@@ -160,13 +184,16 @@ impl Kind {
     /// Whether a wait that ends without the lock leaves something to remove in Redis: a
     /// fair lock's place in the queue, a reentrant or fenced lock's waiting client.
     pub(crate) fn queues(self) -> bool {
-        matches!(self, Kind::Fair | Kind::NonReentrantFair | Kind::Reentrant | Kind::NonReentrant | Kind::Fenced)
+        matches!(
+            self,
+            Kind::Fair | Kind::NonReentrantFair | Kind::Reentrant | Kind::NonReentrant | Kind::Fenced | Kind::Election
+        )
     }
 
     /// How the lock's messages wake its waiters.
     pub(crate) fn wake(self) -> Wake {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => Wake::Named,
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced | Kind::Election => Wake::Named,
             Kind::Fair | Kind::NonReentrantFair => Wake::Turn,
             _ => Wake::Lock,
         }
@@ -184,7 +211,7 @@ impl Kind {
     ) -> redis::RedisResult<()> {
         match self {
             Kind::Fair | Kind::NonReentrantFair => fair::give_up(conn, name, owner, wait_millis).map(drop),
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced => {
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced | Kind::Election => {
                 reentrant::leave(conn, name, wake_token, always_publish).map(drop)
             }
             Kind::Read | Kind::Write | Kind::Spin => Ok(()),

@@ -33,6 +33,9 @@ const WRITE_SUFFIX: &str = ":write";
 /// The suffixes of a group holder's fields beside a value's.
 const EXPIRE_TIME: &str = ":expire_time";
 const LOCK_COUNT: &str = ":lock_count";
+/// An election's fields beside its leader's owner field.
+const VALUE: &str = "value";
+const TERM: &str = "term";
 
 /// Reads `name`'s state in one script call (holders' clients not filled in).
 pub(crate) fn inspect(conn: &mut Conn, name: &str) -> redis::RedisResult<LockInfo> {
@@ -61,7 +64,8 @@ fn read_hold_prefix(name: &str) -> String {
 /// queue, deadlines, a token, a release latch, a read hold, permits' deadlines, a
 /// client's announcement. A listing leaves them out.
 pub(crate) fn is_beside_a_lock(key: &str) -> bool {
-    const PREFIXES: [&str; 6] = [
+    const PREFIXES: [&str; 7] = [
+        "redlease_term:",
         "redisson_lock_queue:",
         "redisson_lock_timeout:",
         "redisson_lock_token:",
@@ -83,6 +87,11 @@ pub(crate) fn decode(name: &str, raw: Raw) -> LockInfo {
     let hash_kind = (key_type == "hash").then(|| hash_kind(&fields)).flatten();
     let mut holders = match hash_kind {
         Some(LockKind::Group) => group_holders(&fields, now_ms),
+        Some(LockKind::Election) => {
+            let owners: Vec<(String, String)> =
+                fields.iter().filter(|(f, _)| f != VALUE && f != TERM).cloned().collect();
+            lock_holders(&owners, &[])
+        }
         Some(_) => lock_holders(&fields, &pairs(&reads)),
         None => Vec::new(),
     };
@@ -105,7 +114,10 @@ pub(crate) fn decode(name: &str, raw: Raw) -> LockInfo {
         })
         .collect();
     let permits_available = value.as_deref().and_then(|v| v.parse::<i64>().ok());
-    let token = token.as_deref().and_then(|t| t.parse::<u64>().ok());
+    // A fenced lock's last token; an election's term.
+    let term = fields.iter().find(|(f, _)| f == TERM).and_then(|(_, t)| t.parse::<u64>().ok());
+    let token =
+        token.as_deref().and_then(|t| t.parse::<u64>().ok()).or(term.filter(|_| hash_kind == Some(LockKind::Election)));
     let is_semaphore = key_type != "hash" && (permits_available.is_some() || permits_taken > 0);
     let kind = if is_semaphore {
         Some(LockKind::Semaphore)
@@ -176,6 +188,10 @@ fn hash_kind(fields: &[(String, String)]) -> Option<LockKind> {
     }
     let owner_with_count =
         |(f, v): &(String, String)| identity::client_of_owner(f).is_some() && v.parse::<u64>().is_ok();
+    let advertised = |(f, _): &(String, String)| f == VALUE || f == TERM;
+    if fields.iter().any(|(f, _)| f == TERM) && fields.iter().all(|p| advertised(p) || owner_with_count(p)) {
+        return Some(LockKind::Election);
+    }
     fields.iter().all(owner_with_count).then_some(LockKind::Lock)
 }
 
@@ -311,6 +327,9 @@ mod tests {
         assert_eq!(info.kind, Some(LockKind::Group));
         assert_eq!((info.holders[0].role, info.holders[0].holds), (HolderRole::Values, 1));
         assert_eq!(info.holders[0].lease_left, Some(Duration::from_millis(600)));
+        let election = decode("e", raw("hash", &["6d1f:3", "1", "value", "10.0.0.7:80", "term", "12"]));
+        assert_eq!((election.kind, election.token, election.holders.len()), (Some(LockKind::Election), Some(12), 1));
+        assert_eq!(election.holders[0].owner, "6d1f:3");
         let mut sem = raw("string", &[]);
         sem.8 = Some("3".into());
         assert_eq!(kind(sem), Some(LockKind::Semaphore));

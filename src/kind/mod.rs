@@ -2,6 +2,7 @@
 //! reply decoding. Nothing here holds state or chooses a connection; the engine does.
 
 mod dispatch;
+pub(crate) mod election;
 mod fair;
 mod fenced;
 pub(crate) mod group;

@@ -73,13 +73,17 @@ fn beside_args(channel: &str, always_publish: bool) -> [String; 2] {
 }
 
 /// One release; a lock without messages (`message` false: the spin lock) wakes nobody and
-/// publishes nothing.
-pub(crate) fn release(conn: &mut Conn, r: &Release<'_>, message: bool) -> redis::RedisResult<Option<i64>> {
+/// publishes nothing; `observers`, a channel that also hears `0` when the lock is freed (an
+/// election's).
+pub(crate) fn release(
+    conn: &mut Conn,
+    r: &Release<'_>,
+    message: bool,
+    observers: Option<&str>,
+) -> redis::RedisResult<Option<i64>> {
     let channel = keys::lock_channel(r.name);
-    scripts::RELEASE
-        .on(conn.pubsub())
-        .key(r.name)
-        .key(keys::unlock_latch(r.name, r.request_id))
+    let mut call = scripts::RELEASE.on(conn.pubsub()).key(r.name);
+    call.key(keys::unlock_latch(r.name, r.request_id))
         .key(waiters_key(r.name))
         .arg(if message { "0" } else { "" })
         .arg(r.keep_millis)
@@ -87,8 +91,11 @@ pub(crate) fn release(conn: &mut Conn, r: &Release<'_>, message: bool) -> redis:
         .arg(r.latch_millis)
         .arg(&channel)
         .arg(r.retry_arg())
-        .arg(&beside_args(&channel, r.always_publish))
-        .invoke(conn)
+        .arg(&beside_args(&channel, r.always_publish));
+    if let Some(observers) = observers {
+        call.arg(observers);
+    }
+    call.invoke(conn)
 }
 
 /// Deletes the lock; a lock without messages (`message` false) publishes nothing.

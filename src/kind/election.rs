@@ -1,0 +1,77 @@
+//! Elections (redlease's own layout; Redisson has none), all in the slot of the election's
+//! name: the hash `redlease_election:{NAME}` holds the leader's owner field, the `value` it
+//! advertises and its `term`, and lives as long as the leader's lease (renewed and released
+//! as a plain lock's hash); the counter `redlease_term:redlease_election:{NAME}` gives each
+//! leader the next term and never expires; observers listen on
+//! `redlease_leader:redlease_election:{NAME}`, where a new leader's term and a resignation's
+//! `0` are published. Candidates wait as for a plain lock (the lock channel of the
+//! election's hash, and the channels beside it).
+
+use std::time::Duration;
+
+use crate::keys;
+use crate::kind::protocol::Reply;
+use crate::kind::reentrant;
+use crate::scripts;
+use crate::transport::Conn;
+
+/// The election's hash, the key its candidates contend for: `redlease_election:{NAME}`
+/// (`redlease_election:NAME` when the name has a hash tag of its own).
+pub(crate) fn election_key(name: &str) -> String {
+    keys::prefixed("redlease_election", name)
+}
+
+/// The term counter of the election whose hash is `key`.
+pub(crate) fn term_key(key: &str) -> String {
+    keys::prefixed("redlease_term", key)
+}
+
+/// The observers' channel of the election whose hash is `key`.
+pub(crate) fn leader_channel(key: &str) -> String {
+    keys::prefixed("redlease_leader", key)
+}
+
+/// One campaign attempt for `owner`, advertising `value`; `token` is the client's wake
+/// token when the caller waits (it registers, as for a plain lock).
+pub(crate) fn campaign(
+    conn: &mut Conn,
+    key: &str,
+    owner: &str,
+    lease_millis: u64,
+    token: Option<u64>,
+    value: &str,
+) -> redis::RedisResult<Reply> {
+    let (granted, n): (i64, i64) = scripts::ELECTION_CAMPAIGN
+        .on(conn.pubsub())
+        .key(key)
+        .key(term_key(key))
+        .key(reentrant::waiters_key(key))
+        .arg(lease_millis)
+        .arg(owner)
+        .arg(reentrant::token_arg(token))
+        .arg(reentrant::registration_millis())
+        .arg(value)
+        .arg(leader_channel(key))
+        .invoke(conn)?;
+    Ok(if granted == 1 {
+        Reply::Granted { token: u64::try_from(n).ok() }
+    } else {
+        Reply::Busy { ttl: u64::try_from(n).ok().map(Duration::from_millis) }
+    })
+}
+
+/// Who leads the election whose hash is `key`: the value it
+/// advertises, its term and its lease left; `None` when nobody does.
+pub(crate) fn leader(conn: &mut Conn, key: &str) -> redis::RedisResult<Option<(String, u64, Option<Duration>)>> {
+    // Not a `MULTI`: the `redis` crate panics on a transaction whose command Redis refuses
+    // at queueing (an ACL rule). A lease that ends between the two reads reads as no leader.
+    let ((value, term), pttl): ((Option<String>, Option<u64>), i64) =
+        redis::pipe().cmd("HMGET").arg(key).arg("value").arg("term").cmd("PTTL").arg(key).query(conn)?;
+    if pttl == -2 {
+        return Ok(None);
+    }
+    Ok(match (value, term) {
+        (Some(value), Some(term)) => Some((value, term, u64::try_from(pttl).ok().map(Duration::from_millis))),
+        _ => None,
+    })
+}
