@@ -209,6 +209,11 @@ impl Leadership {
         &self.value
     }
 
+    /// The owner field it leads under, `<client id>:<number>` (each campaign's own).
+    pub fn owner(&self) -> &str {
+        self.guard.owner()
+    }
+
     /// Whether this process still leads, as far as it knows (no I/O): false once the lease
     /// is lost or past its validity deadline.
     pub fn is_leader(&self) -> bool {

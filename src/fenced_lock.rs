@@ -1,6 +1,6 @@
 //! The fenced lock: a reentrant lock whose every grant carries a fencing token.
 
-use crate::handle::{Handle, lock_handle};
+use crate::handle::{Handle, keep_at_least, lock_handle};
 
 /// A reentrant lock whose every acquisition, reentrant ones included, gets a fencing token
 /// from a counter that only grows ([`LockGuard::token`](crate::LockGuard::token)).
@@ -23,3 +23,4 @@ use crate::handle::{Handle, lock_handle};
 pub struct FencedLock(pub(crate) Handle);
 
 lock_handle!(FencedLock);
+keep_at_least!(FencedLock);

@@ -25,12 +25,23 @@ pub(crate) struct Handle {
     pub(crate) per_thread: bool,
     /// What a candidate advertises when it leads (an election's campaign).
     pub(crate) advertise: Option<Arc<str>>,
+    /// How long after the grant the lock stays taken at least (see `keep_at_least`).
+    pub(crate) keep_at_least: Option<Duration>,
 }
 
 impl Handle {
     pub(crate) fn new(engine: Arc<Engine>, name: impl Into<Arc<str>>, kind: Kind) -> Handle {
         let backoff = (kind == Kind::Spin).then_some(BackOff::DEFAULT);
-        Handle { engine, name: name.into(), lease: None, kind, backoff, per_thread: true, advertise: None }
+        Handle {
+            engine,
+            name: name.into(),
+            lease: None,
+            kind,
+            backoff,
+            per_thread: true,
+            advertise: None,
+            keep_at_least: None,
+        }
     }
 
     pub(crate) fn request(&self) -> Request<'_> {
@@ -41,6 +52,7 @@ impl Handle {
             backoff: self.backoff,
             per_thread: self.per_thread,
             advertise: self.advertise.as_deref(),
+            keep_at_least: self.keep_at_least,
         }
     }
 
@@ -238,4 +250,44 @@ macro_rules! handle_basics {
     };
 }
 
-pub(crate) use {acquire_ladder, handle_basics, lock_handle};
+/// `keep_at_least` for the handle types whose release can leave the lock taken (a plain
+/// lock's hash: `Lock`, `NonReentrantLock`, `SpinLock`, `FencedLock`, `SendableLock`).
+macro_rules! keep_at_least {
+    ($handle:ident) => {
+        impl $handle {
+            /// A handle whose holds keep the lock taken at least `keep` after their grant,
+            /// however soon they are released: a release before then leaves the lock to
+            /// expire `keep` after the grant (ShedLock's `lockAtLeastFor`), under an owner
+            /// no thread has (`<client id>:0`), so that nobody, this thread included, takes
+            /// it again before. With [`with_lease`](Self::with_lease) as the longest a run
+            /// may hold it (`lockAtMostFor`), this runs a scheduled job once per window across
+            /// a fleet whose clocks and triggers differ by less than `keep`: a run that
+            /// starts within the window finds the lock taken (`try_lock` gives `None`).
+            ///
+            /// Checked when the handle is used: at least 1 ms, at most 2^53 − 1 ms, and no
+            /// longer than a fixed lease (`InvalidInput` before anything is sent).
+            ///
+            /// ```no_run
+            /// use std::time::Duration;
+            ///
+            /// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
+            /// let nightly = client
+            ///     .lock("nightly-report")
+            ///     .with_lease(Duration::from_secs(3600))
+            ///     .keep_at_least(Duration::from_secs(600));
+            /// if let Some(guard) = nightly.try_lock()? {
+            ///     // ... the job: once per window of ten minutes, fleet-wide ...
+            ///     guard.unlock()?; // the lock stays taken until ten minutes after the grant
+            /// }
+            /// # Ok::<(), redlease::Error>(())
+            /// ```
+            #[must_use = "keep_at_least returns a new handle and leaves this one unchanged"]
+            pub fn keep_at_least(mut self, keep: std::time::Duration) -> Self {
+                self.0.keep_at_least = Some(keep);
+                self
+            }
+        }
+    };
+}
+
+pub(crate) use {acquire_ladder, handle_basics, keep_at_least, lock_handle};

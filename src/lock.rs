@@ -1,6 +1,6 @@
 //! The reentrant lock: Redisson's `RLock`.
 
-use crate::handle::{Handle, lock_handle};
+use crate::handle::{Handle, keep_at_least, lock_handle};
 
 /// A reentrant, non-fair distributed lock (Redisson's `RLock`).
 ///
@@ -30,3 +30,4 @@ use crate::handle::{Handle, lock_handle};
 pub struct Lock(pub(crate) Handle);
 
 lock_handle!(Lock);
+keep_at_least!(Lock);

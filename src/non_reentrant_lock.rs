@@ -1,6 +1,6 @@
 //! The non-reentrant locks: Redisson's `RNonReentrantLock` and `RNonReentrantFairLock`.
 
-use crate::handle::{Handle, lock_handle};
+use crate::handle::{Handle, keep_at_least, lock_handle};
 
 /// A distributed lock that an owner holds at most once (Redisson's `RNonReentrantLock`):
 /// the reentrant [`Lock`](crate::Lock)'s layout, watchdog, wake-ups and guard, but a
@@ -27,6 +27,7 @@ use crate::handle::{Handle, lock_handle};
 pub struct NonReentrantLock(pub(crate) Handle);
 
 lock_handle!(NonReentrantLock);
+keep_at_least!(NonReentrantLock);
 
 /// A fair lock that an owner holds at most once (Redisson's `RNonReentrantFairLock`): the
 /// [`FairLock`](crate::FairLock)'s queue, deadlines and wake-ups, and the

@@ -32,6 +32,13 @@ pub(crate) fn fresh_owner(client_id: &str) -> String {
     format!("{client_id}:{}", NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed))
 }
 
+/// The keeper of a lock held on past its release by client `owner`'s: `<client uuid>:0`,
+/// which no thread (numbered from 1) and no acquisition ever has.
+pub(crate) fn keeper_of(owner: &str) -> String {
+    let client = owner.rsplit_once(':').map_or(owner, |(client, _)| client);
+    format!("{client}:0")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,6 +50,13 @@ mod tests {
         let there = std::thread::spawn(thread_number).join().unwrap();
         assert_ne!(here, there);
         assert_eq!(owner_of_current_thread("c"), format!("c:{here}"));
+    }
+
+    #[test]
+    fn the_keeper_is_number_zero_which_nobody_has() {
+        assert_eq!(keeper_of("6d1f:12"), "6d1f:0");
+        assert_ne!(keeper_of(&owner_of_current_thread("c")), owner_of_current_thread("c"));
+        assert_ne!(keeper_of("c:1"), fresh_owner("c"));
     }
 
     #[test]

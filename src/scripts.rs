@@ -162,6 +162,8 @@ pub(crate) static GROUP_HELD: Lua = script!("group_held.lua", with_prelude);
 /// Renew a batch of group-lock leases: see `lua/group_renew.lua`.
 pub(crate) static GROUP_RENEW: Lua = script!("group_renew.lua", batch);
 
+/// Release a plain lock's last hold and keep it taken a while: see `lua/keep.lua`.
+pub(crate) static KEEP: Lua = script!("keep.lua");
 /// Campaign in an election: see `lua/election_campaign.lua`.
 pub(crate) static ELECTION_CAMPAIGN: Lua = script!("election_campaign.lua", with_prelude);
 /// Read everything Redis keeps for one name, writing nothing: see `lua/inspect.lua`.
@@ -172,7 +174,7 @@ pub(crate) static INSPECT: Lua = script!("inspect.lua");
 pub(crate) static CHECK_PERMISSIONS: Lua = script!("check_permissions.lua");
 
 /// Every script, for loading them all when a client is built.
-pub(crate) fn all() -> [&'static Lua; 30] {
+pub(crate) fn all() -> [&'static Lua; 31] {
     [
         &FENCED_ACQUIRE,
         &ACQUIRE,
@@ -204,5 +206,6 @@ pub(crate) fn all() -> [&'static Lua; 30] {
         &GROUP_RENEW,
         &INSPECT,
         &ELECTION_CAMPAIGN,
+        &KEEP,
     ]
 }

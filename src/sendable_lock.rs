@@ -1,7 +1,7 @@
 //! Locks whose guards may change threads.
 
 use crate::guard::{LockGuard, Sendable};
-use crate::handle::{Handle, acquire_ladder, handle_basics};
+use crate::handle::{Handle, acquire_ladder, handle_basics, keep_at_least};
 use crate::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 
 /// A non-reentrant lock whose guards are `Send`: each acquisition holds the lock under an
@@ -36,6 +36,7 @@ pub struct SendableLock(pub(crate) Handle);
 
 handle_basics!(SendableLock);
 acquire_ladder!(SendableLock, LockGuard<Sendable>);
+keep_at_least!(SendableLock);
 
 impl NonReentrantLock {
     /// This lock with guards that may change threads: see [`SendableLock`].

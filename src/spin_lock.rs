@@ -1,7 +1,7 @@
 //! The spin lock: Redisson's `RSpinLock`, for deployments without pub/sub.
 
 use crate::backoff::BackOff;
-use crate::handle::{Handle, lock_handle};
+use crate::handle::{Handle, keep_at_least, lock_handle};
 
 /// A reentrant distributed lock that needs no pub/sub (Redisson's `RSpinLock`): its
 /// waiters poll, sleeping between attempts as its [`BackOff`] says, and its releases send
@@ -30,6 +30,7 @@ use crate::handle::{Handle, lock_handle};
 pub struct SpinLock(pub(crate) Handle);
 
 lock_handle!(SpinLock);
+keep_at_least!(SpinLock);
 
 impl SpinLock {
     /// How a waiter sleeps between attempts. Settings out of range are `InvalidInput` when

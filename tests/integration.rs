@@ -37,6 +37,7 @@ mod tls;
 #[cfg(feature = "tracing")]
 mod tracing_events;
 mod watchdog;
+mod window;
 
 /// Roles that a child worker process can play, by name (see `support::child`).
 const ROLES: &[&[support::child::Role]] = &[

@@ -12,6 +12,9 @@ Examples:
   redlease run --no-wait --url redis://cache:6379/ deploy -- ./deploy.sh prod
   redlease run --permits 4 thumbnails -- ./make-thumbnails.sh
   redlease status nightly-report
+  redlease ls 'report:*'
+  redlease elect --value \"$(hostname)\" scheduler -- ./schedule.sh
+  redlease leader --wait-change scheduler
   redlease unlock --force nightly-report
 
 Exit codes: the command's own under `run` (128+n when a signal n killed it);
@@ -43,6 +46,10 @@ Examples:
 
   # at most 4 of these at once across the fleet (a semaphore of 4 permits)
   redlease run --permits 4 thumbnails -- ./make-thumbnails.sh
+
+  # once per 10-minute window across a fleet whose cron triggers differ by seconds:
+  # a run started within 10 minutes of the last one's start exits 75 at once
+  redlease run --at-least 10m --at-most 1h --no-wait nightly-report -- ./report.sh
 
 The command runs with REDLEASE_LOCK (the name), REDLEASE_OWNER (the owner field in
 Redis, <client id>:<thread number>), REDLEASE_CLIENT_ID and, for --kind fenced,
@@ -89,6 +96,37 @@ and keys that are not locks are left out.
 Exit codes: 0 (also when nothing matches), 64 bad input, 69 Redis unreachable,
 76 Redis error, 77 ACL refusal.";
 
+const ELECT_EXAMPLES: &str = "\
+Examples:
+  # run the scheduler on one host of the fleet at a time; the others wait to lead
+  redlease elect --value \"$(hostname)\" scheduler -- ./schedule.sh
+
+  # lead now or not at all (exit code 75 when someone else leads)
+  redlease elect --no-wait --value web-3 scheduler -- ./schedule.sh
+
+Campaigns in the election NAME, advertising VALUE (what `redlease leader` shows), and
+runs the command while leading, as `run` runs it under a lock: a leadership at risk or
+lost stops the command in time (see `run --help`), and the leadership is resigned when
+it exits, handing over to the next candidate at once. The command runs with
+REDLEASE_LOCK (the name), REDLEASE_TERM (the term: greater than every earlier leader's;
+fence what the leader writes with it), REDLEASE_OWNER and REDLEASE_CLIENT_ID.
+
+Exit codes: as run's (75: someone else leads, with --no-wait or past --wait).";
+
+const LEADER_EXAMPLES: &str = "\
+Examples:
+  redlease leader scheduler
+  redlease leader --json scheduler | jq -r '.leader.value'
+  # follow leadership: print each new state as it comes
+  while redlease leader --wait-change scheduler; do :; done
+
+Prints who leads the election NAME: the value it advertises, its term and its lease left
+(`NAME: no leader` when nobody does). With --wait-change, waits until the leadership
+changes (a new term, or nobody leading; without polling) and prints the new state.
+
+Exit codes: 0, 64 bad input, 69 Redis unreachable, 76 Redis error, 77 ACL refusal,
+130 interrupted (SIGINT) while waiting.";
+
 const UNLOCK_EXAMPLES: &str = "\
 Examples:
   redlease unlock --force nightly-report
@@ -121,6 +159,12 @@ pub enum Command {
     /// List locks and semaphores by name pattern, with their kind and holder.
     #[command(after_help = LS_EXAMPLES)]
     Ls(ListArgs),
+    /// Run a command while this process leads an election (one leader at a time).
+    #[command(after_help = ELECT_EXAMPLES)]
+    Elect(ElectArgs),
+    /// Show who leads an election, or wait until that changes.
+    #[command(after_help = LEADER_EXAMPLES)]
+    Leader(LeaderArgs),
     /// Delete a lock whoever holds it (administrative), waking its waiters.
     #[command(after_help = UNLOCK_EXAMPLES)]
     Unlock(UnlockArgs),
@@ -224,8 +268,19 @@ pub struct RunArgs {
 
     /// A fixed lease that is not renewed: the lock expires after it even if the command
     /// still runs, which then counts as a lost lease. Default: the watchdog's, renewed.
-    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    /// Also --at-most: the longest a run may hold the lock.
+    #[arg(long, visible_alias = "at-most", value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
     pub lease: Option<Duration>,
+
+    /// Keep the lock taken at least this long after it was had, however soon the command
+    /// ends: once per window, fleet-wide (with --no-wait a run started inside the window
+    /// exits 75 at once). For --kind lock, fenced and spin; no longer than --at-most.
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true, conflicts_with = "permits")]
+    pub at_least: Option<Duration>,
+
+    /// Set by `elect`: campaign in the election NAME advertising this, instead of a lock.
+    #[arg(skip)]
+    pub elect: Option<String>,
 
     /// The watchdog's lease, renewed every third of it while the command runs; a crashed
     /// redlease's lock frees itself after it (default 30s, at least 30ms).
@@ -256,6 +311,91 @@ pub struct RunArgs {
     /// The command to run, after `--`, and its arguments.
     #[arg(value_name = "COMMAND", last = true, required = true, num_args = 1..)]
     pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// What this leader advertises (an address, a host name): what `redlease leader`
+    /// shows. Required, not empty.
+    #[arg(long, value_name = "VALUE")]
+    pub value: String,
+
+    /// Campaign at most this long (exit code 75 when another still leads by then).
+    /// Without --wait or --no-wait: as long as it takes.
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true, conflicts_with = "no_wait")]
+    pub wait: Option<Duration>,
+
+    /// Do not wait: exit with code 75 at once when someone else leads.
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// The leadership's lease, renewed every third of it while the command runs; a crashed
+    /// leader's successor leads after it (default 30s, at least 30ms).
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub watchdog: Option<Duration>,
+
+    /// What to do with the command when the leadership is at risk or lost.
+    #[arg(long, value_enum, default_value_t = OnLost::Term)]
+    pub on_lost: OnLost,
+
+    /// Time between SIGTERM and SIGKILL (as for run).
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub grace: Option<Duration>,
+
+    /// No status line while waiting.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The election's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The command to run while leading, after `--`, and its arguments.
+    #[arg(value_name = "COMMAND", last = true, required = true, num_args = 1..)]
+    pub command: Vec<OsString>,
+}
+
+impl ElectArgs {
+    /// The `run` that does it: the election instead of a lock.
+    pub fn into_run(self) -> RunArgs {
+        RunArgs {
+            kind: Kind::Lock,
+            permits: None,
+            wait: self.wait,
+            no_wait: self.no_wait,
+            lease: None,
+            at_least: None,
+            elect: Some(self.value),
+            watchdog: self.watchdog,
+            on_lost: self.on_lost,
+            grace: self.grace,
+            quiet: self.quiet,
+            connection: self.connection,
+            name: self.name,
+            command: self.command,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// One JSON object on stdout: {"name", "leader": {"value", "term", "lease_ms"} or null}.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Wait until the leadership changes, then print the new state.
+    #[arg(long)]
+    pub wait_change: bool,
+
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The election's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
 }
 
 #[derive(Debug, Args)]

@@ -30,7 +30,8 @@ use crate::exit::{self, Failure, say};
 
 /// Variables set for the child; any other value of theirs is removed from its
 /// environment, so that a `redlease run` inside another does not pass on the outer one's.
-pub const VARIABLES: [&str; 4] = ["REDLEASE_LOCK", "REDLEASE_OWNER", "REDLEASE_CLIENT_ID", "REDLEASE_TOKEN"];
+pub const VARIABLES: [&str; 5] =
+    ["REDLEASE_LOCK", "REDLEASE_OWNER", "REDLEASE_CLIENT_ID", "REDLEASE_TOKEN", "REDLEASE_TERM"];
 
 /// The hidden first argument that makes `redlease` the exec shim:
 /// `redlease SHIM <parent pid> <signal number or 0> -- COMMAND [ARGS...]`.

@@ -1,5 +1,6 @@
 //! `redlease`: distributed locks on Redis from the shell. `run` holds a lock while a
-//! command runs, `status` shows locks, `ls` lists them, `unlock --force` deletes one. docs/cli.md has the
+//! command runs, `elect` runs one while leading an election and `leader` shows who
+//! leads, `status` shows locks, `ls` lists them, `unlock --force` deletes one. docs/cli.md has the
 //! details: options, exit codes, what happens on a lost lease and on signals.
 
 #![forbid(unsafe_code)]
@@ -14,6 +15,7 @@ mod child;
 mod connect;
 mod deadline;
 mod exit;
+mod leader;
 mod locks;
 mod names;
 mod progress;
@@ -41,10 +43,12 @@ fn main() -> ExitCode {
         Err(err) => return ExitCode::from(argument_error(&err)),
     };
     let result = match cli.command {
-        None => Err(Failure::usage("no command given: run, status, ls or unlock (see redlease --help)")),
+        None => Err(Failure::usage("no command given: run, elect, leader, status, ls or unlock (see redlease --help)")),
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Status(args)) => status::status(&args),
         Some(Command::Ls(args)) => status::list(&args),
+        Some(Command::Elect(args)) => run::run(args.into_run()),
+        Some(Command::Leader(args)) => leader::leader(&args),
         Some(Command::Unlock(args)) => unlock::unlock(&args),
     };
     match result {
@@ -74,7 +78,7 @@ fn argument_error(err: &clap::Error) -> u8 {
     }
     let command = std::env::args()
         .nth(1)
-        .filter(|a| ["run", "status", "ls", "unlock"].contains(&a.as_str()))
+        .filter(|a| ["run", "elect", "leader", "status", "ls", "unlock"].contains(&a.as_str()))
         .map_or_else(|| "redlease --help".to_owned(), |c| format!("redlease {c} --help"));
     say(&format!("{message} (see {command})"));
     exit::USAGE

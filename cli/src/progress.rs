@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redlease::Client;
 
-use redlease::{Holder, HolderRole, LockInfo, LockKind};
+use redlease::{Holder, HolderRole, Leader, LockInfo, LockKind};
 
 use crate::names;
 
@@ -33,13 +33,14 @@ struct Line {
 }
 
 impl Progress {
-    /// Starts the thread; `None` if the OS refuses one (then there is no line).
-    pub fn start(client: Client, name: String) -> Option<Progress> {
+    /// Starts the thread; `None` if the OS refuses one (then there is no line). `election`:
+    /// the name is an election's, whose leader is shown.
+    pub fn start(client: Client, name: String, election: bool) -> Option<Progress> {
         let line = Arc::new(Mutex::new(Line::default()));
         let shared = Arc::clone(&line);
         thread::Builder::new()
             .name("redlease-progress".into())
-            .spawn(move || draw_until_stopped(&client, &name, &shared))
+            .spawn(move || draw_until_stopped(&client, &name, election, &shared))
             .ok()?;
         Some(Progress { line })
     }
@@ -59,7 +60,7 @@ fn lock(line: &Mutex<Line>) -> MutexGuard<'_, Line> {
     line.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn draw_until_stopped(client: &Client, name: &str, line: &Mutex<Line>) {
+fn draw_until_stopped(client: &Client, name: &str, election: bool, line: &Mutex<Line>) {
     let started = Instant::now();
     thread::sleep(FIRST_DRAW);
     let mut holder = String::new();
@@ -69,7 +70,11 @@ fn draw_until_stopped(client: &Client, name: &str, line: &Mutex<Line>) {
             return;
         }
         if read_at.is_none_or(|at| at.elapsed() >= REREAD) {
-            holder = client.inspect(name).map(|info| describe(&info)).unwrap_or_default();
+            holder = if election {
+                client.election(name).leader().map(|l| describe_leader(l.as_ref())).unwrap_or_default()
+            } else {
+                client.inspect(name).map(|info| describe(&info)).unwrap_or_default()
+            };
             read_at = Some(Instant::now());
         }
         let waited = Duration::from_secs(started.elapsed().as_secs());
@@ -89,6 +94,14 @@ fn draw_until_stopped(client: &Client, name: &str, line: &Mutex<Line>) {
             line.drawn = true;
         }
         thread::sleep(REDRAW);
+    }
+}
+
+/// Who leads, in a few words.
+fn describe_leader(leader: Option<&Leader>) -> String {
+    match leader {
+        Some(l) => format!(": led by {} (term {})", l.value, l.term),
+        None => ": nobody leads, trying again".to_owned(),
     }
 }
 

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use redlease::{
-    AnyLock, Client, Interrupter, LeaseState, LockEvents, LockGuard, PermitExpirableSemaphore, PermitGuard,
+    AnyLock, Client, Election, Interrupter, Leadership, LeaseState, LockEvents, LockGuard, PermitExpirableSemaphore,
+    PermitGuard,
 };
 
 use crate::args::{OnLost, RunArgs};
@@ -141,16 +142,19 @@ impl LeaseEvents {
     }
 }
 
-/// What `run` acquires: a lock, or a permit of a semaphore (`--permits`).
+/// What `run` acquires: a lock, a permit of a semaphore (`--permits`), or the leadership
+/// of an election (`elect`), advertising a value.
 enum Target {
     Lock(AnyLock),
     Permits(PermitExpirableSemaphore),
+    Election(Election, String),
 }
 
 /// What `run` holds while the command runs.
 enum Guard {
     Lock(LockGuard),
     Permit(PermitGuard),
+    Leader(Leadership),
 }
 
 impl Target {
@@ -158,6 +162,7 @@ impl Target {
         match self {
             Target::Lock(lock) => lock.try_lock().map(|g| g.map(Guard::Lock)),
             Target::Permits(semaphore) => semaphore.try_acquire(1).map(|g| g.map(Guard::Permit)),
+            Target::Election(election, value) => election.try_campaign(value).map(|g| g.map(Guard::Leader)),
         }
     }
 
@@ -165,6 +170,7 @@ impl Target {
         match self {
             Target::Lock(lock) => lock.try_lock_for(wait).map(|g| g.map(Guard::Lock)),
             Target::Permits(semaphore) => semaphore.try_acquire_for(1, wait).map(|g| g.map(Guard::Permit)),
+            Target::Election(election, value) => election.campaign_for(value, wait).map(|g| g.map(Guard::Leader)),
         }
     }
 
@@ -172,6 +178,7 @@ impl Target {
         match self {
             Target::Lock(lock) => lock.lock().map(|g| Some(Guard::Lock(g))),
             Target::Permits(semaphore) => semaphore.acquire(1).map(|g| Some(Guard::Permit(g))),
+            Target::Election(election, value) => election.campaign(value).map(|g| Some(Guard::Leader(g))),
         }
     }
 }
@@ -182,6 +189,7 @@ impl Guard {
         match self {
             Guard::Lock(guard) => guard.is_held(),
             Guard::Permit(guard) => guard.is_held(),
+            Guard::Leader(leadership) => leadership.is_leader(),
         }
     }
 
@@ -189,6 +197,7 @@ impl Guard {
         match self {
             Guard::Lock(guard) => guard.lease_state(),
             Guard::Permit(guard) => guard.lease_state(),
+            Guard::Leader(leadership) => leadership.watch().state(),
         }
     }
 
@@ -197,6 +206,7 @@ impl Guard {
         match self {
             Guard::Lock(guard) => guard.valid_until(),
             Guard::Permit(guard) => guard.valid_until(),
+            Guard::Leader(leadership) => leadership.valid_until(),
         }
     }
 
@@ -205,19 +215,24 @@ impl Guard {
         match self {
             Guard::Lock(guard) => guard.unlock(),
             Guard::Permit(guard) => guard.release(),
+            Guard::Leader(leadership) => leadership.resign(),
         }
     }
 
     fn token(&self) -> Option<u64> {
         match self {
             Guard::Lock(guard) => guard.token(),
-            Guard::Permit(_) => None,
+            Guard::Permit(_) | Guard::Leader(_) => None,
         }
     }
 }
 
 pub fn run(args: RunArgs) -> Result<u8, Failure> {
     names::check(&args.name)?;
+    check_window(&args)?;
+    if args.elect.as_deref() == Some("") {
+        return Err(Failure::usage("--value is empty: a leader advertises what others need of it"));
+    }
     let settings = Settings::from_args(&args.connection)?;
     let grace = resolve_grace(&args)?;
     let mask = signals::block().map_err(|e| Failure::software(format!("cannot block signals: {e}")))?;
@@ -231,8 +246,9 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
         .map_err(|e| Failure::software(format!("cannot start the signal thread: {e}")))?;
     let hook = Arc::new(LeaseEvents { events: events.clone(), renewal_error: Mutex::new(None) });
     let client = settings.client(args.watchdog, Some(Arc::clone(&hook) as Arc<dyn LockEvents>))?;
-    let target = match args.permits {
-        Some(permits) => {
+    let target = match (&args.elect, args.permits) {
+        (Some(value), _) => Target::Election(client.election(args.name.as_str()), value.clone()),
+        (None, Some(permits)) => {
             let semaphore = client.permit_expirable_semaphore(args.name.as_str());
             set_permits(&client, &semaphore, permits)?;
             Target::Permits(match args.lease {
@@ -240,13 +256,13 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
                 None => semaphore,
             })
         }
-        None => Target::Lock(locks::handle(&client, args.kind, &args.name, args.lease)),
+        (None, None) => Target::Lock(locks::handle(&client, args.kind, &args.name, args.lease, args.at_least)),
     };
     let run = Run { args: &args, client: &client, hook: &hook, grace };
 
     shared.wait_with(Interrupter::current());
     let progress = (!args.quiet && std::io::stderr().is_terminal())
-        .then(|| Progress::start(client.clone(), args.name.clone()))
+        .then(|| Progress::start(client.clone(), args.name.clone(), args.elect.is_some()))
         .flatten();
     let acquired = match (args.no_wait, args.wait) {
         (true, _) => target.try_once(),
@@ -263,23 +279,51 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     let guard = match acquired {
         Ok(Some(guard)) => guard,
         Ok(None) if args.no_wait => {
-            let why = match args.permits {
-                Some(_) => format!("no permit of semaphore {} is free", shown(&args.name)),
-                None => format!("lock {} is held by someone else", shown(&args.name)),
+            let why = match (&args.elect, args.permits) {
+                (Some(_), _) => format!("election {} is led by someone else", shown(&args.name)),
+                (None, Some(_)) => format!("no permit of semaphore {} is free", shown(&args.name)),
+                (None, None) => format!("lock {} is held by someone else", shown(&args.name)),
             };
             return Err(Failure::new(exit::NOT_ACQUIRED, why));
         }
         Ok(None) => {
             let wait = humantime::format_duration(args.wait.unwrap_or_default());
-            let why = match args.permits {
-                Some(_) => format!("no permit of semaphore {} was free within {wait}", shown(&args.name)),
-                None => format!("lock {} was not free within {wait}", shown(&args.name)),
+            let why = match (&args.elect, args.permits) {
+                (Some(_), _) => format!("election {} was not won within {wait}", shown(&args.name)),
+                (None, Some(_)) => format!("no permit of semaphore {} was free within {wait}", shown(&args.name)),
+                (None, None) => format!("lock {} was not free within {wait}", shown(&args.name)),
             };
             return Err(Failure::new(exit::NOT_ACQUIRED, why));
         }
         Err(err) => return Err(Failure::from_lock_error("cannot acquire", &err)),
     };
     run.hold(guard, &inbox)
+}
+
+/// `--at-least`, checked before anything is sent: not zero, for a kind that can keep a lock
+/// after its release, no longer than `--at-most`.
+fn check_window(args: &RunArgs) -> Result<(), Failure> {
+    let Some(at_least) = args.at_least else {
+        return Ok(());
+    };
+    let shown = |d: Duration| humantime::format_duration(d).to_string();
+    if at_least.is_zero() {
+        return Err(Failure::usage("--at-least 0s keeps nothing: give a window, such as 10m"));
+    }
+    if !locks::keeps(args.kind) {
+        return Err(Failure::usage(format!(
+            "--at-least is for --kind lock, fenced or spin: a {:?} lock cannot be kept after its release",
+            args.kind
+        )));
+    }
+    if let Some(at_most) = args.lease.filter(|at_most| at_least > *at_most) {
+        return Err(Failure::usage(format!(
+            "--at-least {} is longer than --at-most {}: the lease would end before the window",
+            shown(at_least),
+            shown(at_most)
+        )));
+    }
+    Ok(())
 }
 
 /// The grace between SIGTERM and SIGKILL: `--grace` when it fits in the warning the lease
@@ -373,11 +417,13 @@ struct Ending {
 }
 
 impl Run<'_> {
-    /// What is held, for messages: `lock "x"`, or `the permit of semaphore "x"`.
+    /// What is held, for messages: `lock "x"`, `the permit of semaphore "x"`, or `the
+    /// leadership of election "x"`.
     fn name(&self) -> String {
-        match self.args.permits {
-            Some(_) => format!("the permit of semaphore {}", shown(&self.args.name)),
-            None => format!("lock {}", shown(&self.args.name)),
+        match (&self.args.elect, self.args.permits) {
+            (Some(_), _) => format!("the leadership of election {}", shown(&self.args.name)),
+            (None, Some(_)) => format!("the permit of semaphore {}", shown(&self.args.name)),
+            (None, None) => format!("lock {}", shown(&self.args.name)),
         }
     }
 
@@ -404,6 +450,10 @@ impl Run<'_> {
         }
         if let Some(token) = guard.token() {
             env.push(("REDLEASE_TOKEN", token.to_string()));
+        }
+        if let Guard::Leader(leadership) = &guard {
+            env.push(("REDLEASE_OWNER", leadership.owner().to_owned()));
+            env.push(("REDLEASE_TERM", leadership.term().to_string()));
         }
         let parent_death = match self.args.on_lost {
             OnLost::Term => Some(Signal::SIGTERM),

@@ -19,7 +19,7 @@ pub fn unlock(args: &UnlockArgs) -> Result<u8, Failure> {
     names::check(&args.name)?;
     let settings = Settings::from_args(&args.connection)?;
     let client = settings.client(None, None)?;
-    let lock = locks::handle(&client, args.kind, &args.name, None);
+    let lock = locks::handle(&client, args.kind, &args.name, None, None);
     let deleted = lock.force_unlock().map_err(|e| Failure::from_lock_error("cannot force-unlock", &e))?;
     client.shutdown();
     let name = names::printable(&args.name);

@@ -102,6 +102,8 @@ pub(crate) struct Request<'a> {
     pub(crate) per_thread: bool,
     /// What a candidate in an election advertises when it leads.
     pub(crate) advertise: Option<&'a str>,
+    /// How long after the grant the lock stays taken at least, released or not.
+    pub(crate) keep_at_least: Option<Duration>,
 }
 
 /// The checks every call on a lock makes before it sends anything: the client runs and
@@ -127,6 +129,9 @@ pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, boo
         Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
         None => (engine.watchdog_millis(), true),
     };
+    if let Some(keep) = request.keep_at_least {
+        check_keep(request.kind, keep, request.lease).map_err(|e| e.on_lock(name))?;
+    }
     // A non-reentrant lock this thread holds already would wait on itself: refused before
     // anything is sent, as Redisson's IllegalMonitorStateException.
     if request.per_thread && !request.kind.reentrant() && engine.holds(request.name, request.kind.role()) {
@@ -148,6 +153,25 @@ pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, boo
         .on_lock(name));
     }
     Ok(lease)
+}
+
+/// What a hold kept at least `keep` after its grant asks: a kind whose release can leave
+/// the lock taken (a plain lock's hash: the reentrant, non-reentrant, spin and fenced
+/// kinds), a whole number of milliseconds a lease could be, no longer than a fixed lease.
+fn check_keep(kind: Kind, keep: Duration, lease: Option<Duration>) -> Result<()> {
+    if !kind.keeps() {
+        return Err(Error::invalid(format!(
+            "a {} lock cannot be kept after its release (only the plain, non-reentrant, spin and fenced locks can)",
+            kind.label()
+        )));
+    }
+    keys::lease_millis("hold kept at least", keep)?;
+    if let Some(lease) = lease.filter(|lease| keep > *lease) {
+        return Err(Error::invalid(format!(
+            "a hold kept at least {keep:?} is longer than its lease of {lease:?}: the lease would end first"
+        )));
+    }
+    Ok(())
 }
 
 /// Acquires `request` for the current thread, waiting as `wait` says: `Ok(None)` when the
@@ -254,7 +278,9 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let hold = acquired.map(|(sent, token)| {
         let lease = engine.lease_for(kind, request.name, owner, request.per_thread);
         let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
-        Hold::new(Arc::clone(engine), lease, kind, term, token)
+        // Counted from now, after the grant: the lock is kept at least that long after it.
+        let keep_until = request.keep_at_least.and_then(|keep| Instant::now().checked_add(keep));
+        Hold::new(Arc::clone(engine), lease, kind, term, token).keeping_until(keep_until)
     });
     // Granted in the same instant as an interrupt came: given back, as if the wait had
     // ended first (a release, which wakes the next waiter).
@@ -507,5 +533,25 @@ pub(crate) fn wait_loop<T>(
             drop(ticket);
             ticket = engine.topology().rejoin(&channel, deadline, wake, weight)?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_plain_locks_hash_is_kept_and_within_its_lease() {
+        let second = Duration::from_secs(1);
+        for kind in [Kind::Reentrant, Kind::NonReentrant, Kind::Spin, Kind::Fenced] {
+            assert!(check_keep(kind, second, None).is_ok(), "{kind:?}");
+            assert!(check_keep(kind, second, Some(second)).is_ok(), "{kind:?}");
+            assert!(check_keep(kind, second * 2, Some(second)).unwrap_err().is_invalid_input());
+        }
+        for kind in [Kind::Fair, Kind::NonReentrantFair, Kind::Read, Kind::Write, Kind::Election] {
+            let err = check_keep(kind, second, None).unwrap_err();
+            assert!(err.is_invalid_input() && err.to_string().contains(kind.label()), "{err}");
+        }
+        assert!(check_keep(Kind::Reentrant, Duration::ZERO, None).unwrap_err().is_invalid_input());
     }
 }

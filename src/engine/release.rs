@@ -11,6 +11,7 @@ use crate::engine::retry::with_retries;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{Kind, Release};
+use crate::owner;
 use crate::trace;
 use crate::transport::Conn;
 
@@ -24,6 +25,9 @@ pub(crate) struct Hold {
     token: Option<u64>,
     /// When it was recorded (just after the grant), for the hold-time histogram.
     since: Instant,
+    /// Until when the lock stays taken however soon it is released (a hold kept at least
+    /// so long after its grant).
+    keep_until: Option<Instant>,
 }
 
 /// A release whose local bookkeeping is done and whose request is still to be sent; it may
@@ -36,11 +40,18 @@ pub(crate) struct PendingRelease {
     request_id: String,
     /// Until when the hold was valid (`None`: no end): a release is not tried again past it.
     valid_until: Option<Instant>,
+    /// The last hold, released before its keep deadline: the lock stays taken this long.
+    keep_millis_after: Option<u64>,
 }
 
 impl Hold {
     pub(crate) fn new(engine: Arc<Engine>, lease: Arc<Lease>, kind: Kind, term: Term, token: Option<u64>) -> Hold {
-        Hold { engine, lease, kind, term, token, since: Instant::now() }
+        Hold { engine, lease, kind, term, token, since: Instant::now(), keep_until: None }
+    }
+
+    /// This hold, keeping the lock taken until `keep_until` however soon it is released.
+    pub(crate) fn keeping_until(self, keep_until: Option<Instant>) -> Hold {
+        Hold { keep_until, ..self }
     }
 
     /// The fencing token of a fenced lock's grant.
@@ -110,6 +121,13 @@ impl Hold {
             );
         }
         let request_id = engine.next_request_id();
+        // Released before its keep deadline: the lock stays taken until then, rounded up.
+        let keep_millis_after = self
+            .keep_until
+            .filter(|_| last)
+            .and_then(|until| until.checked_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero())
+            .map(|left| u64::try_from(keys::ceil_millis(left)).unwrap_or(keys::MAX_LEASE_MILLIS));
         Ok(PendingRelease {
             engine: self.engine,
             lease: self.lease,
@@ -117,6 +135,7 @@ impl Hold {
             keep_millis,
             request_id,
             valid_until,
+            keep_millis_after,
         })
     }
 }
@@ -153,7 +172,10 @@ impl PendingRelease {
                     retry: uncertain.get(),
                     always_publish: engine.config().always_publish_releases,
                 };
-                let reply = self.kind.release(conn, &release);
+                let reply = match self.keep_millis_after {
+                    Some(keep) => self.kind.keep(conn, &release, &owner::keeper_of(&self.lease.owner), keep),
+                    None => self.kind.release(conn, &release),
+                };
                 if reply.as_ref().is_err_and(|err| err.is_io_error() || err.is_timeout() || err.is_connection_dropped())
                 {
                     uncertain.set(true);

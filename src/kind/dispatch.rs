@@ -111,6 +111,22 @@ impl Kind {
         }
     }
 
+    /// Releases the owner's last hold but keeps the lock taken by `keeper` for `keep_millis`
+    /// (only for the kinds that [`keeps`](Kind::keeps); the others release).
+    pub(crate) fn keep(
+        self,
+        conn: &mut Conn,
+        release: &Release<'_>,
+        keeper: &str,
+        keep_millis: u64,
+    ) -> redis::RedisResult<Option<i64>> {
+        if self.keeps() {
+            reentrant::keep(conn, release.name, release.owner, keeper, keep_millis)
+        } else {
+            self.release(conn, release)
+        }
+    }
+
     /// Deletes the lock whoever holds it; 1 when there was one.
     pub(crate) fn force_unlock(self, conn: &mut Conn, name: &str, wait_millis: u64) -> redis::RedisResult<i64> {
         match self {
@@ -133,6 +149,12 @@ impl Kind {
             Kind::Fair | Kind::NonReentrantFair => fair::waiter_channel(name, owner),
             Kind::Read | Kind::Write => read_write::channel(name),
         }
+    }
+
+    /// Whether a release can leave the lock taken for a while (a plain lock's hash, with no
+    /// queue and no read holds): see `reentrant::keep`.
+    pub(crate) fn keeps(self) -> bool {
+        matches!(self, Kind::Reentrant | Kind::NonReentrant | Kind::Spin | Kind::Fenced)
     }
 
     /// Whether an owner may hold the lock several times (all but the non-reentrant kinds).

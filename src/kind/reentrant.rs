@@ -98,6 +98,19 @@ pub(crate) fn release(
     call.invoke(conn)
 }
 
+/// Releases `owner`'s last hold of the lock `name` and keeps the lock taken by `keeper` for
+/// `keep_millis` (see `lua/keep.lua`): `Some(1)` when kept, `None` when the owner holds
+/// nothing.
+pub(crate) fn keep(
+    conn: &mut Conn,
+    name: &str,
+    owner: &str,
+    keeper: &str,
+    keep_millis: u64,
+) -> redis::RedisResult<Option<i64>> {
+    scripts::KEEP.on(conn.pubsub()).key(name).arg(owner).arg(keeper).arg(keep_millis).invoke(conn)
+}
+
 /// Deletes the lock; a lock without messages (`message` false) publishes nothing.
 pub(crate) fn force_unlock(conn: &mut Conn, name: &str, message: bool) -> redis::RedisResult<i64> {
     let message = if message { "0" } else { "" };
