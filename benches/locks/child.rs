@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{mono_ns, nanos};
 use crate::experiments::cluster::cluster_handoff_child;
+use crate::experiments::election::{candidate_child, observer_child};
 use crate::experiments::handoff::handoff_child;
 use crate::experiments::herd::herd_child;
 use crate::experiments::throughput::throughput_child;
@@ -33,6 +34,8 @@ pub(crate) fn child_main(role: &str) {
         "throughput" => throughput_child(),
         "cluster-handoff" => cluster_handoff_child(),
         "herd" => herd_child(),
+        "election-candidate" => candidate_child(),
+        "election-observer" => observer_child(),
         other => panic!("unknown bench role {other:?}"),
     }
     let _ = std::io::stdout().flush();

@@ -39,6 +39,8 @@
 //! 12. The group lock: uncontended `try_lock` + `unlock` of 1, 10 and 100 values against a
 //!     `MultiLock` over as many plain locks, interleaved with the limit pair; a group of
 //!     10,000 values (the most it takes), with Redis's time in each of its two scripts.
+//! 13. Leader election: the hand-over after a resignation to a candidate parked in another
+//!     process, and the time an observer in a third process takes to see the new leader.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -68,6 +70,7 @@ use child::{ROLE_ENV, child_main};
 use experiments::LockKind;
 use experiments::cluster::measure_cluster;
 use experiments::contenders::Subject;
+use experiments::election::measure_elections;
 use experiments::group::measure_group_locks;
 use experiments::handoff::measure_handoffs;
 use experiments::herd::measure_herd;
@@ -145,6 +148,8 @@ fn main() {
     meter.step("12. group lock");
     drop(group);
     let group_locks = measure_group_locks(&server, &plan);
+    meter.step("13. election");
+    let elections = measure_elections(&server, &plan);
     meter.step("");
     let other_work = meter.steps;
 
@@ -165,6 +170,7 @@ fn main() {
         herd,
         cluster,
         group_locks,
+        elections,
     };
     let report = results.report();
     println!("\n{report}");

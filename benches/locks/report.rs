@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::experiments::LockKind;
 use crate::experiments::cluster::{ClusterPairKind, ClusterRenewal, ClusterRun, Layout};
 use crate::experiments::contenders::{Peer, SPIN_FIRST_SLEEP, SPIN_MAX_SLEEP, Spin, Subject};
+use crate::experiments::election::Elections;
 use crate::experiments::group::GroupLocks;
 use crate::experiments::handoff::{HANDOFF_BLOCKS, Handoffs};
 use crate::experiments::herd::{HERD_PROCESSES, HERD_WORK, HerdRun};
@@ -56,6 +57,7 @@ pub(crate) struct Results {
     pub(crate) herd: Vec<HerdRun>,
     pub(crate) cluster: ClusterRun,
     pub(crate) group_locks: GroupLocks,
+    pub(crate) elections: Elections,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -80,6 +82,7 @@ impl Results {
         self.report_herd(&mut out);
         self.report_cluster(&mut out);
         self.report_group(&mut out);
+        self.report_elections(&mut out);
         self.report_other_work(&mut out);
         out
     }
@@ -776,6 +779,21 @@ impl Results {
             l.acquire_cpu_us,
             l.release_cpu_us
         );
+    }
+
+    fn report_elections(&self, out: &mut String) {
+        let (e, rtt) = (&self.elections, self.limit.rtt.mean);
+        let _ = writeln!(
+            out,
+            "### 13. Leader election: the leader (this process) resigns; a candidate parked in another process \
+             leads, and an observer in a third process sees it\n"
+        );
+        let _ =
+            writeln!(out, "| from the `resign()` to | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        handoff_row(out, "the candidate's return from `campaign()`", &e.handover, rtt, Some("lock target"));
+        handoff_row(out, "the observer's return from the wait that shows the new leader", &e.observed, rtt, None);
+        let _ = writeln!(out);
     }
 
     fn report_limit(&self, out: &mut String) {

@@ -2,6 +2,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod contenders;
+pub(crate) mod election;
 pub(crate) mod group;
 pub(crate) mod handoff;
 pub(crate) mod herd;
