@@ -9,6 +9,7 @@ use redlease::{Client, ErrorKind, Interrupter};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
+use crate::support::cluster::ClusterGroup;
 use crate::support::proxy::Proxy;
 use crate::support::server::RedisServer;
 
@@ -250,4 +251,45 @@ fn bad_input_is_refused_and_waits_are_interruptible() {
     assert!(observing.join().unwrap().unwrap_err().is_interrupted());
     assert_eq!(client.election("busy").leader().unwrap().map(|l| l.term), Some(held.term()));
     drop(held);
+}
+
+/// In a Redis Cluster every key and channel of an election is in its name's slot: a
+/// campaign, a second candidate parked on sharded pub/sub, an observer, and the hand-over
+/// after a resignation all work through a cluster client, on the slot's master.
+///
+/// Breaks if a key or channel of the election lands in another slot (`CROSSSLOT`), or the
+/// sharded messages do not reach candidates and observers.
+#[test]
+fn an_election_lives_in_one_cluster_slot() {
+    let cluster = ClusterGroup::start();
+    cluster.wait_healthy(Duration::from_secs(30));
+    let clients: Vec<Client> =
+        (0..2).map(|_| build_patiently(Duration::from_secs(20), || Client::builder(cluster.url()))).collect();
+    let election = clients[0].election("sharded");
+    let first = election.campaign("a").unwrap();
+    let mut observer = clients[1].election("sharded").observe().unwrap();
+    assert_eq!(observer.current().map(|l| l.term), Some(first.term()));
+    let waiting = {
+        let election = clients[1].election("sharded");
+        thread::spawn(move || {
+            let leadership = election.campaign_for("b", Duration::from_secs(10)).unwrap().expect("leads");
+            (Instant::now(), leadership.term(), leadership)
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || clients[1].stats().waiters >= 1));
+    let resigned = Instant::now();
+    let first_term = first.term();
+    first.resign().unwrap();
+    let (led, term, leadership) = waiting.join().unwrap();
+    assert!(led.duration_since(resigned) < Duration::from_millis(500), "woken by a sharded message");
+    assert!(term > first_term);
+    while observer.current().is_none_or(|l| l.term != term) {
+        assert!(observer.wait_change_for(Duration::from_secs(5)).unwrap(), "the observer hears the change");
+    }
+    assert_eq!(observer.current().map(|l| l.value.as_str()), Some("b"));
+    let slot = cluster.slot_of("redlease_election:{sharded}");
+    for key in ["redlease_term:redlease_election:{sharded}", "redlease_leader:redlease_election:{sharded}"] {
+        assert_eq!(cluster.slot_of(key), slot, "{key}");
+    }
+    drop(leadership);
 }
