@@ -8,11 +8,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::clock::{mono_ns, nanos};
-use crate::experiments::cluster::cluster_handoff_child;
-use crate::experiments::election::{candidate_child, observer_child};
-use crate::experiments::handoff::handoff_child;
-use crate::experiments::herd::herd_child;
-use crate::experiments::throughput::throughput_child;
 
 /// Names the role of a child process; unset in the parent.
 pub(crate) const ROLE_ENV: &str = "REDLEASE_BENCH_ROLE";
@@ -27,16 +22,16 @@ pub(crate) const PROCESS_ENV: &str = "REDLEASE_BENCH_PROCESS";
 /// How long the parent waits for any line from a child.
 const CHILD_REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(crate) fn child_main(role: &str) {
+/// A role a child process can play: its name and what it runs (the table is `main`'s, so
+/// that this module needs none of the experiments that use it).
+pub(crate) type Role = (&'static str, fn());
+
+/// In a child: plays `role`, one of `roles`.
+pub(crate) fn child_main(role: &str, roles: &[Role]) {
     watch_parent();
-    match role {
-        "handoff" => handoff_child(),
-        "throughput" => throughput_child(),
-        "cluster-handoff" => cluster_handoff_child(),
-        "herd" => herd_child(),
-        "election-candidate" => candidate_child(),
-        "election-observer" => observer_child(),
-        other => panic!("unknown bench role {other:?}"),
+    match roles.iter().find(|(name, _)| *name == role) {
+        Some((_, play)) => play(),
+        None => panic!("unknown bench role {role:?}"),
     }
     let _ = std::io::stdout().flush();
 }

@@ -66,7 +66,7 @@ use std::time::Instant;
 use redlease_testkit::cluster::ClusterGroup;
 use redlease_testkit::server::RedisServer;
 
-use child::{ROLE_ENV, child_main};
+use child::{ROLE_ENV, Role, child_main};
 use experiments::LockKind;
 use experiments::cluster::measure_cluster;
 use experiments::contenders::Subject;
@@ -89,9 +89,19 @@ use placement::Placement;
 use plan::{Plan, WRITE_DOC_ENV};
 use report::{Results, write_doc};
 
+/// The roles of the child processes, by the name a parent spawns them under.
+const ROLES: &[Role] = &[
+    ("handoff", experiments::handoff::handoff_child),
+    ("throughput", experiments::throughput::throughput_child),
+    ("cluster-handoff", experiments::cluster::cluster_handoff_child),
+    ("herd", experiments::herd::herd_child),
+    ("election-candidate", experiments::election::candidate_child),
+    ("election-observer", experiments::election::observer_child),
+];
+
 fn main() {
     if let Ok(role) = std::env::var(ROLE_ENV) {
-        child_main(&role);
+        child_main(&role, ROLES);
         return;
     }
     let plan = Plan::from_env();
