@@ -267,8 +267,8 @@ impl Client {
     /// after [`shutdown`](Client::shutdown); a connection failure or timeout
     /// ([`Error::is_connection_error`](crate::Error::is_connection_error),
     /// [`Error::is_timeout`](crate::Error::is_timeout)); `PermissionDenied` for an ACL
-    /// refusal; `Redis` for any other error reply, with the `redis` crate's error as its
-    /// [`source`](std::error::Error::source).
+    /// refusal; `Redis` for any other error reply, quoted in the message, with the `redis`
+    /// crate's error as [`Error::redis_error`](crate::Error::redis_error).
     pub fn with_connection<T>(
         &self,
         key: &str,

@@ -103,9 +103,23 @@ pub(crate) fn shown_name(name: &str) -> String {
 
 /// The error of every fallible redlease operation.
 ///
-/// Inspect it with [`kind`](Error::kind) and the `is_*` predicates; [`source`] gives the
-/// [`redis::RedisError`] where one caused it. A message shows at most the first 64
+/// Inspect it with [`kind`](Error::kind) and the `is_*` predicates;
+/// [`redis_error`](Error::redis_error) gives the [`redis::RedisError`] behind it, and
+/// [`source`] the failure that kept Redis from answering. A message shows at most the first 64
 /// characters of a name (and its length); [`lock_name`](Error::lock_name) gives it whole.
+///
+/// `Display` says what failed, without its source's text, so that reporters that walk
+/// the chain (`anyhow`'s `{:#}`) say each cause once; the alternate form (`{:#}`) adds the
+/// source's text, for a one-line message that says it all:
+///
+/// ```no_run
+/// let err = redlease::Client::open("redis://127.0.0.1:1/").unwrap_err();
+/// // "redis error: connecting to 127.0.0.1:1 failed"
+/// let short = err.to_string();
+/// // "redis error: connecting to 127.0.0.1:1 failed: Connection refused (os error 111)"
+/// let whole = format!("{err:#}");
+/// assert!(whole.starts_with(&short));
+/// ```
 ///
 /// [`source`]: std::error::Error::source
 pub struct Error {
@@ -128,6 +142,9 @@ pub struct Error {
     /// idempotent).
     once: bool,
     source: Option<redis::RedisError>,
+    /// The message quotes the source: what Redis answered (an error reply, a refusal) is
+    /// the error itself, so `source()` gives nothing more and `{:#}` repeats nothing.
+    quoted: bool,
 }
 
 impl Error {
@@ -143,6 +160,7 @@ impl Error {
             transient: false,
             once: false,
             source: None,
+            quoted: false,
         }
     }
 
@@ -167,14 +185,21 @@ impl Error {
     pub(crate) fn from_redis(err: redis::RedisError, what: &str, command_timeout: Duration) -> Error {
         let connection = err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal();
         let transient = is_transient_refusal(&err);
+        // Redis's own reply (`ERR …`, `NOPERM …`, `READONLY …`) is quoted in the message:
+        // it says what went wrong in Redis's words. A failure to get a reply (I/O, a
+        // timeout) is the source, told by `source()` and `{:#}`.
+        let refusal = is_refusal(&err);
+        let reply = refusal || (err.code().is_some() && !connection && !err.is_timeout());
         let (kind, message) = if is_reentry_refusal(&err) {
             (ErrorKind::WouldDeadlock, format!("this owner holds the non-reentrant lock already (while {what})"))
         } else if err.is_timeout() {
             (ErrorKind::Timeout, format!("no reply within the command timeout ({command_timeout:?}) while {what}"))
-        } else if is_refusal(&err) {
-            (ErrorKind::PermissionDenied, format!("Redis refused the client's user while {what}"))
+        } else if refusal {
+            (ErrorKind::PermissionDenied, format!("Redis refused the client's user while {what}: {err}"))
+        } else if reply {
+            (ErrorKind::Redis, format!("{what} failed: {err}"))
         } else {
-            (ErrorKind::Redis, format!("redis error while {what}"))
+            (ErrorKind::Redis, format!("{what} failed"))
         };
         Error {
             kind,
@@ -187,6 +212,7 @@ impl Error {
             transient,
             once: false,
             source: Some(err),
+            quoted: reply,
         }
     }
 
@@ -292,6 +318,16 @@ impl Error {
         self.kind
     }
 
+    /// The `redis` crate's error behind this one, if any: what Redis answered (its
+    /// [`code`](redis::RedisError::code), `WRONGTYPE`, `NOPERM`, …), or the I/O failure
+    /// that kept it from answering. The latter is also the [`source`]; Redis's answer is
+    /// quoted in the message instead, so that no reporter says it twice.
+    ///
+    /// [`source`]: std::error::Error::source
+    pub fn redis_error(&self) -> Option<&redis::RedisError> {
+        self.source.as_ref()
+    }
+
     /// The name of the lock, semaphore or latch the error concerns, if any: the whole name
     /// (the message shows at most its first 64 characters).
     pub fn lock_name(&self) -> Option<&str> {
@@ -376,7 +412,8 @@ impl fmt::Display for Error {
         if let Some(name) = &self.lock {
             write!(f, " ({} {})", self.subject.describe(), shown_name(name))?;
         }
-        if let Some(source) = &self.source {
+        // The source's text only in the alternate form: `source()` gives it to reporters.
+        if let Some(source) = self.source.as_ref().filter(|_| f.alternate() && !self.quoted) {
             write!(f, ": {source}")?;
         }
         if let Some(hint) = &self.hint {
@@ -411,7 +448,7 @@ impl fmt::Debug for Shown {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source.as_ref().filter(|_| !self.quoted).map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
@@ -470,7 +507,8 @@ mod tests {
         let e = Error::from_redis(redis::RedisError::from(io), "connecting", Duration::from_secs(1))
             .hint("the server may want TLS")
             .hint("another");
-        assert_eq!(e.to_string(), "redis error: redis error while connecting: reset (the server may want TLS)");
+        assert_eq!(format!("{e:#}"), "redis error: connecting failed: reset (the server may want TLS)");
+        assert_eq!(e.to_string(), "redis error: connecting failed (the server may want TLS)");
     }
 
     /// A reset or an end of stream is a close by the peer; a refused connection and a
@@ -493,5 +531,18 @@ mod tests {
         assert!(e.is_timeout() && e.is_connection_error());
         assert!(e.to_string().contains("command timeout (3s)"), "{e}");
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    /// `Display` says each cause once when a reporter walks the chain: the source's text
+    /// is not in it, and is in the alternate form.
+    #[test]
+    fn the_source_is_told_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::from_redis(redis::RedisError::from(io), "connecting to 127.0.0.1:1", Duration::from_secs(1));
+        assert_eq!(e.to_string(), "redis error: connecting to 127.0.0.1:1 failed");
+        let source = std::error::Error::source(&e).map(ToString::to_string).unwrap();
+        assert!(source.contains("refused"), "{source}");
+        assert!(!e.to_string().contains(&source));
+        assert_eq!(format!("{e:#}"), format!("{e}: {source}"));
     }
 }

@@ -134,8 +134,10 @@ impl<M: GuardMode> LockGuard<M> {
         LeaseWatch::new(self.holds.iter().map(|h| Arc::clone(h.lease())).collect(), self.quorum)
     }
 
-    /// The fencing token of this acquisition: `Some` for a [`FencedLock`](crate::FencedLock),
-    /// `None` otherwise.
+    /// The fencing token of this acquisition: `Some` for a [`FencedLock`](crate::FencedLock)'s
+    /// grant (taken through an [`AnyLock`](crate::AnyLock), or a
+    /// [`FencedGuard::into_inner`](crate::FencedGuard::into_inner)), `None` otherwise. A
+    /// `FencedLock`'s own guard, [`FencedGuard`](crate::FencedGuard), has it unwrapped.
     pub fn token(&self) -> Option<u64> {
         self.token
     }

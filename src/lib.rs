@@ -127,7 +127,7 @@ pub use engine::{LeaseState, MAX_GROUP_VALUES};
 pub use error::{Error, ErrorKind, Result};
 pub use events::LockEvents;
 pub use fair_lock::FairLock;
-pub use fenced_lock::FencedLock;
+pub use fenced_lock::{FencedGuard, FencedLock};
 pub use group_lock::{GroupGuard, GroupLock};
 pub use guard::{GuardMode, LockGuard, Sendable, ThreadBound};
 pub use histogram::DurationHistogram;

@@ -7,7 +7,8 @@
 //! each expands to its arguments inside an `if false` block: they are type-checked and
 //! count as used (no warning in either build), never evaluated, and the compiler drops
 //! them; a span is then the zero-sized `Off`. Field values are typed (`&str`, integers,
-//! floats, `bool`); those after a `;` in [`event!`] are shown with `Display`.
+//! floats, `bool`); those after a `;` in [`event!`] are shown with `Display`'s alternate
+//! form (`{:#}`: an error with its cause).
 
 /// A span of `name` at `LEVEL` (`TRACE` … `ERROR`), not entered: `span!(DEBUG, "acquire",
 /// lock = name; outcome, waited_ms)`. The names after `;` are fields left empty, for
@@ -72,14 +73,15 @@ macro_rules! record {
 }
 
 /// An event at `LEVEL` with a message: `event!(WARN, "lease lost", lock = name)`; fields
-/// after a `;` are shown with `Display` (`event!(WARN, "renewal failed"; error = err)`).
+/// after a `;` are shown with `Display`'s alternate form, `{:#}` (`event!(WARN, "renewal failed"; error = err)`).
 #[cfg(feature = "tracing")]
 macro_rules! event {
     ($level:ident, $message:literal $(, $field:ident = $value:expr)* $(; $($shown:ident = $display:expr),+)?) => {
         ::tracing::event!(
             ::tracing::Level::$level,
             $($field = $value,)*
-            $($($shown = %$display,)+)?
+            // The alternate form: an error's whole chain, on one line.
+            $($($shown = %format_args!("{:#}", $display),)+)?
             $message
         )
     };

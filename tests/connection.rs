@@ -68,8 +68,9 @@ fn an_error_reply_is_not_sent_again_and_a_shut_down_client_sends_nothing() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Redis, "{err}");
     assert_eq!(calls, 1, "an answered command is not sent twice");
-    let source = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<redis::RedisError>());
-    assert_eq!(source.and_then(redis::RedisError::code), Some("WRONGTYPE"), "{err:?}");
+    assert_eq!(err.redis_error().and_then(redis::RedisError::code), Some("WRONGTYPE"), "{err:?}");
+    assert!(err.to_string().contains("WRONGTYPE"), "Redis's answer is quoted: {err}");
+    assert!(std::error::Error::source(&err).is_none(), "and not told again as a source");
     client.shutdown();
     let mut called = false;
     let err = client.with_connection("text", |_| {

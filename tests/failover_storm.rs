@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, ErrorKind, GroupGuard, LockGuard, SemaphoreGuard};
+use redlease::{Client, ErrorKind, FencedGuard, GroupGuard, LockGuard, SemaphoreGuard};
 
 use crate::helpers::build_patiently;
 use crate::support::child::{self, Child};
@@ -92,7 +92,7 @@ fn acquire(client: &Client, kind: &str) -> redlease::Result<Option<Held>> {
         "plain" => lock(client.lock(name).try_lock_for(WAIT)?),
         "fair" => lock(client.fair_lock(name).try_lock_for(WAIT)?),
         "write" => lock(client.read_write_lock(name).write().try_lock_for(WAIT)?),
-        "fenced" => lock(client.fenced_lock(name).try_lock_for(WAIT)?),
+        "fenced" => lock(client.fenced_lock(name).try_lock_for(WAIT)?.map(FencedGuard::into_inner)),
         "non-reentrant" => lock(client.non_reentrant_lock(name).try_lock_for(WAIT)?),
         "semaphore" => client.semaphore(name).try_acquire_for(1, WAIT)?.map(Held::Permit),
         // Every section takes both values of one group.

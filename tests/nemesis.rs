@@ -8,7 +8,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, LockGuard, MultiLock, RedLock};
+use redlease::{Client, FencedGuard, LockGuard, MultiLock, RedLock};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
@@ -38,7 +38,7 @@ fn acquire(kind: &str, clients: &[Client], thread: u32, round: u32) -> redlease:
     Ok(match kind {
         "plain" => one(first.lock(LOCK).try_lock_for(WAIT)?, true),
         "fair" => one(first.fair_lock(LOCK).try_lock_for(WAIT)?, true),
-        "fenced" => one(first.fenced_lock(LOCK).try_lock_for(WAIT)?, true),
+        "fenced" => one(first.fenced_lock(LOCK).try_lock_for(WAIT)?.map(FencedGuard::into_inner), true),
         "rw" => {
             let rw = first.read_write_lock(LOCK);
             if (thread + round).is_multiple_of(3) {

@@ -178,7 +178,7 @@ fn sentinel_bad_input_fails_clearly_and_fast() {
         let err = builder(&url).build().expect_err(what);
         let took = started.elapsed();
         assert!(took < CONNECT_TIMEOUT * 2 + SLACK, "{what}: failed within the connect timeout, took {took:?}");
-        assert!(err.to_string().contains(says), "{what}: says why: {err}");
+        assert!(format!("{err:#}").contains(says), "{what}: says why: {err:#}");
     }
     for bad in ["redis-sentinel://127.0.0.1:1", "redis-sentinel://127.0.0.1:x/#m", "redis-sentinel://:s3cret@a/x#m"] {
         let err = builder(bad).build().expect_err(bad);

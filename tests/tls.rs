@@ -126,7 +126,7 @@ fn a_wrong_ca_an_expired_certificate_and_a_mismatched_protocol_fail_fast() {
         assert!(err.is_connection_error() || err.is_timeout(), "{what}: {err}");
         assert!(took < CONNECT_TIMEOUT + SLACK, "{what}: failed within the connect timeout, took {took:?}");
         if let Some(says) = says {
-            let text = format!("{err} {:?}", std::error::Error::source(&err));
+            let text = format!("{err:#} {err:?}");
             assert!(text.contains(says), "{what}: the error says why: {text}");
         }
     }

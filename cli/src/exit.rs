@@ -109,7 +109,7 @@ pub fn code_of(err: &redlease::Error) -> u8 {
 
 /// The redis-rs error under a library error, if one caused it.
 pub fn redis_cause(err: &redlease::Error) -> Option<&redis::RedisError> {
-    std::error::Error::source(err)?.downcast_ref::<redis::RedisError>()
+    err.redis_error()
 }
 
 /// Whether the server's answer was not in Redis's protocol (RESP) at all: redis-rs's
@@ -136,7 +136,8 @@ pub fn refused_database(err: &redlease::Error) -> Option<String> {
 
 /// The library's message with the lock's name shortened (a name may be 8 KiB long).
 pub fn describe(err: &redlease::Error) -> String {
-    let text = err.to_string();
+    // The whole chain on one line: what failed and why.
+    let text = format!("{err:#}");
     match err.lock_name() {
         Some(name) if name.len() > SHOWN_NAME => text.replace(&format!("{name:?}"), &shown(name)),
         _ => text,

@@ -131,7 +131,7 @@ impl LockEvents for LeaseEvents {
 
     fn renewal_failed(&self, error: &redlease::Error) {
         if let Ok(mut last) = self.renewal_error.lock() {
-            *last = Some(error.to_string());
+            *last = Some(format!("{error:#}"));
         }
     }
 }

@@ -258,7 +258,7 @@ impl Cluster {
             match self.ask_slots(&host, port) {
                 Ok(ranges) => return self.install(ranges),
                 Err(err) if err.kind() == ErrorKind::InvalidInput => return Err(err),
-                Err(err) => failures.push(format!("{host}:{port} ({err})")),
+                Err(err) => failures.push(format!("{host}:{port} ({err:#})")),
             }
         }
         Err(Error::new(

@@ -38,7 +38,7 @@ impl Connector {
             Connector::Sentinel(sentinels) => {
                 let started = Instant::now();
                 let (host, port) = sentinels.master(timeout).map_err(|e| {
-                    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::NotConnected, e.to_string()))
+                    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::NotConnected, format!("{e:#}")))
                 })?;
                 let remaining = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
                 let connected = sentinels
@@ -51,6 +51,15 @@ impl Connector {
                 }
                 connected.map(|conn| (conn, Some((host, port))))
             }
+        }
+    }
+
+    /// Where it connects, for messages: `host:port` (or a socket's path), or the
+    /// sentinels' master's name.
+    fn describe(&self) -> String {
+        match self {
+            Connector::Direct(client) => client.get_connection_info().addr().to_string(),
+            Connector::Sentinel(sentinels) => sentinels.describe(),
         }
     }
 
@@ -419,7 +428,8 @@ impl Pool {
                     .connection()
                     .unsent()
             } else {
-                Error::from_redis(err, "connecting", self.command_timeout).connection().unsent()
+                let what = format!("connecting to {}", self.connector.describe());
+                Error::from_redis(err, &what, self.command_timeout).connection().unsent()
             }
         })?;
         let timeout = Some(self.command_timeout);

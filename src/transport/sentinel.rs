@@ -76,7 +76,7 @@ impl Sentinels {
                     return Ok(master);
                 }
                 Ok(None) => failures.push(format!("{host}:{port} does not know master {:?}", self.master_name)),
-                Err(err) => failures.push(format!("{host}:{port}: {err}")),
+                Err(err) => failures.push(format!("{host}:{port}: {err:#}")),
             }
         }
         let unknown = failures.iter().all(|f| f.contains("does not know"));
@@ -89,6 +89,14 @@ impl Sentinels {
 
     /// Forgets the master's address (a connection to it failed, or it answered as a
     /// replica): the next connection asks the sentinels again.
+    /// The master, for messages: its address as last learned, else its name.
+    pub(crate) fn describe(&self) -> String {
+        match &*self.known_master.lock() {
+            Some((host, port)) => format!("master {:?} at {host}:{port}", self.master_name),
+            None => format!("master {:?}", self.master_name),
+        }
+    }
+
     pub(crate) fn forget_master(&self) {
         *self.known_master.lock() = None;
     }

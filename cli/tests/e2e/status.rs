@@ -238,7 +238,7 @@ fn a_fenced_lock_shows_its_last_token_held_or_free() {
     );
     assert_eq!(s["holders"], Value::Array(vec![]));
     assert_eq!(s["ttl_ms"], Value::Null);
-    let _held = Holding::start(&a, |c| vec![c.fenced_lock("ledger").lock().expect("lock")]);
+    let _held = Holding::start(&a, |c| vec![c.fenced_lock("ledger").lock().expect("lock").into_inner()]);
     let s = &status(&server, &["ledger"])[0];
     assert_eq!((&s["held"], &s["token"]), (&Value::from(true), &Value::from(3)));
     assert_eq!(s["holders"][0]["owner"], Value::String(owner(&a, &fields(&mut server.conn(), "ledger"))));
@@ -312,7 +312,7 @@ fn unlock_force_deletes_the_lock_and_wakes_a_waiting_run() {
                 "fair" => vec![c.fair_lock(name).lock().expect("lock")],
                 "read" => vec![c.read_write_lock(name).read().lock().expect("lock")],
                 "write" => vec![c.read_write_lock(name).write().lock().expect("lock")],
-                _ => vec![c.fenced_lock(name).lock().expect("lock")],
+                _ => vec![c.fenced_lock(name).lock().expect("lock").into_inner()],
             }
         };
         let _held = Holding::start(&a, take);
@@ -329,7 +329,7 @@ fn ls_lists_locks_with_their_kind_and_holder() {
     let server = RedisServer::start();
     let url = server.url();
     let a = client(&server);
-    let _held = Holding::start(&a, |c| vec![c.fenced_lock("ls:b").lock().expect("lock")]);
+    let _held = Holding::start(&a, |c| vec![c.fenced_lock("ls:b").lock().expect("lock").into_inner()]);
     let running = start(command(["run", "--url", &url, "ls:a", "--", "sleep", "20"]));
     let mut conn = server.conn();
     wait_for("the run holds", Duration::from_secs(10), || key_exists(&mut conn, "ls:a"));
