@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{self, Attempt, Engine, Wait, ready, wait_loop, with_retries};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Context, Error, ErrorKind, Result};
 use crate::guard::{LockGuard, Sendable};
 use crate::handle::Handle;
 use crate::keys;
@@ -101,7 +101,7 @@ impl Election {
     ///
     /// As [`campaign`](Election::campaign).
     pub fn campaign_for(&self, value: &str, timeout: Duration) -> Result<Option<Leadership>> {
-        let deadline = engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.name))?;
+        let deadline = engine::deadline_after(timeout).on_lock(&self.name)?;
         self.run(value, Wait::Until(deadline))
     }
 
@@ -116,7 +116,7 @@ impl Election {
 
     fn run(&self, value: &str, wait: Wait) -> Result<Option<Leadership>> {
         self.check_name()?;
-        check_value(value).map_err(|e| e.on_lock(&self.name))?;
+        check_value(value).on_lock(&self.name)?;
         let handle = Handle { advertise: Some(value.into()), ..self.handle.clone() };
         let Some(guard) = handle.acquire::<Sendable>(wait).map_err(|e| self.renamed(e))? else {
             return Ok(None);

@@ -384,6 +384,28 @@ impl Error {
     }
 }
 
+/// Names what a failed call concerns, on a `Result` as [`Error::on_lock`] and its kin do
+/// on an error: `call().on_lock(name)?` rather than `.map_err(|e| e.on_lock(name))`.
+pub(crate) trait Context<T> {
+    fn on_lock(self, name: &str) -> Result<T>;
+    fn on_semaphore(self, name: &str) -> Result<T>;
+    fn on_latch(self, name: &str) -> Result<T>;
+}
+
+impl<T> Context<T> for Result<T> {
+    fn on_lock(self, name: &str) -> Result<T> {
+        self.map_err(|e| e.on_lock(name))
+    }
+
+    fn on_semaphore(self, name: &str) -> Result<T> {
+        self.map_err(|e| e.on_semaphore(name))
+    }
+
+    fn on_latch(self, name: &str) -> Result<T> {
+        self.map_err(|e| e.on_latch(name))
+    }
+}
+
 /// Whether Redis refused a command, before running it, for a state that passes by itself:
 /// a cluster without a master for some slot (`CLUSTERDOWN`) or in the middle of moving one
 /// (`TRYAGAIN`), a server loading its data (`LOADING`), a replica cut off from its master

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{self, Engine, GroupHold, GroupValues, LeaseState, Wait};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::watch::LeaseWatch;
 
 /// Many values of one group, taken all or none in one script call and one round trip
@@ -102,7 +102,7 @@ impl GroupLock {
     /// timeout so large that the deadline overflows `Instant` is
     /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without limit.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<GroupGuard>> {
-        let deadline = engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.group))?;
+        let deadline = engine::deadline_after(timeout).on_lock(&self.group)?;
         self.take(Wait::Until(deadline))
     }
 

@@ -65,7 +65,6 @@ pub struct LockGuard<M: GuardMode = ThreadBound> {
     /// Redlock's majority.
     quorum: usize,
     token: Option<u64>,
-    validity: Option<Duration>,
     /// Redlock: release on every node at once, each bounded by this.
     concurrent_release: Option<Duration>,
     _mode: PhantomData<M>,
@@ -74,17 +73,16 @@ pub struct LockGuard<M: GuardMode = ThreadBound> {
 impl<M: GuardMode> LockGuard<M> {
     pub(crate) fn new(hold: Hold) -> LockGuard<M> {
         let token = hold.token();
-        LockGuard::of(vec![hold], 1, token, None, None)
+        LockGuard::of(vec![hold], 1, token, None)
     }
 
     pub(crate) fn of(
         holds: Vec<Hold>,
         quorum: usize,
         token: Option<u64>,
-        validity: Option<Duration>,
         concurrent_release: Option<Duration>,
     ) -> LockGuard<M> {
-        LockGuard { holds, quorum, token, validity, concurrent_release, _mode: PhantomData }
+        LockGuard { holds, quorum, token, concurrent_release, _mode: PhantomData }
     }
 
     /// One guard for every hold of `guards` (a multi-lock's members), all of which must
@@ -92,7 +90,7 @@ impl<M: GuardMode> LockGuard<M> {
     pub(crate) fn merge(guards: Vec<LockGuard<M>>) -> LockGuard<M> {
         let holds: Vec<Hold> = guards.into_iter().flat_map(|mut g| std::mem::take(&mut g.holds)).collect();
         let quorum = holds.len();
-        LockGuard::of(holds, quorum, None, None, None)
+        LockGuard::of(holds, quorum, None, None)
     }
 
     /// Whether the lease is held as far as this client knows (no I/O): true while it is
@@ -140,12 +138,6 @@ impl<M: GuardMode> LockGuard<M> {
     /// `FencedLock`'s own guard, [`FencedGuard`](crate::FencedGuard), has it unwrapped.
     pub fn token(&self) -> Option<u64> {
         self.token
-    }
-
-    /// For a [`RedLock`](crate::RedLock): the validity it was granted with, the lease less
-    /// the time the acquisition took and the clock drift allowance. `None` otherwise.
-    pub fn validity(&self) -> Option<Duration> {
-        self.validity
     }
 
     /// The name of the lock this guard holds (the first member's, for a multi-lock).
@@ -224,7 +216,6 @@ impl<M: GuardMode> fmt::Debug for LockGuard<M> {
             .field("holds", &self.holds.len())
             .field("state", &self.lease_state())
             .field("token", &self.token)
-            .field("validity", &self.validity)
             .finish()
     }
 }

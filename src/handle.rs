@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::BackOff;
 use crate::engine::{self, Engine, Request, Wait};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::guard::{GuardMode, LockGuard};
 use crate::kind::Kind;
 use crate::transport::Conn;
@@ -68,7 +68,7 @@ impl Handle {
     }
 
     pub(crate) fn try_lock_for<M: GuardMode>(&self, timeout: Duration) -> Result<Option<LockGuard<M>>> {
-        let deadline = engine::deadline_after(timeout).map_err(|e| e.on_lock(&self.name))?;
+        let deadline = engine::deadline_after(timeout).on_lock(&self.name)?;
         self.acquire(Wait::Until(deadline))
     }
 
@@ -130,7 +130,7 @@ impl Handle {
                 .pool_for(&self.name)
                 .run_once("force-unlocking", |conn| self.kind.force_unlock(conn, &self.name, wait_millis))
         })
-        .map_err(|e| e.on_lock(&self.name))?;
+        .on_lock(&self.name)?;
         Ok(deleted == 1)
     }
 
@@ -139,7 +139,7 @@ impl Handle {
     fn query<T>(&self, what: &str, mut op: impl FnMut(&mut Conn) -> redis::RedisResult<T>) -> Result<T> {
         self.ready()?;
         engine::with_retries(&self.engine, None, |_| self.engine.pool_for(&self.name).run(what, &mut op))
-            .map_err(|e| e.on_lock(&self.name))
+            .on_lock(&self.name)
     }
 }
 

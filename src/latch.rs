@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{self, Engine, Wait};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::kind::semaphore;
 
 /// A count-down latch (Redisson's `RCountDownLatch`): waiters are let through, all at
@@ -45,34 +45,34 @@ impl CountDownLatch {
 
     /// Sets the count when the latch has none (it is open); whether it did.
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
-        engine::ready(&self.engine, &self.name).map_err(|e| e.on_latch(&self.name))?;
-        engine::check_permits(&self.name, count).map_err(|e| e.on_latch(&self.name))?;
+        engine::ready(&self.engine, &self.name).on_latch(&self.name)?;
+        engine::check_permits(&self.name, count).on_latch(&self.name)?;
         let name = &*self.name;
         engine::with_retries(&self.engine, None, |_| {
             self.engine.pool_for(name).run_once("setting the count", |conn| semaphore::try_set_count(conn, name, count))
         })
-        .map_err(|e| e.on_latch(name))
+        .on_latch(name)
     }
 
     /// Counts down by one; the count left. At zero the latch opens and every waiter goes
     /// on. On an open latch it does nothing.
     pub fn count_down(&self) -> Result<u64> {
-        engine::ready(&self.engine, &self.name).map_err(|e| e.on_latch(&self.name))?;
+        engine::ready(&self.engine, &self.name).on_latch(&self.name)?;
         let name = &*self.name;
         engine::with_retries(&self.engine, None, |_| {
             self.engine.pool_for(name).run_once("counting down", |conn| semaphore::count_down(conn, name))
         })
-        .map_err(|e| e.on_latch(name))
+        .on_latch(name)
     }
 
     /// The count now (0 when the latch is open).
     pub fn count(&self) -> Result<u64> {
-        engine::ready(&self.engine, &self.name).map_err(|e| e.on_latch(&self.name))?;
+        engine::ready(&self.engine, &self.name).on_latch(&self.name)?;
         let name = &*self.name;
         engine::with_retries(&self.engine, None, |_| {
             self.engine.pool_for(name).run("reading the count", |conn| semaphore::latch_count(conn, name))
         })
-        .map_err(|e| e.on_latch(name))
+        .on_latch(name)
     }
 
     /// Waits until the latch is open.
@@ -86,7 +86,7 @@ impl CountDownLatch {
 
     /// Waits at most `timeout` for the latch to open; whether it did.
     pub fn await_for(&self, timeout: Duration) -> Result<bool> {
-        let deadline = engine::deadline_after(timeout).map_err(|e| e.on_latch(&self.name))?;
+        let deadline = engine::deadline_after(timeout).on_latch(&self.name)?;
         self.await_until(deadline)
     }
 

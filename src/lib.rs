@@ -141,7 +141,7 @@ pub use multi_lock::{AnyLock, MultiLock};
 pub use non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
-pub use red_lock::RedLock;
+pub use red_lock::{RedLock, RedLockGuard};
 pub use semaphore::{Semaphore, SemaphoreGuard};
 pub use sendable_lock::SendableLock;
 pub use spin_lock::SpinLock;

@@ -24,7 +24,7 @@ const MIN_NODES: usize = 3;
 ///
 /// One attempt asks every node at once, each bounded by a short per-node timeout. It is
 /// granted when a majority (N/2 + 1) granted **and** time is left: the guard's
-/// [`validity`](LockGuard::validity) is lease − time spent − drift (0.01 × lease + 2 ms),
+/// [`validity`](RedLockGuard::validity) is lease − time spent − drift (0.01 × lease + 2 ms),
 /// measured on the monotonic clock from before the first request, and must be positive.
 /// A failed attempt releases on **every** node, including those whose reply was lost or
 /// late, then waits a random delay before the next, so that competing clients do not split
@@ -46,7 +46,7 @@ const MIN_NODES: usize = 3;
 ///     .collect::<Result<_, _>>()?;
 /// let red = RedLock::new(nodes.iter().map(|c| c.lock("invoice-run")));
 /// let guard = red.lock()?;
-/// let validity = guard.validity().expect("a Redlock guard reports its validity");
+/// let validity: std::time::Duration = guard.validity();
 /// // ... finish well within `validity` ...
 /// # let _ = validity;
 /// # Ok::<(), redlease::Error>(())
@@ -105,23 +105,23 @@ impl RedLock {
     }
 
     /// Blocks until a majority is held.
-    pub fn lock(&self) -> Result<LockGuard> {
+    pub fn lock(&self) -> Result<RedLockGuard> {
         self.acquire(None, false)?.ok_or_else(Error::shutdown)
     }
 
     /// One attempt: `Ok(None)` when no majority could be had in time.
-    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+    pub fn try_lock(&self) -> Result<Option<RedLockGuard>> {
         self.acquire(None, true)
     }
 
     /// Attempts until one succeeds or `timeout` has passed.
-    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<RedLockGuard>> {
         let deadline = engine::deadline_after(timeout)?;
         self.acquire(Some(deadline), false)
     }
 
     /// Attempts until one succeeds or `deadline` has passed.
-    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard>> {
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<RedLockGuard>> {
         self.acquire(Some(deadline), false)
     }
 
@@ -154,7 +154,7 @@ impl RedLock {
         self.nodes.iter().try_for_each(Handle::ready)
     }
 
-    fn acquire(&self, deadline: Option<Instant>, once: bool) -> Result<Option<LockGuard>> {
+    fn acquire(&self, deadline: Option<Instant>, once: bool) -> Result<Option<RedLockGuard>> {
         self.check()?;
         let (lease_millis, watchdog) = self.lease()?;
         // A wait (not a single attempt) is interruptible: before it, between its rounds,
@@ -187,7 +187,7 @@ impl RedLock {
     }
 
     /// One round over every node at once.
-    fn attempt(&self, lease_millis: u64, watchdog: bool) -> Result<Option<LockGuard>> {
+    fn attempt(&self, lease_millis: u64, watchdog: bool) -> Result<Option<RedLockGuard>> {
         let owners: Vec<String> = self.nodes.iter().map(|n| n.engine.current_owner()).collect();
         // Whether this thread already held the lock on each node (a reentrant Redlock),
         // decided here on the owner's thread.
@@ -225,7 +225,8 @@ impl RedLock {
                     })
                     .collect();
                 let release_limit = limits.iter().copied().max().unwrap_or(Duration::from_millis(10));
-                Ok(Some(LockGuard::of(holds, quorum, None, Some(validity), Some(release_limit))))
+                let guard = LockGuard::of(holds, quorum, None, Some(release_limit));
+                Ok(Some(RedLockGuard { guard, validity }))
             }
             _ => {
                 self.release_everywhere(&owners, &limits, &held_before);
@@ -262,5 +263,51 @@ impl fmt::Debug for RedLock {
             .field("node_timeout", &self.node_timeout)
             .field("retry_delay", &self.retry_delay)
             .finish()
+    }
+}
+
+/// A [`RedLock`]'s guard: a [`LockGuard`] over the majority's holds (everything it offers,
+/// by `Deref`) with the validity it was granted with. Released on every node on drop or by
+/// [`unlock`](RedLockGuard::unlock).
+#[must_use = "if unused the lock is released at once"]
+#[clippy::has_significant_drop]
+pub struct RedLockGuard {
+    guard: LockGuard,
+    validity: Duration,
+}
+
+impl RedLockGuard {
+    /// The validity it was granted with: the lease less the time the attempt took and the
+    /// drift allowance, counted from before the first request. Act well within it.
+    pub fn validity(&self) -> Duration {
+        self.validity
+    }
+
+    /// Releases on every node now and says how it went (see [`LockGuard::unlock`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`LockGuard::unlock`].
+    pub fn unlock(self) -> Result<()> {
+        self.guard.unlock()
+    }
+
+    /// The plain guard, for code that takes any lock's.
+    pub fn into_inner(self) -> LockGuard {
+        self.guard
+    }
+}
+
+impl std::ops::Deref for RedLockGuard {
+    type Target = LockGuard;
+
+    fn deref(&self) -> &LockGuard {
+        &self.guard
+    }
+}
+
+impl fmt::Debug for RedLockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedLockGuard").field("validity", &self.validity).field("guard", &self.guard).finish()
     }
 }

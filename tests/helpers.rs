@@ -101,3 +101,11 @@ pub fn build_patiently(within: Duration, builder: impl Fn() -> ClientBuilder) ->
         }
     }
 }
+
+/// Waits until `client` has announced itself (its first acquire has the renewal thread
+/// write `redlease_client:{id}` a moment later), so that a window counting the commands
+/// the server serves does not count that write.
+pub fn announced(client: &Client, conn: &mut redis::Connection) {
+    let key = format!("redlease_client:{{{}}}", client.id());
+    assert!(wait_until(Duration::from_secs(5), || exists(conn, &key)), "the client announced itself");
+}

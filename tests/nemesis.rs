@@ -8,7 +8,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, FencedGuard, LockGuard, MultiLock, RedLock};
+use redlease::{Client, FencedGuard, LockGuard, MultiLock, RedLock, RedLockGuard};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
@@ -53,7 +53,8 @@ fn acquire(kind: &str, clients: &[Client], thread: u32, round: u32) -> redlease:
         "redlock" => one(
             RedLock::new(clients.iter().map(|c| c.lock(LOCK)))
                 .retry_delay(Duration::from_millis(10))
-                .try_lock_for(WAIT)?,
+                .try_lock_for(WAIT)?
+                .map(RedLockGuard::into_inner),
             true,
         ),
         other => panic!("unknown kind {other}"),

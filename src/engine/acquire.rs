@@ -27,7 +27,7 @@ use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
 use crate::engine::replicas::{Sync, Unconfirmed};
 use crate::engine::retry::{with_retries, with_retries_interruptibly};
 use crate::engine::undos;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Context, Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::keys;
 use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
@@ -113,7 +113,7 @@ pub(crate) fn ready(engine: &Engine, name: &str) -> Result<()> {
         .check_running()
         .and_then(|()| keys::check_name(name))
         .and_then(|()| engine.topology().check_name(name))
-        .map_err(|e| e.on_lock(name))
+        .on_lock(name)
 }
 
 /// Every check an acquire makes before it sends anything: [`ready`], the lease is valid,
@@ -123,14 +123,14 @@ pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, boo
     let name = &**request.name;
     ready(engine, name)?;
     if let Some(backoff) = request.backoff {
-        backoff.check().map_err(|e| e.on_lock(name))?;
+        backoff.check().on_lock(name)?;
     }
     let lease = match request.lease {
-        Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(name))?, false),
+        Some(lease) => (keys::lease_millis("lease", lease).on_lock(name)?, false),
         None => (engine.watchdog_millis(), true),
     };
     if let Some(keep) = request.keep_at_least {
-        check_keep(request.kind, keep, request.lease).map_err(|e| e.on_lock(name))?;
+        check_keep(request.kind, keep, request.lease).on_lock(name)?;
     }
     // A non-reentrant lock this thread holds already would wait on itself: refused before
     // anything is sent, as Redisson's IllegalMonitorStateException.
@@ -274,7 +274,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             .pool_for(name)
             .run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis, token, always_publish));
     }
-    let acquired = result.map_err(|e| e.on_lock(name))?;
+    let acquired = result.on_lock(name)?;
     let hold = acquired.map(|(sent, token)| {
         let lease = engine.lease_for(kind, request.name, owner, request.per_thread);
         let term = engine.add_hold(&lease, sent, lease_millis, watchdog);

@@ -19,7 +19,7 @@ use crate::engine::release::release_outcome;
 use crate::engine::replicas::{Sync, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Context, Error, ErrorKind, Result};
 use crate::events::Events;
 use crate::highway;
 use crate::interrupt;
@@ -106,7 +106,7 @@ pub(crate) fn acquire(
 ) -> Result<Option<GroupHold>> {
     let fields = check(engine, group, values)?;
     let (lease_millis, watchdog) = match lease {
-        Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_lock(group))?, false),
+        Some(lease) => (keys::lease_millis("lease", lease).on_lock(group)?, false),
         None => (engine.watchdog_millis(), true),
     };
     let command_timeout = engine.config().command_timeout;
@@ -170,7 +170,7 @@ pub(crate) fn acquire(
         }
     };
     let taken = wait_for(engine, group, "group", || (keys::lock_channel(group), Wake::Group, 1), wait, attempt);
-    let Some((sent, owner)) = taken.map_err(|e| e.on_lock(group))? else {
+    let Some((sent, owner)) = taken.on_lock(group)? else {
         return Ok(None);
     };
     // Granted in the same instant as an interrupt came: given back, as if the wait had
@@ -196,7 +196,7 @@ pub(crate) fn held(engine: &Engine, group: &str, values: &Values) -> Result<u64>
     with_retries(engine, None, |_| {
         engine.pool_for(group).run("checking the group", |conn| group::held(conn, group, fields))
     })
-    .map_err(|e| e.on_lock(group))
+    .on_lock(group)
 }
 
 /// Releases `values` whoever holds them, and wakes the group's waiters: whether any was
@@ -209,7 +209,7 @@ pub(crate) fn force_unlock(engine: &Engine, group: &str, values: &Values) -> Res
         engine.pool_for(group).run_once("force-unlocking", |conn| group::force_unlock(conn, group, fields))
     })
     .map(|held| held > 0)
-    .map_err(|e| e.on_lock(group))
+    .on_lock(group)
 }
 
 impl GroupHold {
@@ -259,7 +259,7 @@ impl GroupHold {
         let engine = &self.engine;
         let group = &*self.lease.name;
         engine.config().events.activity().held(self.since.elapsed());
-        engine.check_running().map_err(|e| e.on_lock(group))?;
+        engine.check_running().on_lock(group)?;
         let valid_until = engine.end_lease_of_its_own(&self.lease, self.term, || {
             Error::new(ErrorKind::NotHeld, "the group's lease was lost before the release; nothing was sent")
                 .on_lock(group)
@@ -273,7 +273,7 @@ impl GroupHold {
                 group::release(conn, group, owner, fields)
             })
         })
-        .map_err(|e| e.on_lock(group))?;
+        .on_lock(group)?;
         match lost(found, sends.get() > 1) {
             None => Ok(()),
             Some(why) => {

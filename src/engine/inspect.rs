@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::engine::acquire::ready;
 use crate::engine::core::Engine;
 use crate::engine::retry::with_retries;
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::identity::{self, ClientIdentity};
 use crate::inspection::LockInfo;
 use crate::keys;
@@ -29,7 +29,7 @@ pub(crate) fn inspect(engine: &Engine, name: &str) -> Result<LockInfo> {
 fn inspect_with(engine: &Engine, name: &str, clients: &mut Clients) -> Result<LockInfo> {
     let mut info =
         with_retries(engine, None, |_| engine.pool_for(name).run("inspecting", |conn| kind::inspect(conn, name)))
-            .map_err(|e| e.on_lock(name))?;
+            .on_lock(name)?;
     for holder in &mut info.holders {
         holder.client = client_of(engine, &holder.owner, clients)?;
     }

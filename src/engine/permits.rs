@@ -15,7 +15,7 @@ use crate::engine::release::release_outcome;
 use crate::engine::replicas::{Sync, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Context, Error, ErrorKind, Result};
 use crate::events::Events;
 use crate::interrupt;
 use crate::keys;
@@ -44,7 +44,7 @@ pub(crate) fn check_permits(name: &str, permits: u64) -> Result<()> {
 /// connection they were taken on, and there only: whether the master the client follows
 /// next has them is not known, and a blind give-back there could add a permit.
 pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait) -> Result<bool> {
-    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
+    ready(engine, name).on_semaphore(name)?;
     check_permits(name, permits)?;
     let command_timeout = engine.config().command_timeout;
     let attempt = || {
@@ -65,7 +65,7 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
             synced.map(|synced| (taken, Some(synced)))
         });
         let taken = taken.map_err(|e| if took.get() { e.after_effect() } else { e });
-        match taken.map_err(|e| e.on_semaphore(name))? {
+        match taken.on_semaphore(name)? {
             (_, Some(Sync::Unconfirmed(why))) => {
                 Err(why.error(engine.config().replica_sync_timeout).on_semaphore(name))
             }
@@ -75,7 +75,7 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
     };
     let taken =
         wait_for(engine, name, "semaphore", || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
-    let taken = taken.map_err(|e| e.on_semaphore(name))?.is_some();
+    let taken = taken.on_semaphore(name)?.is_some();
     if !taken {
         no_permits_at_all(engine, name, wait)?;
     }
@@ -108,43 +108,42 @@ fn no_permits_at_all(engine: &Engine, name: &str, wait: Wait) -> Result<()> {
 
 /// Sets the permits of the semaphore `name` when none is set yet; whether it did.
 pub(crate) fn try_set(engine: &Engine, name: &str, permits: u64, ttl: Option<Duration>) -> Result<bool> {
-    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
+    ready(engine, name).on_semaphore(name)?;
     check_permits(name, permits)?;
-    let ttl_millis =
-        ttl.map(|ttl| keys::lease_millis("time to live", ttl)).transpose().map_err(|e| e.on_semaphore(name))?;
+    let ttl_millis = ttl.map(|ttl| keys::lease_millis("time to live", ttl)).transpose().on_semaphore(name)?;
     with_retries(engine, None, |_| {
         engine.pool_for(name).run_once("setting permits", |conn| semaphore::try_set(conn, name, permits, ttl_millis))
     })
-    .map_err(|e| e.on_semaphore(name))
+    .on_semaphore(name)
 }
 
 /// Gives `permits` back to the semaphore `name` only if it exists (Redisson's
 /// `releaseIfExists`): whether it did. A semaphore whose keys are gone (deleted, or past
 /// a time to live) is not brought back by a late give-back.
 pub(crate) fn release_if_exists(engine: &Engine, name: &str, permits: u64) -> Result<bool> {
-    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
+    ready(engine, name).on_semaphore(name)?;
     check_permits(name, permits)?;
     let permits = i64::try_from(permits).unwrap_or(i64::MAX);
     with_retries(engine, None, |_| {
         engine.pool_for(name).run_once("giving permits back", |conn| semaphore::add_if(conn, name, permits, true))
     })
     .map(|available| available.is_some())
-    .map_err(|e| e.on_semaphore(name))
+    .on_semaphore(name)
 }
 
 /// The permits available in the semaphore `name` now.
 pub(crate) fn available(engine: &Engine, name: &str) -> Result<i64> {
-    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
+    ready(engine, name).on_semaphore(name)?;
     with_retries(engine, None, |_| {
         engine.pool_for(name).run("reading the permits", |conn| semaphore::available(conn, name))
     })
-    .map_err(|e| e.on_semaphore(name))
+    .on_semaphore(name)
 }
 
 /// Adds `permits` to the semaphore `name` (negative: takes them away) and wakes waiters;
 /// the permits available after. Sent again only when it never left (it is not idempotent).
 pub(crate) fn add(engine: &Engine, name: &str, permits: i64) -> Result<i64> {
-    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
+    ready(engine, name).on_semaphore(name)?;
     let amount = permits.unsigned_abs();
     if amount > MAX_PERMITS {
         return Err(Error::invalid(format!("{permits} permits: at most {MAX_PERMITS} at once")).on_semaphore(name));
@@ -152,7 +151,7 @@ pub(crate) fn add(engine: &Engine, name: &str, permits: i64) -> Result<i64> {
     with_retries(engine, None, |_| {
         engine.pool_for(name).run_once("adding permits", |conn| semaphore::add(conn, name, permits))
     })
-    .map_err(|e| e.on_semaphore(name))
+    .on_semaphore(name)
 }
 
 /// One guard's permits of a permit-expirable semaphore.
@@ -173,13 +172,13 @@ pub(crate) fn acquire_expirable(
     lease: Option<Duration>,
     wait: Wait,
 ) -> Result<Option<PermitHold>> {
-    ready(engine, name).map_err(|e| e.on_semaphore(name))?;
+    ready(engine, name).on_semaphore(name)?;
     check_permits(name, permits)?;
     if permits > 1 << 16 {
         return Err(Error::invalid(format!("{permits} permits: a guard holds at most 65536")).on_semaphore(name));
     }
     let (lease_millis, watchdog) = match lease {
-        Some(lease) => (keys::lease_millis("lease", lease).map_err(|e| e.on_semaphore(name))?, false),
+        Some(lease) => (keys::lease_millis("lease", lease).on_semaphore(name)?, false),
         None => (engine.watchdog_millis(), true),
     };
     let mut ids: Vec<PermitId> = vec![[0; 16]; usize::try_from(permits).unwrap_or(usize::MAX)];
@@ -220,7 +219,7 @@ pub(crate) fn acquire_expirable(
             },
             Some(undo),
         );
-        match taken.map_err(|e| e.on_semaphore(name))? {
+        match taken.on_semaphore(name)? {
             (_, Some(Sync::Unconfirmed(why))) => {
                 if why == Unconfirmed::Superseded {
                     // The master the client follows now may have them from replication.
@@ -242,7 +241,7 @@ pub(crate) fn acquire_expirable(
         wait,
         attempt,
     );
-    let Some(sent) = taken.map_err(|e| e.on_semaphore(name))? else {
+    let Some(sent) = taken.on_semaphore(name)? else {
         no_permits_at_all(engine, name, wait)?;
         return Ok(None);
     };
@@ -279,7 +278,7 @@ impl PermitHold {
                 .pool_for(name)
                 .run("reading the permits' lease", |conn| semaphore::permit_deadline(conn, name, id))
         })
-        .map_err(|e| e.on_semaphore(name))?;
+        .on_semaphore(name)?;
         Ok(deadline.map(|(deadline, now)| Duration::from_millis(deadline.saturating_sub(now))))
     }
 
@@ -311,7 +310,7 @@ impl PermitHold {
         let engine = &self.engine;
         let name = &*self.lease.name;
         engine.config().events.activity().held(self.since.elapsed());
-        engine.check_running().map_err(|e| e.on_semaphore(name))?;
+        engine.check_running().on_semaphore(name)?;
         engine.end_lease_of_its_own(&self.lease, self.term, || {
             Error::new(ErrorKind::NotHeld, "the permits' lease was lost before the release; nothing was sent")
                 .on_semaphore(name)
@@ -320,7 +319,7 @@ impl PermitHold {
         let returned = with_retries(engine, None, |_| {
             engine.pool_for(name).run_once("giving permits back", |conn| semaphore::release_permits(conn, name, ids))
         })
-        .map_err(|e| e.on_semaphore(name))?;
+        .on_semaphore(name)?;
         if returned.late + returned.gone > 0 {
             self.lease.lose(self.lease.lock(), &engine.config().events);
             return Err(Error::new(
@@ -341,17 +340,17 @@ impl PermitHold {
 /// Waits until the latch `name` is open (its count is zero), as `wait` says; `Ok(false)`
 /// when it was not open in time.
 pub(crate) fn await_latch(engine: &Engine, name: &Arc<str>, wait: Wait) -> Result<bool> {
-    ready(engine, name).map_err(|e| e.on_latch(name))?;
+    ready(engine, name).on_latch(name)?;
     let attempt = || {
         let count = with_retries(engine, None, |_| {
             engine.pool_for(name).run("reading the latch", |conn| semaphore::latch_count(conn, name))
         });
-        match count.map_err(|e| e.on_latch(name))? {
+        match count.on_latch(name)? {
             0 => Ok(Attempt::Acquired(())),
             _ => Ok(Attempt::Held { ttl: None }),
         }
     };
     // Not an acquisition: not counted as one.
     let opened = wait_loop(engine, || (keys::latch_channel(name), Wake::Latch, 1), wait, attempt, None);
-    Ok(opened.map_err(|e| e.on_latch(name))?.is_some())
+    Ok(opened.on_latch(name)?.is_some())
 }

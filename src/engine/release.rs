@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
 use crate::engine::retry::with_retries;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Context, Error, ErrorKind, Result};
 use crate::keys;
 use crate::kind::{Kind, Release};
 use crate::owner;
@@ -93,7 +93,7 @@ impl Hold {
         let engine = &self.engine;
         let name = &*self.lease.name;
         engine.config().events.activity().held(self.since.elapsed());
-        engine.check_running().map_err(|e| e.on_lock(name))?;
+        engine.check_running().on_lock(name)?;
         let mut inner = self.lease.lock();
         let was_live = inner.is_live();
         let valid_until = inner.expires_at();
@@ -196,7 +196,7 @@ impl PendingRelease {
         trace::within!(span, {
             let outcome =
                 if retry_timeout { with_retries(engine, self.valid_until, |_| try_once()) } else { try_once() };
-            let result = match outcome.map_err(|e| e.on_lock(name)) {
+            let result = match outcome.on_lock(name) {
                 Ok(Some(_)) => Ok(()),
                 Ok(None) => {
                     // Redis says the owner holds nothing: the lease was lost (a restart, an
