@@ -22,7 +22,11 @@ pub(crate) fn thread_number() -> u64 {
 
 /// The owner field of the calling thread for the client `client_id`.
 pub(crate) fn owner_of_current_thread(client_id: &str) -> String {
-    format!("{client_id}:{}", thread_number())
+    let mut owner = String::with_capacity(client_id.len() + 21);
+    owner.push_str(client_id);
+    owner.push(':');
+    owner.push_str(&thread_number().to_string());
+    owner
 }
 
 /// An owner field of its own for one acquisition (a sendable guard's): drawn from the

@@ -338,11 +338,12 @@ fn hand_off_undo(
     owner: &str,
     command_timeout: Duration,
 ) -> Box<dyn FnOnce(Conn) + Send> {
-    let undo = Undo::prepare(engine, request.kind, request.name, owner, engine.watchdog_millis(), command_timeout);
-    let undos = Arc::clone(engine.undos());
+    // Prepared only when it is needed (a reply that did not come in time): an attempt that
+    // is answered, nearly all of them, allocates no more than this closure.
+    let (engine, kind, name, owner) = (Arc::clone(engine), request.kind, Arc::clone(request.name), owner.to_owned());
     Box::new(move |conn| {
-        let (name, owner) = (undo.name().to_owned(), undo.owner().to_owned());
-        undos::hand_off(&undos, &name, &owner, conn, move |mut conn| undo.send_on(&mut conn));
+        let undo = Undo::prepare(&engine, kind, &name, &owner, engine.watchdog_millis(), command_timeout);
+        undos::hand_off(engine.undos(), &name, &owner, conn, move |mut conn| undo.send_on(&mut conn));
     })
 }
 

@@ -176,7 +176,8 @@ impl Engine {
     /// A request id unique to this client (the suffix of a release's latch key): the
     /// client's UUID and a counter, so no randomness is drawn per release.
     pub(crate) fn next_request_id(&self) -> String {
-        format!("{}:{}", self.id, self.request_ids.fetch_add(1, Ordering::Relaxed))
+        let n = self.request_ids.fetch_add(1, Ordering::Relaxed).to_string();
+        keys::joined(&[&self.id, ":", &n])
     }
 
     pub(crate) fn check_running(&self) -> Result<()> {

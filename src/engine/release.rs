@@ -294,16 +294,6 @@ impl Undo {
         }
     }
 
-    /// The lock it releases.
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The owner whose hold it releases.
-    pub(crate) fn owner(&self) -> &str {
-        &self.owner
-    }
-
     /// Sends it on `conn` (where a late command may still be ahead of it), waiting for a
     /// reply at most its bound.
     pub(crate) fn send_on(&self, conn: &mut Conn) {
