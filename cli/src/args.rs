@@ -236,6 +236,31 @@ pub struct Connection {
     pub tls_insecure: bool,
 }
 
+/// How `run` and `elect` tend the command while they hold: the lease that keeps the hold,
+/// what the command is told when it is at risk or lost, and the waiting line.
+#[derive(Debug, Clone, Args)]
+pub struct Tending {
+    /// The watchdog's lease, renewed every third of it while the command runs; a crashed
+    /// redlease's hold (a lock, a permit, a leadership) ends after it (default 30s, at
+    /// least 30ms).
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub watchdog: Option<Duration>,
+
+    /// What to do with the command when the lease is at risk (renewals failing) or lost.
+    #[arg(long, value_enum, default_value_t = OnLost::Term)]
+    pub on_lost: OnLost,
+
+    /// Time between SIGTERM and SIGKILL (--on-lost term): SIGKILL lands before the
+    /// lease's deadline, SIGTERM this long before. It must fit in the warning a lease gives
+    /// (about half the watchdog's, or the fixed --lease); default 10s, or what fits.
+    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
+    pub grace: Option<Duration>,
+
+    /// No status line while waiting.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
 /// Most permits `--permits` takes: the library's limit (2^48, what Redis's integers and
 /// Lua's numbers hold exactly; not public in the library).
 pub const MAX_PERMITS: u64 = 1 << 48;
@@ -282,24 +307,8 @@ pub struct RunArgs {
     #[arg(skip)]
     pub elect: Option<String>,
 
-    /// The watchdog's lease, renewed every third of it while the command runs; a crashed
-    /// redlease's lock frees itself after it (default 30s, at least 30ms).
-    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
-    pub watchdog: Option<Duration>,
-
-    /// What to do with the command when the lease is at risk (renewals failing) or lost.
-    #[arg(long, value_enum, default_value_t = OnLost::Term)]
-    pub on_lost: OnLost,
-
-    /// Time between SIGTERM and SIGKILL (--on-lost term): SIGKILL lands before the
-    /// lease's deadline, SIGTERM this long before. It must fit in the warning a lease gives
-    /// (about half the watchdog's, or the fixed --lease); default 10s, or what fits.
-    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
-    pub grace: Option<Duration>,
-
-    /// No status line while waiting.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub tending: Tending,
 
     #[command(flatten)]
     pub connection: Connection,
@@ -329,22 +338,8 @@ pub struct ElectArgs {
     #[arg(long)]
     pub no_wait: bool,
 
-    /// The leadership's lease, renewed every third of it while the command runs; a crashed
-    /// leader's successor leads after it (default 30s, at least 30ms).
-    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
-    pub watchdog: Option<Duration>,
-
-    /// What to do with the command when the leadership is at risk or lost.
-    #[arg(long, value_enum, default_value_t = OnLost::Term)]
-    pub on_lost: OnLost,
-
-    /// Time between SIGTERM and SIGKILL (as for run).
-    #[arg(long, value_name = "DURATION", value_parser = duration, allow_hyphen_values = true)]
-    pub grace: Option<Duration>,
-
-    /// No status line while waiting.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub tending: Tending,
 
     #[command(flatten)]
     pub connection: Connection,
@@ -369,10 +364,7 @@ impl ElectArgs {
             lease: None,
             at_least: None,
             elect: Some(self.value),
-            watchdog: self.watchdog,
-            on_lost: self.on_lost,
-            grace: self.grace,
-            quiet: self.quiet,
+            tending: self.tending,
             connection: self.connection,
             name: self.name,
             command: self.command,

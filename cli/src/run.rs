@@ -245,7 +245,7 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     signals::listen(mask, move |received| listener.on_signal(received))
         .map_err(|e| Failure::software(format!("cannot start the signal thread: {e}")))?;
     let hook = Arc::new(LeaseEvents { events: events.clone(), renewal_error: Mutex::new(None) });
-    let client = settings.client(args.watchdog, Some(Arc::clone(&hook) as Arc<dyn LockEvents>))?;
+    let client = settings.client(args.tending.watchdog, Some(Arc::clone(&hook) as Arc<dyn LockEvents>))?;
     let target = match (&args.elect, args.permits) {
         (Some(value), _) => Target::Election(client.election(args.name.as_str()), value.clone()),
         (None, Some(permits)) => {
@@ -261,7 +261,7 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     let run = Run { args: &args, client: &client, hook: &hook, grace };
 
     shared.wait_with(Interrupter::current());
-    let progress = (!args.quiet && std::io::stderr().is_terminal())
+    let progress = (!args.tending.quiet && std::io::stderr().is_terminal())
         .then(|| Progress::start(client.clone(), args.name.clone(), args.elect.is_some()))
         .flatten();
     let acquired = match (args.no_wait, args.wait) {
@@ -330,19 +330,19 @@ fn check_window(args: &RunArgs) -> Result<(), Failure> {
 /// gives before its deadline, a default that fits when none is given; an asked grace that
 /// does not fit is bad input (64), refused before anything is sent.
 fn resolve_grace(args: &RunArgs) -> Result<Duration, Failure> {
-    if args.on_lost != OnLost::Term {
-        return Ok(args.grace.unwrap_or_default());
+    if args.tending.on_lost != OnLost::Term {
+        return Ok(args.tending.grace.unwrap_or_default());
     }
-    let watchdog = args.watchdog.unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
+    let watchdog = args.tending.watchdog.unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
     let warning = deadline::warning(watchdog, args.lease);
-    deadline::grace(args.grace, warning, tick_for(args), args.lease).map_err(|room| {
+    deadline::grace(args.tending.grace, warning, tick_for(args), args.lease).map_err(|room| {
         let (lease, when) = match args.lease {
             Some(lease) => (format!("--lease {}", humantime::format_duration(lease)), "from its start"),
             None => (format!("--watchdog {}", humantime::format_duration(watchdog)), "once renewals fail"),
         };
         Failure::usage(format!(
             "--grace {} does not fit: with {lease} the command can be told {} {when} before the lease may run out, and SIGKILL must land before that; give --grace {} or less, or a longer lease",
-            humantime::format_duration(args.grace.unwrap_or_default()),
+            humantime::format_duration(args.tending.grace.unwrap_or_default()),
             humantime::format_duration(warning),
             humantime::format_duration(room),
         ))
@@ -351,7 +351,7 @@ fn resolve_grace(args: &RunArgs) -> Result<Duration, Failure> {
 
 /// How often the supervisor reads the lease: a tenth of it, between 10 ms and 250 ms.
 fn tick_for(args: &RunArgs) -> Duration {
-    let lease = args.lease.or(args.watchdog).unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
+    let lease = args.lease.or(args.tending.watchdog).unwrap_or(redlease::DEFAULT_WATCHDOG_TIMEOUT);
     (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
 }
 
@@ -455,7 +455,7 @@ impl Run<'_> {
             env.push(("REDLEASE_OWNER", leadership.owner().to_owned()));
             env.push(("REDLEASE_TERM", leadership.term().to_string()));
         }
-        let parent_death = match self.args.on_lost {
+        let parent_death = match self.args.tending.on_lost {
             OnLost::Term => Some(Signal::SIGTERM),
             OnLost::Kill => Some(Signal::SIGKILL),
             OnLost::Ignore => None,
@@ -520,7 +520,7 @@ impl Run<'_> {
         let mut kill_at: Option<Instant> = None;
         // A fixed lease's deadline is known from the start.
         let mut stopping = match (self.args.lease, guard.valid_until()) {
-            (Some(lease), Some(deadline)) => Stopping::plan(self.args.on_lost, self.grace, deadline)
+            (Some(lease), Some(deadline)) => Stopping::plan(self.args.tending.on_lost, self.grace, deadline)
                 .map(|plan| (format!("its fixed lease of {} was ending", humantime::format_duration(lease)), plan)),
             _ => None,
         };
@@ -545,8 +545,8 @@ impl Run<'_> {
             if loss.is_none() {
                 match guard.lease_state() {
                     LeaseState::AtRisk if stopping.is_none() => match guard.valid_until() {
-                        Some(deadline) if self.args.on_lost != OnLost::Ignore => {
-                            stopping = Stopping::plan(self.args.on_lost, self.grace, deadline).map(|plan| {
+                        Some(deadline) if self.args.tending.on_lost != OnLost::Ignore => {
+                            stopping = Stopping::plan(self.args.tending.on_lost, self.grace, deadline).map(|plan| {
                                 let why = self.why_at_risk();
                                 self.announce(child, &why, &plan);
                                 (why, plan)
@@ -647,7 +647,7 @@ impl Run<'_> {
     /// send SIGKILL.
     fn tell(&self, child: &Child, why: &str) -> Option<Instant> {
         let pid = child.pid();
-        match self.args.on_lost {
+        match self.args.tending.on_lost {
             OnLost::Term => {
                 say(&format!(
                     "lost {} ({why}): sending SIGTERM to the command (pid {pid}), SIGKILL in {}",

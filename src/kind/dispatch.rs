@@ -164,15 +164,10 @@ impl Kind {
 
     pub(crate) fn role(self) -> Role {
         match self {
-            Kind::Reentrant
-            | Kind::Fair
-            | Kind::NonReentrant
-            | Kind::NonReentrantFair
-            | Kind::Spin
-            | Kind::Fenced
-            | Kind::Election => Role::Exclusive,
             Kind::Read => Role::Read,
             Kind::Write => Role::Write,
+            // Every other kind is one hash of exclusive holders.
+            _ => Role::Exclusive,
         }
     }
 
@@ -190,16 +185,10 @@ impl Kind {
     }
 
     pub(crate) fn is_locked(self, conn: &mut Conn, name: &str) -> redis::RedisResult<bool> {
-        match self {
-            Kind::Reentrant
-            | Kind::Fair
-            | Kind::NonReentrant
-            | Kind::NonReentrantFair
-            | Kind::Spin
-            | Kind::Fenced
-            | Kind::Election => redis::cmd("EXISTS").arg(name).query(conn),
-            Kind::Read => read_write::has_read_holds(conn, name),
-            Kind::Write => read_write::is_write_locked(conn, name),
+        match self.role() {
+            Role::Read => read_write::has_read_holds(conn, name),
+            Role::Write => read_write::is_write_locked(conn, name),
+            Role::Exclusive => redis::cmd("EXISTS").arg(name).query(conn),
         }
     }
 
