@@ -24,7 +24,7 @@ use crate::backoff::BackOff;
 use crate::clock;
 use crate::engine::core::Engine;
 use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
-use crate::engine::replicas::{Sync, Unconfirmed};
+use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::{with_retries, with_retries_interruptibly};
 use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
@@ -226,8 +226,8 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
                     !held_before && (err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal())
                 };
                 if match &synced {
-                    Ok(Sync::Unconfirmed(_)) => true,
-                    Ok(Sync::Confirmed) => false,
+                    Ok(Replication::Unconfirmed(_)) => true,
+                    Ok(Replication::Confirmed) => false,
                     Err(err) => !undone_elsewhere(err),
                 } {
                     undo_grant(engine, conn, kind, request.name, &owner);
@@ -237,8 +237,8 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             undo,
         );
         match reply {
-            Ok((Reply::Granted { token }, Some(Sync::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
-            Ok((_, Some(Sync::Unconfirmed(why)))) => {
+            Ok((Reply::Granted { token }, Some(Replication::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
+            Ok((_, Some(Replication::Unconfirmed(why)))) => {
                 if why == Unconfirmed::Superseded && !held_before {
                     // Made on the old master just before or after its replica was promoted:
                     // the new master may have it from replication. Taken back there too, so

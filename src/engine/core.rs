@@ -244,7 +244,7 @@ impl Engine {
         let mut inner = lease.lock();
         inner.add(term, sent, self.watchdog_span());
         if watchdog && inner.renewal.is_none() && !inner.renewing {
-            self.renewer.schedule(lease, &mut inner, sent + self.config.watchdog_timeout / 3);
+            self.renewer.schedule(lease, &mut inner, self.watchdog_span().renew_at(sent));
         }
         drop(inner);
         term
@@ -257,7 +257,7 @@ impl Engine {
         let mut inner = lease.lock();
         inner.add(term, sent, self.watchdog_span());
         if term == Term::Watchdog {
-            self.renewer.schedule(lease, &mut inner, sent + self.config.watchdog_timeout / 3);
+            self.renewer.schedule(lease, &mut inner, self.watchdog_span().renew_at(sent));
         }
     }
 

@@ -16,7 +16,7 @@ use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
 use crate::engine::release::release_outcome;
-use crate::engine::replicas::{Sync, Unconfirmed};
+use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
@@ -141,7 +141,7 @@ pub(crate) fn acquire(
                 // Replica-synced, as the locks' grants; a grant that cannot be trusted is
                 // released where it was made.
                 let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
-                if let Ok(Sync::Unconfirmed(_)) = synced {
+                if let Ok(Replication::Unconfirmed(_)) = synced {
                     let _ = group::release(conn, group, &owner, fields);
                 }
                 synced.map(|synced| (reply, Some(synced)))
@@ -149,8 +149,8 @@ pub(crate) fn acquire(
             Some(undo),
         );
         match reply {
-            Ok((Reply::Granted { .. }, Some(Sync::Confirmed) | None)) => Ok(Attempt::Acquired((sent, owner))),
-            Ok((_, Some(Sync::Unconfirmed(why)))) => {
+            Ok((Reply::Granted { .. }, Some(Replication::Confirmed) | None)) => Ok(Attempt::Acquired((sent, owner))),
+            Ok((_, Some(Replication::Unconfirmed(why)))) => {
                 if why == Unconfirmed::Superseded {
                     // The master the client follows now may have it from replication.
                     release_quietly(engine, group, &owner, fields);

@@ -75,10 +75,40 @@ pub(crate) struct Span {
     pub(crate) drift: Duration,
 }
 
+/// The watchdog's schedule, in shares of its lease, written once here: a lease is renewed a
+/// third of the way through it, is at risk from half of it without a renewal, a failed
+/// renewal is tried again a twelfth later (so four tries fit before the lease ends), and one
+/// renew round trip may take a sixth (so a renewal sent at a third has failed by half).
 impl Span {
     /// The end of a hold's validity whose request was sent at `sent` (`None`: never).
     pub(crate) fn valid_until(&self, sent: Instant) -> Option<Instant> {
         sent.checked_add(self.lease.saturating_sub(self.drift))
+    }
+
+    /// When a lease acquired or renewed by a request sent at `sent` is renewed next.
+    pub(crate) fn renew_at(&self, sent: Instant) -> Instant {
+        sent + self.renewal_period()
+    }
+
+    /// How long after its last success's send a lease is renewed again: a third of it.
+    pub(crate) fn renewal_period(&self) -> Duration {
+        self.lease / 3
+    }
+
+    /// From when a lease renewed by a request sent at `sent` is at risk unless renewed
+    /// again: half of it later.
+    pub(crate) fn at_risk_from(&self, sent: Instant) -> Option<Instant> {
+        sent.checked_add(self.lease / 2)
+    }
+
+    /// How soon a failed renewal is tried again: a twelfth of the lease.
+    pub(crate) fn retry_after(&self) -> Duration {
+        self.lease / 12
+    }
+
+    /// The longest one renew round trip may take: a sixth of the lease.
+    pub(crate) fn round_trip_limit(&self) -> Duration {
+        self.lease / 6
     }
 }
 
@@ -344,7 +374,7 @@ impl LeaseInner {
         // `Instant` holds) is never.
         let later = |new: Option<Instant>, old: Option<Instant>| new.map(|new| old.map_or(new, |old| old.max(new)));
         self.renewed_until = later(watchdog.valid_until(sent), self.renewed_until);
-        self.risk_at = later(sent.checked_add(watchdog.lease / 2), self.risk_at);
+        self.risk_at = later(watchdog.at_risk_from(sent), self.risk_at);
         self.failing = false;
         std::mem::replace(&mut self.risk_reported, false)
     }
@@ -383,6 +413,24 @@ impl LeaseInner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The schedule's promises hold for any lease: a renewal sent when due has failed (its
+    /// round trip bounded) by the time the lease turns at risk; at least three retries fit
+    /// between the first renewal and the validity's end, with the drift allowance the
+    /// configuration accepts (under a third of the lease).
+    #[test]
+    fn the_watchdog_schedule_fits_in_every_lease() {
+        let sent = Instant::now();
+        for ms in [30_u64, 100, 1_000, 30_000, 3_600_000] {
+            let lease = Duration::from_millis(ms);
+            let span = Span { lease, drift: lease / 100 + Duration::from_millis(2) };
+            let renewal = span.renew_at(sent);
+            assert!(renewal + span.round_trip_limit() <= span.at_risk_from(sent).unwrap(), "{ms} ms");
+            let valid = span.valid_until(sent).unwrap();
+            assert!(renewal + span.retry_after() * 3 < valid, "{ms} ms: three retries before the end");
+            assert_eq!(span.renewal_period(), lease / 3);
+        }
+    }
 
     fn lease() -> Lease {
         Lease::new("l".into(), "o".into(), Role::Exclusive, "o".into(), None)

@@ -12,7 +12,7 @@ use crate::engine::acquire::{Attempt, Wait, ready, wait_for, wait_loop};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
 use crate::engine::release::release_outcome;
-use crate::engine::replicas::{Sync, Unconfirmed};
+use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
@@ -57,7 +57,7 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
             }
             took.set(true);
             let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
-            if let Ok(Sync::Unconfirmed(_)) = synced {
+            if let Ok(Replication::Unconfirmed(_)) = synced {
                 let given_back = i64::try_from(permits).unwrap_or(i64::MAX);
                 let _ = semaphore::add(conn, name, given_back);
             }
@@ -66,7 +66,7 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
         });
         let taken = taken.map_err(|e| if took.get() { e.after_effect() } else { e });
         match taken.on_semaphore(name)? {
-            (_, Some(Sync::Unconfirmed(why))) => {
+            (_, Some(Replication::Unconfirmed(why))) => {
                 Err(why.error(engine.config().replica_sync_timeout).on_semaphore(name))
             }
             (Taken::Yes, _) => Ok(Attempt::Acquired(())),
@@ -212,7 +212,7 @@ pub(crate) fn acquire_expirable(
                 // Replica-synced, as the locks' grants; ids that cannot be trusted are given
                 // back (idempotent: ids that are not there are simply not there).
                 let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
-                if let Ok(Sync::Unconfirmed(_)) = synced {
+                if let Ok(Replication::Unconfirmed(_)) = synced {
                     let _ = semaphore::release_permits(conn, name, &ids);
                 }
                 synced.map(|synced| (taken, Some(synced)))
@@ -220,7 +220,7 @@ pub(crate) fn acquire_expirable(
             Some(undo),
         );
         match taken.on_semaphore(name)? {
-            (_, Some(Sync::Unconfirmed(why))) => {
+            (_, Some(Replication::Unconfirmed(why))) => {
                 if why == Unconfirmed::Superseded {
                     // The master the client follows now may have them from replication.
                     let _ = engine

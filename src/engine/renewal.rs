@@ -260,7 +260,7 @@ impl Worker {
             // Nothing depends on it but what an inspection shows: no event for users.
             trace::event!(DEBUG, "announcement not written"; error = error);
         }
-        self.shared.announce_at(self.shared.tick_of(Instant::now() + self.span.lease / 3));
+        self.shared.announce_at(self.shared.tick_of(self.span.renew_at(Instant::now())));
     }
 
     /// Sleeps until some lease or the announcement is due and moves the due leases into
@@ -315,12 +315,12 @@ impl Worker {
     /// half of it, when the lease turns at risk, and the failure is reported then rather
     /// than a command timeout later (a cut-off connection answers nothing).
     fn round_trip_limit(&self) -> Option<Duration> {
-        Some(self.config.command_timeout.min(self.span.lease / 6))
+        Some(self.config.command_timeout.min(self.span.round_trip_limit()))
     }
 
     /// A quarter of the renewal period, in ticks.
     fn coalesce_ticks(&self) -> u64 {
-        self.lease_millis / 12
+        u64::try_from((self.span.renewal_period() / 4).as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Renews the leases that are still held with a watchdog, batch by batch.
@@ -526,7 +526,6 @@ impl Worker {
     /// Records one lease's renewal outcome: `Some(true)` renewed, `Some(false)` Redis says
     /// the owner is gone, `None` the round trip failed.
     fn settle(&self, lease: &Arc<Lease>, sent: Instant, renewed: Option<bool>) {
-        let watchdog = self.span.lease;
         let mut inner = lease.lock();
         lease.renewal_finished(&mut inner);
         if inner.status != LeaseState::Held {
@@ -536,7 +535,7 @@ impl Worker {
             Some(true) => {
                 let recovered = inner.renewed(sent, self.span);
                 if inner.watchdog_holds > 0 {
-                    self.reschedule(lease, &mut inner, sent + watchdog / 3);
+                    self.reschedule(lease, &mut inner, self.span.renew_at(sent));
                 }
                 drop(inner);
                 lease.notify();
@@ -552,7 +551,7 @@ impl Worker {
                     // Try again soon, and at the latest when the lease runs out, so that its
                     // loss is known then.
                     at => {
-                        let again = now + watchdog / 12;
+                        let again = now + self.span.retry_after();
                         self.reschedule(lease, &mut inner, at.map_or(again, |at| again.min(at)));
                         let at_risk = inner.renewal_failed();
                         drop(inner);

@@ -26,9 +26,10 @@ use crate::error::{Error, ErrorKind};
 use crate::replica_view::{HOLD_DOWN, Probe, Reading, Refusal, ReplicaView, Verdict};
 use crate::transport::Conn;
 
-/// What became of a grant.
+/// What became of a grant, as far as the replicas go (not `Sync`: it would shadow the
+/// trait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sync {
+pub(crate) enum Replication {
     /// A replica has it, or there is no replica to wait for.
     Confirmed,
     /// It must be taken back: why.
@@ -111,11 +112,11 @@ impl ReplicaSync {
 
     /// After a grant on `conn`: whether it stands. Waits for a replica when there is one
     /// to wait for.
-    pub(crate) fn confirm(&self, conn: &mut Conn, command_timeout: Duration) -> redis::RedisResult<Sync> {
-        let Some(timeout) = self.timeout else { return Ok(Sync::Confirmed) };
-        let Some(probe) = self.probe(conn) else { return Ok(Sync::Unconfirmed(Unconfirmed::Superseded)) };
+    pub(crate) fn confirm(&self, conn: &mut Conn, command_timeout: Duration) -> redis::RedisResult<Replication> {
+        let Some(timeout) = self.timeout else { return Ok(Replication::Confirmed) };
+        let Some(probe) = self.probe(conn) else { return Ok(Replication::Unconfirmed(Unconfirmed::Superseded)) };
         let (reading, acked) = match probe {
-            Probe::Skip => return Ok(Sync::Confirmed),
+            Probe::Skip => return Ok(Replication::Confirmed),
             Probe::Read => (read(conn)?, None),
             Probe::ReadAndWait => {
                 let (reading, acked) = read_and_wait(conn, timeout, command_timeout)?;
@@ -123,23 +124,23 @@ impl ReplicaSync {
             }
         };
         let Some(verdict) = self.observe(conn, reading) else {
-            return Ok(Sync::Unconfirmed(Unconfirmed::Superseded));
+            return Ok(Replication::Unconfirmed(Unconfirmed::Superseded));
         };
         Ok(match verdict {
-            Verdict::Confirmed => Sync::Confirmed,
-            Verdict::Refused(Refusal::NotMaster) => Sync::Unconfirmed(Unconfirmed::NotMaster),
+            Verdict::Confirmed => Replication::Confirmed,
+            Verdict::Refused(Refusal::NotMaster) => Replication::Unconfirmed(Unconfirmed::NotMaster),
             Verdict::Refused(Refusal::LostReplica { before, now }) => {
-                Sync::Unconfirmed(Unconfirmed::LostReplica { before, now })
+                Replication::Unconfirmed(Unconfirmed::LostReplica { before, now })
             }
-            Verdict::Refused(Refusal::Alone) => Sync::Unconfirmed(Unconfirmed::Alone),
+            Verdict::Refused(Refusal::Alone) => Replication::Unconfirmed(Unconfirmed::Alone),
             Verdict::Wait => {
                 let acked = match acked {
                     Some(acked) => acked,
                     None => wait(conn, timeout, command_timeout)?,
                 };
                 match acked {
-                    Some(acked) if acked >= 1 => Sync::Confirmed,
-                    _ => Sync::Unconfirmed(Unconfirmed::NoAck { replicas: reading.replicas }),
+                    Some(acked) if acked >= 1 => Replication::Confirmed,
+                    _ => Replication::Unconfirmed(Unconfirmed::NoAck { replicas: reading.replicas }),
                 }
             }
         })
