@@ -3,6 +3,7 @@
 //! wake-ups received and wasted. Atomic counters and lock-free histograms: counting costs
 //! an uncontended atomic add or two per event, and no call waits for it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -81,11 +82,22 @@ fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
+/// One count of what keeps the client active (an acquisition under way, a hold not let go
+/// yet), given back when dropped: the count can only drift if a token is forgotten.
+pub(crate) struct Active(Arc<Activity>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Activity {
-    /// An acquisition begins (it ends with [`acquisition`](Activity::acquisition)).
-    pub(crate) fn began(&self) {
+    /// A token that counts the client active while it lives.
+    pub(crate) fn enter(self: &Arc<Activity>) -> Active {
         // SeqCst, with the renewal thread's `announcing` flag: see `Renewer::announce_soon`.
         self.active.fetch_add(1, Ordering::SeqCst);
+        Active(Arc::clone(self))
     }
 
     /// Whether an acquisition is under way or a hold is not let go yet.
@@ -93,17 +105,7 @@ impl Activity {
         self.active.load(Ordering::SeqCst) > 0
     }
 
-    fn became_inactive_by_one(&self) {
-        // Never below zero, whatever the order of calls.
-        let _ = self.active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-    }
-
-    /// How an acquisition that [`began`](Activity::began) ended: a grant stays active
-    /// until its hold is let go ([`held`](Activity::held)).
     pub(crate) fn acquisition(&self, outcome: Outcome) {
-        if !matches!(outcome, Outcome::AtOnce | Outcome::AfterWaiting(_)) {
-            self.became_inactive_by_one();
-        }
         match outcome {
             Outcome::AtOnce => bump(&self.at_once),
             Outcome::AfterWaiting(waited) => {
@@ -120,7 +122,6 @@ impl Activity {
     /// A guard let go of what it held for `held`.
     pub(crate) fn held(&self, held: Duration) {
         self.hold_time.record(held);
-        self.became_inactive_by_one();
     }
 
     pub(crate) fn lease_lost(&self) {
@@ -195,22 +196,15 @@ mod tests {
     }
 
     #[test]
-    fn active_from_an_acquisition_to_the_end_of_its_hold() {
-        let a = Activity::default();
+    fn active_while_a_token_lives() {
+        let a = Arc::new(Activity::default());
         assert!(!a.is_active());
-        a.began();
+        let acquiring = a.enter();
+        let holding = a.enter();
         assert!(a.is_active());
-        a.acquisition(Outcome::Busy);
-        assert!(!a.is_active(), "a refused acquisition ends it");
-        a.began();
-        a.began();
-        a.acquisition(Outcome::AtOnce);
-        a.acquisition(Outcome::TimedOut);
-        assert!(a.is_active(), "the grant is held");
-        a.held(Duration::from_millis(1));
+        drop(acquiring);
+        assert!(a.is_active(), "the hold still counts");
+        drop(holding);
         assert!(!a.is_active());
-        a.held(Duration::from_millis(1));
-        a.began();
-        assert!(a.is_active(), "an extra end never goes below zero");
     }
 }

@@ -5,7 +5,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::activity::Activity;
+use crate::activity::{Active, Activity};
 use crate::error::Error;
 use crate::trace;
 
@@ -115,6 +115,11 @@ impl Events {
     /// Where the client counts what its calls and leases did.
     pub(crate) fn activity(&self) -> &Activity {
         &self.activity
+    }
+
+    /// A token that counts the client active while it lives (an acquisition, a hold).
+    pub(crate) fn active(&self) -> Active {
+        self.activity.enter()
     }
 
     pub(crate) fn lease_lost(&self, lock: &str) {

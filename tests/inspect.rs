@@ -302,3 +302,39 @@ fn a_listing_scans_every_master_of_a_cluster() {
     }));
     drop(guards);
 }
+
+/// What counts a client active is let go with what it held, whatever took it: a plain
+/// semaphore's permits (no hold of their own) leave the client idle once given back, and
+/// its announcement expires; a Redlock's release does not take away the count of a lock
+/// the client still holds, whose announcement stays.
+///
+/// Breaks if an acquisition that makes no hold keeps the client counted active (its
+/// announcement then refreshed forever), or a release takes away another's count.
+#[test]
+fn a_client_is_active_exactly_while_it_holds_whatever_it_took() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let fresh = || -> Vec<redlease::Client> {
+        servers.iter().map(|s| client_with(s, |b| b.watchdog_timeout(Duration::from_secs(1)))).collect()
+    };
+    let mut conn = servers[0].conn();
+
+    let clients = fresh();
+    let key = announcement_key(clients[0].id());
+    let sem = clients[0].semaphore("idle:sem");
+    assert!(sem.try_set_permits(1).unwrap());
+    sem.acquire(1).unwrap().release().unwrap();
+    assert!(wait_until(Duration::from_secs(2), || exists(&mut conn, &key)), "announced");
+    assert!(wait_until(Duration::from_secs(4), || !exists(&mut conn, &key)), "left to expire once idle");
+
+    let clients = fresh();
+    let key = announcement_key(clients[0].id());
+    let held = clients[0].lock("idle:held").lock().unwrap();
+    let red = redlease::RedLock::new(clients.iter().map(|c| c.lock("idle:red")));
+    red.lock().unwrap().unlock().unwrap();
+    // Three leases on: still announced, the lock being held all along.
+    for _ in 0..6 {
+        thread::sleep(Duration::from_millis(500));
+        assert!(exists(&mut conn, &key), "announced while it holds a lock");
+    }
+    drop(held);
+}

@@ -178,6 +178,8 @@ fn check_keep(kind: Kind, keep: Duration, lease: Option<Duration>) -> Result<()>
 /// lock was not had in time.
 pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) -> Result<Option<Hold>> {
     let (lease_millis, watchdog) = prepare(engine, request)?;
+    // Counts the client active from here to the end of the hold it may get.
+    let active = engine.config().events.active();
     let (name, kind) = (&**request.name, request.kind);
     let owner = if request.per_thread { engine.current_owner() } else { engine.fresh_owner() };
     let args = AcquireArgs {
@@ -280,7 +282,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
         // Counted from now, after the grant: the lock is kept at least that long after it.
         let keep_until = request.keep_at_least.and_then(|keep| Instant::now().checked_add(keep));
-        Hold::new(Arc::clone(engine), lease, kind, term, token).keeping_until(keep_until)
+        Hold::new(Arc::clone(engine), lease, kind, term, token, active).keeping_until(keep_until)
     });
     // Granted in the same instant as an interrupt came: given back, as if the wait had
     // ended first (a release, which wakes the next waiter).
@@ -380,7 +382,7 @@ fn counted<T>(
     wait_loop: impl FnOnce(&mut bool, &Tally) -> Result<Option<T>>,
 ) -> Result<Option<T>> {
     let started = Instant::now();
-    engine.acquisition_begins();
+    let _active = engine.acquisition_begins();
     let mut waited = false;
     let tries = Tally::default();
     let span = trace::span!(DEBUG, "acquire", lock = lock, kind = kind; outcome, waited_ms, attempts);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::activity::ActivityStats;
+use crate::activity::{Active, ActivityStats};
 use crate::clock;
 use crate::config::Config;
 use crate::engine::lease::{Lease, Span, Term};
@@ -117,9 +117,10 @@ impl Engine {
 
     /// An acquisition begins: counted active, and the client's announcement scheduled
     /// unless one is (a flag read, nothing sent on this thread).
-    pub(crate) fn acquisition_begins(&self) {
-        self.config.events.activity().began();
+    pub(crate) fn acquisition_begins(&self) -> Active {
+        let active = self.config.events.active();
         self.renewer.announce_soon();
+        active
     }
 
     pub(crate) fn config(&self) -> &Config {

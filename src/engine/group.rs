@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::activity::Active;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
@@ -93,6 +94,8 @@ pub(crate) struct GroupHold {
     count: usize,
     /// When they were taken, for the hold-time histogram.
     since: Instant,
+    /// Counts the client active (it announces itself) until the values are let go.
+    _active: Active,
 }
 
 /// Takes every value of `values` in the group `group`, with `lease` (`None`: the
@@ -105,6 +108,8 @@ pub(crate) fn acquire(
     wait: Wait,
 ) -> Result<Option<GroupHold>> {
     let fields = check(engine, group, values)?;
+    // Counts the client active from here to the end of the hold it may get.
+    let active = engine.config().events.active();
     let (lease_millis, watchdog) = match lease {
         Some(lease) => (keys::lease_millis("lease", lease).on_lock(group)?, false),
         None => (engine.watchdog_millis(), true),
@@ -169,7 +174,7 @@ pub(crate) fn acquire(
             }
         }
     };
-    let taken = wait_for(engine, group, "group", || (keys::lock_channel(group), Wake::Group, 1), wait, attempt);
+    let taken = wait_for(engine, group, "group", || (keys::lock_channel(group), Wake::All, 1), wait, attempt);
     let Some((sent, owner)) = taken.on_lock(group)? else {
         return Ok(None);
     };
@@ -182,7 +187,8 @@ pub(crate) fn acquire(
     let lease = Arc::new(Lease::for_group(Arc::clone(group), owner, fields.to_owned()));
     let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
     engine.add_lease_of_its_own(&lease, term, sent);
-    Ok(Some(GroupHold { engine: Arc::clone(engine), lease, term, count: values.count(), since: Instant::now() }))
+    let since = Instant::now();
+    Ok(Some(GroupHold { engine: Arc::clone(engine), lease, term, count: values.count(), since, _active: active }))
 }
 
 /// Releases `owner`'s values, best effort (an undo: nobody waits for its outcome).

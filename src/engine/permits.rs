@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
+use crate::activity::Active;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for, wait_loop};
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
@@ -161,6 +162,8 @@ pub(crate) struct PermitHold {
     term: Term,
     /// When they were taken, for the hold-time histogram.
     since: Instant,
+    /// Counts the client active (it announces itself) until the permits are let go.
+    _active: Active,
 }
 
 /// Takes `permits` of the permit-expirable semaphore `name`, each with `lease` (`None`: the
@@ -177,6 +180,8 @@ pub(crate) fn acquire_expirable(
     if permits > 1 << 16 {
         return Err(Error::invalid(format!("{permits} permits: a guard holds at most 65536")).on_semaphore(name));
     }
+    // Counts the client active from here to the end of the hold it may get.
+    let active = engine.config().events.active();
     let (lease_millis, watchdog) = match lease {
         Some(lease) => (keys::lease_millis("lease", lease).on_semaphore(name)?, false),
         None => (engine.watchdog_millis(), true),
@@ -254,7 +259,7 @@ pub(crate) fn acquire_expirable(
     let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
     let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
     engine.add_lease_of_its_own(&lease, term, sent);
-    Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term, since: Instant::now() }))
+    Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term, since: Instant::now(), _active: active }))
 }
 
 impl PermitHold {

@@ -5,6 +5,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::activity::Active;
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Term};
 use crate::engine::retry::with_retries;
@@ -28,6 +29,8 @@ pub(crate) struct Hold {
     /// Until when the lock stays taken however soon it is released (a hold kept at least
     /// so long after its grant).
     keep_until: Option<Instant>,
+    /// Counts the client active (it announces itself) until the hold is let go.
+    _active: Active,
 }
 
 /// A release whose local bookkeeping is done and whose request is still to be sent; it may
@@ -45,8 +48,18 @@ pub(crate) struct PendingRelease {
 }
 
 impl Hold {
-    pub(crate) fn new(engine: Arc<Engine>, lease: Arc<Lease>, kind: Kind, term: Term, token: Option<u64>) -> Hold {
-        Hold { engine, lease, kind, term, token, since: Instant::now(), keep_until: None }
+    /// A hold recorded just after its grant; `active` is the token that counted its
+    /// acquisition (taken before the request went out, so the client never counts idle in
+    /// between).
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        lease: Arc<Lease>,
+        kind: Kind,
+        term: Term,
+        token: Option<u64>,
+        active: Active,
+    ) -> Hold {
+        Hold { engine, lease, kind, term, token, since: Instant::now(), keep_until: None, _active: active }
     }
 
     /// This hold, keeping the lock taken until `keep_until` however soon it is released.
