@@ -132,13 +132,21 @@ impl Election {
     ///
     /// As [`Lock::is_locked`](crate::Lock::is_locked).
     pub fn leader(&self) -> Result<Option<Leader>> {
+        self.ready()?;
+        with_retries(&self.handle.engine, None, |_| self.read_leader()).map_err(|e| self.renamed(e))
+    }
+
+    /// The checks before anything is sent: the client runs, the name is valid.
+    fn ready(&self) -> Result<()> {
         self.check_name()?;
-        let engine = &self.handle.engine;
+        ready(&self.handle.engine, &self.handle.name).map_err(|e| self.renamed(e))
+    }
+
+    /// One read of who leads, not retried (the callers' loops retry).
+    fn read_leader(&self) -> Result<Option<Leader>> {
         let key = &*self.handle.name;
-        ready(engine, key).map_err(|e| self.renamed(e))?;
-        let read =
-            with_retries(engine, None, |_| engine.pool_for(key).run("reading the leader", |c| layout::leader(c, key)));
-        Ok(read.map_err(|e| self.renamed(e))?.map(|(value, term, lease_left)| Leader { value, term, lease_left }))
+        let read = self.handle.engine.pool_for(key).run("reading the leader", |c| layout::leader(c, key))?;
+        Ok(read.map(|(value, term, lease_left)| Leader { value, term, lease_left }))
     }
 
     /// An observer of who leads, starting from who leads now: its waits end when the
@@ -301,8 +309,10 @@ impl LeaderObserver {
     fn wait(&mut self, wait: Wait) -> Result<bool> {
         let election = &self.election;
         let seen_term = self.seen.as_ref().map(|l| l.term);
+        election.ready()?;
+        // One read per attempt: the wait loop rides out failures (interruptibly) itself.
         let attempt = || {
-            let now = election.leader()?;
+            let now = election.read_leader()?;
             if now.as_ref().map(|l| l.term) != seen_term {
                 return Ok(Attempt::Acquired(now));
             }
@@ -313,7 +323,7 @@ impl LeaderObserver {
         let channel = layout::leader_channel(&election.handle.name);
         // Not an acquisition: not counted as one.
         let changed =
-            wait_loop(engine, || (channel, Wake::Group, 1), wait, attempt, None).map_err(|e| election.renamed(e))?;
+            wait_loop(engine, || (channel, Wake::All, 1), wait, attempt, None).map_err(|e| election.renamed(e))?;
         match changed {
             Some(now) => {
                 self.seen = now;

@@ -28,13 +28,7 @@ pub fn status(args: &StatusArgs) -> Result<u8, Failure> {
         infos.push(info);
     }
     client.shutdown();
-    let now = SystemTime::now();
-    let text = if args.json {
-        format!("{}\n", Value::Array(infos.iter().map(|i| to_json(i, now)).collect()))
-    } else {
-        infos.iter().map(|i| to_text(i, now)).collect()
-    };
-    print(&text);
+    show(&infos, args.json, |infos, now| infos.iter().map(|i| to_text(i, now)).collect());
     Ok(exit::OK)
 }
 
@@ -46,14 +40,19 @@ pub fn list(args: &ListArgs) -> Result<u8, Failure> {
         .locks(pattern)
         .map_err(|e| Failure::from_lock_error(&format!("cannot list {}", exit::shown(pattern)), &e))?;
     client.shutdown();
-    let now = SystemTime::now();
-    let text = if args.json {
-        format!("{}\n", Value::Array(infos.iter().map(|i| to_json(i, now)).collect()))
-    } else {
-        list_text(&infos, now)
-    };
-    print(&text);
+    show(&infos, args.json, list_text);
     Ok(exit::OK)
+}
+
+/// Prints `infos` on stdout: one JSON array of [`to_json`]'s objects, or `text`'s lines
+/// (given this machine's clock, for the clients' uptimes).
+fn show(infos: &[LockInfo], json: bool, text: impl Fn(&[LockInfo], SystemTime) -> String) {
+    let out = if json {
+        format!("{}\n", Value::Array(infos.iter().map(to_json).collect()))
+    } else {
+        text(infos, SystemTime::now())
+    };
+    print(&out);
 }
 
 fn print(text: &str) {
@@ -90,10 +89,9 @@ fn client_json(client: Option<&ClientIdentity>) -> Value {
     })
 }
 
-/// The JSON object of one lock (its fields are listed in docs/cli.md). `now` is this
-/// machine's clock, for nothing but a client's uptime in the text; JSON gives times as
-/// they are.
-pub fn to_json(info: &LockInfo, _now: SystemTime) -> Value {
+/// The JSON object of one lock (its fields are listed in docs/cli.md): times as they are,
+/// the server's and the clients' own.
+pub fn to_json(info: &LockInfo) -> Value {
     let server_ms = epoch_ms(info.server_time);
     let holders: Vec<Value> = info
         .holders
@@ -378,7 +376,7 @@ mod tests {
 
     #[test]
     fn json_has_every_field() {
-        let v = to_json(&fair(), at(1_000_000));
+        let v = to_json(&fair());
         assert_eq!(v["held"], true);
         assert_eq!(v["kind"], "fair");
         assert_eq!(v["holders"][0]["holds"], 2);
@@ -413,7 +411,7 @@ mod tests {
             to_text(&info, at(1_000_000)),
             "jobs: held (semaphore, 0 of 2 permits available)\n  permit   ab01  deadline in 29s 500ms\n  permit   cd02  deadline passed 1s ago\n"
         );
-        let v = to_json(&info, at(1_000_000));
+        let v = to_json(&info);
         assert_eq!(v["kind"], "semaphore");
         assert_eq!(v["held"], true);
         assert_eq!(v["ttl_ms"], -1, "a semaphore's count does not expire");

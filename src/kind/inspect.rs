@@ -119,20 +119,17 @@ pub(crate) fn decode(name: &str, raw: Raw) -> LockInfo {
     let token =
         token.as_deref().and_then(|t| t.parse::<u64>().ok()).or(term.filter(|_| hash_kind == Some(LockKind::Election)));
     let is_semaphore = key_type != "hash" && (permits_available.is_some() || permits_taken > 0);
+    // A plain lock's hash, or no key at all (a free lock), tells its kind by what lies
+    // beside it: a token counter (fenced, kept when free), a queue or its deadlines (fair).
+    let plain_or_free = hash_kind == Some(LockKind::Lock) || key_type == "none";
     let kind = if is_semaphore {
         Some(LockKind::Semaphore)
-    } else if hash_kind == Some(LockKind::Lock) && token.is_some() {
+    } else if plain_or_free && token.is_some() {
         Some(LockKind::Fenced)
-    } else if hash_kind == Some(LockKind::Lock) && !(queue.is_empty() && deadlines.is_empty()) {
-        Some(LockKind::Fair)
-    } else if hash_kind.is_some() {
-        hash_kind
-    } else if key_type == "none" && token.is_some() {
-        Some(LockKind::Fenced)
-    } else if key_type == "none" && !(queue.is_empty() && deadlines.is_empty()) {
+    } else if plain_or_free && !(queue.is_empty() && deadlines.is_empty()) {
         Some(LockKind::Fair)
     } else {
-        None
+        hash_kind
     };
     let count = |i: usize| listeners.get(i).and_then(|n| u64::try_from(*n).ok());
     LockInfo {

@@ -87,8 +87,6 @@ impl Sentinels {
         Err(if unknown { error } else { error.connection() })
     }
 
-    /// Forgets the master's address (a connection to it failed, or it answered as a
-    /// replica): the next connection asks the sentinels again.
     /// The master, for messages: its address as last learned, else its name.
     pub(crate) fn describe(&self) -> String {
         match &*self.known_master.lock() {
@@ -97,6 +95,8 @@ impl Sentinels {
         }
     }
 
+    /// Forgets the master's address (a connection to it failed, or it answered as a
+    /// replica): the next connection asks the sentinels again.
     pub(crate) fn forget_master(&self) {
         *self.known_master.lock() = None;
     }

@@ -105,10 +105,11 @@ pub(crate) enum Wake {
     Permits,
     /// A count-down latch: `0` (open) wakes every waiter; `1` (a new count) wakes none.
     Latch,
-    /// A group lock's release (`0`, on the lock channel of the group's name): every
-    /// waiter, since each waits for values of its own and only it can tell whether they
-    /// are free now (Redisson wakes one per process, and the wake-up may be the wrong one's).
-    Group,
+    /// Any message wakes every waiter: a group lock's release (`0`, on the lock channel of
+    /// the group's name: each waiter waits for values of its own and only it can tell
+    /// whether they are free now; Redisson wakes one per process, maybe the wrong one), and
+    /// an election's change (its observers each re-read who leads).
+    All,
 }
 
 /// The timeouts the subscriber works with.
@@ -264,7 +265,7 @@ impl Channel {
                 }
             },
             Wake::Latch if payload == b"0" => self.wake_all(),
-            Wake::Group => self.wake_all(),
+            Wake::All => self.wake_all(),
             Wake::Latch => {}
             Wake::Permits => {
                 // In order, every waiter whose permits fit in what is left; one that wants
