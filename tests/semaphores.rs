@@ -491,10 +491,17 @@ fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     assert_eq!(sem.available_permits().unwrap(), 1);
     // A waiter for 2 is woken by a give-back that exists.
     let waiting = client.semaphore("newer");
-    let waiter = thread::spawn(move || waiting.try_acquire_for(2, Duration::from_secs(10)).map(|g| g.is_some()));
-    thread::sleep(Duration::from_millis(200));
+    let waiter = thread::spawn(move || {
+        waiting.try_acquire_for(2, Duration::from_secs(10)).map(|g| (g.is_some(), Instant::now()))
+    });
+    // Parked on the semaphore's channel, so that the give-back is what wakes it.
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parks");
+    let given = Instant::now();
     assert!(sem.release_if_exists(1).expect("given back"));
-    assert_eq!(waiter.join().unwrap().map_err(|e| e.to_string()), Ok(true), "woken, and served");
+    let (served, at) = waiter.join().unwrap().expect("no error");
+    assert!(served, "woken, and served");
+    let took = at.duration_since(given);
+    assert!(took < Duration::from_secs(2), "woken by the give-back's message, not a re-check: {took:?}");
     // Redisson's own scripts on redlease's semaphore, and the other way round.
     let java_release: i64 = redis::cmd("EVAL")
         .arg(redisson::SEMAPHORE_RELEASE_IF_EXISTS)
