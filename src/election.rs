@@ -12,7 +12,7 @@ use crate::handle::Handle;
 use crate::keys;
 use crate::kind::Kind;
 use crate::kind::election::{self as layout};
-use crate::transport::Wake;
+use crate::kind::wake;
 use crate::watch::LeaseWatch;
 
 /// One leader at a time among the processes that campaign under one name, each leader with
@@ -322,8 +322,8 @@ impl LeaderObserver {
         let engine = &election.handle.engine;
         let channel = layout::leader_channel(&election.handle.name);
         // Not an acquisition: not counted as one.
-        let changed =
-            wait_loop(engine, || (channel, Wake::All, 1), wait, attempt, None).map_err(|e| election.renamed(e))?;
+        let changed = wait_loop(engine, || (channel, &wake::EVERYONE, 1), wait, attempt, None)
+            .map_err(|e| election.renamed(e))?;
         match changed {
             Some(now) => {
                 self.seen = now;

@@ -86,16 +86,6 @@ pub(crate) fn wake_channel_prefix(lock_channel: &str) -> String {
     beside_lock_channel(lock_channel, Beside::Wake, "")
 }
 
-/// The lock channel a channel beside it belongs to, and which it is, if it is one for the
-/// client with wake token `token`.
-pub(crate) fn lock_channel_of(channel: &str, token: &str) -> Option<(String, Beside)> {
-    if let Some(tail) = channel.strip_prefix(MARK_CHANNEL) {
-        return Some((format!("{LOCK_CHANNEL}{tail}"), Beside::Mark));
-    }
-    let tail = channel.strip_prefix(WAKE_CHANNEL)?.strip_suffix(token)?.strip_suffix(':')?;
-    Some((format!("{LOCK_CHANNEL}{tail}"), Beside::Wake))
-}
-
 /// The key a client announces itself in (see `identity`): `redlease_client:{<id>}`, under
 /// a prefix of its own beside Redisson's keys, never inside them.
 pub(crate) fn identity_key(client_id: &str) -> String {
@@ -177,8 +167,8 @@ mod tests {
         assert_eq!(unlock_latch("a", "r1"), "redisson_unlock_latch:{a}:r1");
     }
 
-    /// The channels beside a lock's channel share its hash tag, map back to it, and are
-    /// never another lock's channel, whatever braces a name holds.
+    /// The channels beside a lock's channel share its hash tag and are never another lock's
+    /// channel, whatever braces a name holds.
     #[test]
     fn channels_beside_a_lock_channel_map_back_and_never_collide() {
         for name in ["a", "{a}:redlease", "{a}x", "orders:42"] {
@@ -186,10 +176,9 @@ mod tests {
             let mark = beside_lock_channel(&channel, Beside::Mark, "77");
             let wake = beside_lock_channel(&channel, Beside::Wake, "77");
             assert!(mark.starts_with("redlease_mark:") && wake.starts_with("redlease_wake:"), "{mark} {wake}");
-            assert_eq!(lock_channel_of(&mark, "77"), Some((channel.clone(), Beside::Mark)));
-            assert_eq!(lock_channel_of(&wake, "77"), Some((channel.clone(), Beside::Wake)));
-            assert_eq!(lock_channel_of(&wake, "78"), None, "another client's wake-up channel");
-            assert_eq!(lock_channel_of(&channel, "77"), None);
+            let tail = channel.strip_prefix(LOCK_CHANNEL).unwrap();
+            assert_eq!(mark, format!("{MARK_CHANNEL}{tail}"));
+            assert_eq!(wake, format!("{WAKE_CHANNEL}{tail}:77"));
             assert_eq!(wake_channel_prefix(&channel) + "77", wake);
         }
         assert_eq!(beside_lock_channel(&lock_channel("a"), Beside::Mark, "7"), "redlease_mark:{a}");

@@ -30,10 +30,10 @@ use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::keys;
-use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
+use crate::kind::{AcquireArgs, Kind, Reply, Role};
 use crate::trace::{self, Tally};
 use crate::transport::Conn;
-use crate::transport::Wake;
+use crate::transport::Meaning;
 
 /// How long a caller is prepared to wait.
 #[derive(Clone, Copy, Debug)]
@@ -264,7 +264,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     let result = match request.backoff {
         Some(backoff) => spin_for(engine, name, kind.label(), backoff, wait, attempt),
         None => {
-            wait_for(engine, name, kind.label(), || (kind.wait_channel(name, &owner), kind.wake(), 1), wait, attempt)
+            wait_for(engine, name, kind.label(), || (kind.wait_channel(name, &owner), kind.meaning(), 1), wait, attempt)
         }
     };
     if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
@@ -446,7 +446,7 @@ pub(crate) fn wait_for<T>(
     engine: &Engine,
     lock: &str,
     kind: &'static str,
-    waiting: impl FnOnce() -> (String, Wake, u64),
+    waiting: impl FnOnce() -> (String, &'static dyn Meaning, u64),
     wait: Wait,
     attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
@@ -462,7 +462,7 @@ pub(crate) fn wait_for<T>(
 /// acquisition.
 pub(crate) fn wait_loop<T>(
     engine: &Engine,
-    waiting: impl FnOnce() -> (String, Wake, u64),
+    waiting: impl FnOnce() -> (String, &'static dyn Meaning, u64),
     wait: Wait,
     attempt: impl FnMut() -> Result<Attempt<T>>,
     mut waited: Option<&mut bool>,
@@ -489,8 +489,8 @@ pub(crate) fn wait_loop<T>(
     // finds the lock taken again.
     let activity = waited.is_some().then(|| engine.config().events.activity());
     let mut woken = false;
-    let (channel, wake, weight) = waiting();
-    let mut ticket = engine.topology().join(&channel, deadline, wake, weight, since)?;
+    let (channel, meaning, weight) = waiting();
+    let mut ticket = engine.topology().join(&channel, deadline, meaning, weight, since)?;
     if interrupt::take() {
         return Err(Error::interrupted());
     }
@@ -518,11 +518,11 @@ pub(crate) fn wait_loop<T>(
             return Ok(None);
         }
         // A lost message costs at most the holder's TTL; a key with no TTL is looked at
-        // again after one watchdog timeout. A waiter that registered its client (`Named`)
-        // looks again before its registration runs out, which renews it.
+        // again after one watchdog timeout, and sooner when the channel's meaning says so
+        // (a waiter that registered its client renews the registration by looking).
         let mut recheck = ttl.unwrap_or(engine.config().watchdog_timeout);
-        if wake == Wake::Named {
-            recheck = recheck.min(kind::REGISTRATION);
+        if let Some(within) = meaning.look_again_within() {
+            recheck = recheck.min(within);
         }
         let until = clock::earliest(now.checked_add(recheck), deadline);
         woken = ticket.park(until);
@@ -534,7 +534,7 @@ pub(crate) fn wait_loop<T>(
         if ticket.moved() {
             // A cluster moved the channel's slot to another node: its messages go there.
             drop(ticket);
-            ticket = engine.topology().rejoin(&channel, deadline, wake, weight)?;
+            ticket = engine.topology().rejoin(&channel, deadline, meaning, weight)?;
         }
     }
 }

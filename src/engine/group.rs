@@ -27,8 +27,9 @@ use crate::interrupt;
 use crate::keys;
 use crate::kind::Reply;
 use crate::kind::group::{self, Released};
+use crate::kind::wake;
 use crate::trace;
-use crate::transport::{Conn, Wake};
+use crate::transport::Conn;
 
 /// Most values one group lock takes. One script call goes through them all while Redis
 /// serves nothing else, at about 3.5 µs of Redis's time per value: 1,000 values keep it
@@ -174,7 +175,7 @@ pub(crate) fn acquire(
             }
         }
     };
-    let taken = wait_for(engine, group, "group", || (keys::lock_channel(group), Wake::All, 1), wait, attempt);
+    let taken = wait_for(engine, group, "group", || (keys::lock_channel(group), &wake::EVERYONE, 1), wait, attempt);
     let Some((sent, owner)) = taken.on_lock(group)? else {
         return Ok(None);
     };

@@ -21,9 +21,9 @@ use crate::events::Events;
 use crate::interrupt;
 use crate::keys;
 use crate::kind::semaphore::{self, PermitId, Taken};
+use crate::kind::wake;
 use crate::trace;
 use crate::transport::Conn;
-use crate::transport::Wake;
 
 /// Most permits one call may take or add: what Redis's integers and Lua's numbers hold.
 const MAX_PERMITS: u64 = 1 << 48;
@@ -75,7 +75,7 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
         }
     };
     let taken =
-        wait_for(engine, name, "semaphore", || (keys::semaphore_channel(name), Wake::Permits, permits), wait, attempt);
+        wait_for(engine, name, "semaphore", || (keys::semaphore_channel(name), &wake::PERMITS, permits), wait, attempt);
     let taken = taken.on_semaphore(name)?.is_some();
     if !taken {
         no_permits_at_all(engine, name, wait)?;
@@ -242,7 +242,7 @@ pub(crate) fn acquire_expirable(
         engine,
         name,
         "permit semaphore",
-        || (keys::semaphore_channel(name), Wake::Permits, permits),
+        || (keys::semaphore_channel(name), &wake::PERMITS, permits),
         wait,
         attempt,
     );
@@ -356,6 +356,6 @@ pub(crate) fn await_latch(engine: &Engine, name: &Arc<str>, wait: Wait) -> Resul
         }
     };
     // Not an acquisition: not counted as one.
-    let opened = wait_loop(engine, || (keys::latch_channel(name), Wake::Latch, 1), wait, attempt, None);
+    let opened = wait_loop(engine, || (keys::latch_channel(name), &wake::LATCH, 1), wait, attempt, None);
     Ok(opened.on_latch(name)?.is_some())
 }

@@ -3,9 +3,8 @@
 
 use crate::keys;
 use crate::kind::protocol::{Release, Reply, Role};
-use crate::kind::{election, fair, fenced, read_write, reentrant};
-use crate::transport::Conn;
-use crate::transport::Wake;
+use crate::kind::{election, fair, fenced, read_write, reentrant, wake};
+use crate::transport::{Conn, Meaning};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -201,12 +200,12 @@ impl Kind {
         )
     }
 
-    /// How the lock's messages wake its waiters.
-    pub(crate) fn wake(self) -> Wake {
+    /// What the lock's messages mean for its waiters.
+    pub(crate) fn meaning(self) -> &'static dyn Meaning {
         match self {
-            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced | Kind::Election => Wake::Named,
-            Kind::Fair | Kind::NonReentrantFair => Wake::Turn,
-            _ => Wake::Lock,
+            Kind::Reentrant | Kind::NonReentrant | Kind::Fenced | Kind::Election => &wake::NAMED_RELEASE,
+            Kind::Fair | Kind::NonReentrantFair => &wake::TURN,
+            _ => &wake::RELEASE,
         }
     }
 

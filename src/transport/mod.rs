@@ -7,6 +7,7 @@ mod net;
 mod pool;
 mod sentinel;
 mod subscriber;
+mod subscriptions;
 #[cfg(not(feature = "tls"))]
 #[path = "no_tls.rs"]
 mod tls;
@@ -17,6 +18,7 @@ mod url;
 
 pub(crate) use conn::Conn;
 pub(crate) use pool::Pool;
-pub(crate) use subscriber::{SubscriberStats, Wake};
+pub(crate) use subscriber::SubscriberStats;
+pub(crate) use subscriptions::{Delivery, Meaning};
 pub(crate) use topology::Topology;
 pub(crate) use url::redact as redact_url;

@@ -14,7 +14,8 @@ use crate::transport::conn::{Conn, PubSub};
 use crate::transport::net::Target;
 use crate::transport::pool::{Connector, Pool};
 use crate::transport::sentinel::{self, Sentinels, SwitchWatch};
-use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing, Wake};
+use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing};
+use crate::transport::subscriptions::Meaning;
 use crate::transport::tls::{self, Tls};
 use crate::transport::url;
 
@@ -259,24 +260,32 @@ impl Topology {
         &self,
         channel: &str,
         deadline: Option<Instant>,
-        wake: Wake,
+        meaning: &'static dyn Meaning,
         weight: u64,
         since: u64,
     ) -> Result<Ticket> {
         match &self.servers {
-            Servers::One { subscriber, .. } => subscriber.join(channel, deadline, wake, weight, since),
-            Servers::Cluster(cluster) => cluster.subscriber_for(channel).join(channel, deadline, wake, weight, since),
+            Servers::One { subscriber, .. } => subscriber.join(channel, deadline, meaning, weight, since),
+            Servers::Cluster(cluster) => {
+                cluster.subscriber_for(channel).join(channel, deadline, meaning, weight, since)
+            }
         }
     }
 
     /// Joins again after the ticket's channel moved to another node, once the slot map
     /// has been read again.
-    pub(crate) fn rejoin(&self, channel: &str, deadline: Option<Instant>, wake: Wake, weight: u64) -> Result<Ticket> {
+    pub(crate) fn rejoin(
+        &self,
+        channel: &str,
+        deadline: Option<Instant>,
+        meaning: &'static dyn Meaning,
+        weight: u64,
+    ) -> Result<Ticket> {
         if let Servers::Cluster(cluster) = &self.servers {
             cluster.refresh(Duration::ZERO);
         }
         // Never fresh: the caller looks at its lock again.
-        self.join(channel, deadline, wake, weight, 0)
+        self.join(channel, deadline, meaning, weight, 0)
     }
 
     pub(crate) fn subscriber_stats(&self) -> SubscriberStats {
