@@ -91,13 +91,6 @@ impl ClientIdentity {
     }
 }
 
-/// The client id of an owner field `<id>:<number>` (Redisson's layout); `None` when the
-/// field is not one.
-pub(crate) fn client_of_owner(owner: &str) -> Option<&str> {
-    let (id, number) = owner.rsplit_once(':')?;
-    (!id.is_empty() && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(id)
-}
-
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -135,17 +128,5 @@ mod tests {
         assert_eq!(ClientIdentity::from_text("x", "hello"), None);
         let bad_pid = "host=h\npid=p\nprogram=a\nstarted_ms=1\nversion=0.1.0\n";
         assert_eq!(ClientIdentity::from_text("x", bad_pid), None);
-    }
-
-    #[test]
-    fn the_client_of_an_owner_is_before_its_last_colon() {
-        assert_eq!(
-            client_of_owner("6d1f0c2e-77aa-4f51-9b1e-5e7a1c2d3e4f:17"),
-            Some("6d1f0c2e-77aa-4f51-9b1e-5e7a1c2d3e4f")
-        );
-        assert_eq!(client_of_owner("a:b:3"), Some("a:b"));
-        for not_one in ["mode", "x:", ":3", "x:1a", "3f2a"] {
-            assert_eq!(client_of_owner(not_one), None, "{not_one}");
-        }
     }
 }

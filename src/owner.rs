@@ -36,11 +36,17 @@ pub(crate) fn fresh_owner(client_id: &str) -> String {
     format!("{client_id}:{}", NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed))
 }
 
+/// The client id of an owner field `<id>:<number>` (Redisson's layout); `None` when the
+/// field is not one.
+pub(crate) fn client_of(owner: &str) -> Option<&str> {
+    let (id, number) = owner.rsplit_once(':')?;
+    (!id.is_empty() && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(id)
+}
+
 /// The keeper of a lock held on past its release by client `owner`'s: `<client uuid>:0`,
 /// which no thread (numbered from 1) and no acquisition ever has.
 pub(crate) fn keeper_of(owner: &str) -> String {
-    let client = owner.rsplit_once(':').map_or(owner, |(client, _)| client);
-    format!("{client}:0")
+    format!("{}:0", client_of(owner).unwrap_or(owner))
 }
 
 #[cfg(test)]
@@ -71,6 +77,15 @@ mod tests {
         for owner in [&a, &b] {
             assert_ne!(owner, &owner_of_current_thread("c"));
             assert_ne!(owner, &there);
+        }
+    }
+
+    #[test]
+    fn the_client_of_an_owner_is_before_its_last_colon() {
+        assert_eq!(client_of("6d1f0c2e-77aa-4f51-9b1e-5e7a1c2d3e4f:17"), Some("6d1f0c2e-77aa-4f51-9b1e-5e7a1c2d3e4f"));
+        assert_eq!(client_of("a:b:3"), Some("a:b"));
+        for not_one in ["mode", "x:", ":3", "x:1a", "3f2a"] {
+            assert_eq!(client_of(not_one), None, "{not_one}");
         }
     }
 }

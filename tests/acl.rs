@@ -153,7 +153,7 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
     both.lock().expect("multi-lock").unlock().expect("multi-lock release");
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
     // The client's announcement expires a lease after its last refresh.
-    let announcement = format!("redlease_client:{{{}}}", client.id());
+    let announcement = announcement_key(client.id());
     let ttl = pttl(&mut conn, &announcement);
     assert!(ttl > 0 && ttl <= 300, "the announcement expires: {ttl}");
     let mut left: Vec<String> = left.into_iter().filter(|k| *k != announcement).collect();
@@ -267,7 +267,7 @@ fn the_announcement_is_optional_in_the_rule() {
     let client = locker(&server);
     let guard = client.lock("app:seen").lock().unwrap();
     let mut conn = server.conn();
-    let key = format!("redlease_client:{{{}}}", client.id());
+    let key = announcement_key(client.id());
     assert!(wait_until(Duration::from_secs(2), || exists(&mut conn, &key)), "announced under the rule");
     let info = client.inspect("app:seen").unwrap();
     assert_eq!(info.holders[0].client.as_ref().map(|c| c.pid), Some(std::process::id()));

@@ -352,14 +352,7 @@ fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
     let latch = "redisson_unlock_latch:{interop}:java-request";
     let java = "7a5e0f1c-java:1";
     let mut foreign = group.conn_for(name);
-    let granted: Option<i64> = redis::cmd("EVAL")
-        .arg(redisson::LOCK_ACQUIRE)
-        .arg(1)
-        .arg(name)
-        .arg(30_000)
-        .arg(java)
-        .query(&mut foreign)
-        .unwrap();
+    let granted: Option<i64> = eval(redisson::LOCK_ACQUIRE, &[name]).arg(30_000).arg(java).query(&mut foreign).unwrap();
     assert_eq!(granted, None, "Redisson's acquire");
     thread::scope(|scope| {
         let rx = parked_waiter(scope, &client, name, Duration::from_secs(20));
@@ -374,12 +367,7 @@ fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
         assert!(wait_until(Duration::from_secs(5), || shard_subscribers(&mut master) == 1), "redlease SSUBSCRIBEs");
         thread::sleep(Duration::from_millis(200));
         let released = Instant::now();
-        let freed: Option<i64> = redis::cmd("EVAL")
-            .arg(redisson::LOCK_RELEASE)
-            .arg(3)
-            .arg(name)
-            .arg(channel)
-            .arg(latch)
+        let freed: Option<i64> = eval(redisson::LOCK_RELEASE, &[name, channel, latch])
             .arg(0)
             .arg(30_000)
             .arg(java)

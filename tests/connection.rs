@@ -171,6 +171,6 @@ fn the_longest_name_is_public_and_enforced() {
     assert!(err.is_invalid_input(), "{err}");
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut server.conn()).unwrap();
     // The client's announcement of itself, from the first lock, is all there may be.
-    let announcement = format!("redlease_client:{{{}}}", client.id());
+    let announcement = announcement_key(client.id());
     assert!(keys.iter().all(|k| *k == announcement), "nothing written for a name too long: {keys:?}");
 }

@@ -17,23 +17,13 @@ use crate::support::server::RedisServer;
 const JACK: (&str, &str) = ("Jack_001", "7pNoDdizVy2xY792MaFv+w");
 const MARY: (&str, &str) = ("Mary_002", "kIX2DFOX4IWct7G7K6tV9A");
 
-/// A Redisson owner field (`<uuid>:<thread id>`).
-const JAVA_OWNER: &str = "6f9619ff-8b86-d011-b42d-00cf4fc964ff:7";
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
 fn holder(conn: &mut redis::Connection, group: &str, field: &str) -> Option<String> {
     redis::cmd("HGET").arg(group).arg(field).query(conn).unwrap()
 }
 
 /// Redisson's `lock()` of `fields` for `owner`: `None` taken, `Some(ms)` busy for that long.
 fn redisson_acquire(conn: &mut redis::Connection, group: &str, owner: &str, fields: &[&str]) -> Option<i64> {
-    redis::cmd("EVAL")
-        .arg(redisson::FAST_MULTI_LOCK_ACQUIRE)
-        .arg(1)
-        .arg(group)
+    eval(redisson::FAST_MULTI_LOCK_ACQUIRE, &[group])
         .arg(30_000)
         .arg(now_ms())
         .arg(owner)
@@ -44,21 +34,23 @@ fn redisson_acquire(conn: &mut redis::Connection, group: &str, owner: &str, fiel
 
 /// Redisson's `unlock()` of `fields` for `owner`: 1 freed, 0 holds remain, nil not held.
 fn redisson_release(conn: &mut redis::Connection, group: &str, owner: &str, fields: &[&str]) -> Option<i64> {
-    redis::cmd("EVAL")
-        .arg(redisson::FAST_MULTI_LOCK_RELEASE)
-        .arg(3)
-        .arg(group)
-        .arg(format!("redisson_lock__channel:{{{group}}}"))
-        .arg(format!("redisson_unlock_latch:{{{group}}}:0123456789abcdef0123456789abcdef"))
-        .arg(owner)
-        .arg(0)
-        .arg(30_000)
-        .arg("publish")
-        .arg(20_000)
-        .arg(now_ms())
-        .arg(fields)
-        .query(conn)
-        .unwrap()
+    eval(
+        redisson::FAST_MULTI_LOCK_RELEASE,
+        &[
+            group,
+            &format!("redisson_lock__channel:{{{group}}}"),
+            &format!("redisson_unlock_latch:{{{group}}}:0123456789abcdef0123456789abcdef"),
+        ],
+    )
+    .arg(owner)
+    .arg(0)
+    .arg(30_000)
+    .arg("publish")
+    .arg(20_000)
+    .arg(now_ms())
+    .arg(fields)
+    .query(conn)
+    .unwrap()
 }
 
 /// Two group locks exclude each other on the values they share and on nothing else; a
@@ -291,14 +283,8 @@ fn redissons_group_scripts_and_redlease_share_a_group() {
     // The other way round.
     let wait = redisson_acquire(&mut conn, "course", JAVA_OWNER, &[MARY.1]).expect("busy for Java");
     assert!(wait > 20_000 && wait <= 30_000, "Java waits for redlease's lease: {wait} ms");
-    let locked: i64 = redis::cmd("EVAL")
-        .arg(redisson::FAST_MULTI_LOCK_IS_LOCKED)
-        .arg(1)
-        .arg("course")
-        .arg(now_ms())
-        .arg(JACK.1)
-        .query(&mut conn)
-        .unwrap();
+    let locked: i64 =
+        eval(redisson::FAST_MULTI_LOCK_IS_LOCKED, &["course"]).arg(now_ms()).arg(JACK.1).query(&mut conn).unwrap();
     assert_eq!(locked, 1, "Java's isLocked sees redlease's hold");
     guard.unlock().unwrap();
     assert_eq!(redisson_acquire(&mut conn, "course", JAVA_OWNER, &[JACK.1, MARY.1]), None, "Java takes both now");

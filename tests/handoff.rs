@@ -249,11 +249,7 @@ fn a_waiter_that_leaves_unregisters_and_passes_a_spent_wake_up_on() {
     let _: i64 = redis::cmd("DEL").arg("passed").query(&mut conn).unwrap();
     let source = concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/waiter_leave.lua"));
     let passed_at = Instant::now();
-    let passed: i64 = redis::cmd("EVAL")
-        .arg(source)
-        .arg(2)
-        .arg("passed")
-        .arg("redlease_waiters:{passed}")
+    let passed: i64 = eval(source, &["passed", "redlease_waiters:{passed}"])
         .arg(&first_token)
         .arg("redisson_lock__channel:{passed}")
         .arg(0)

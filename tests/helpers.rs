@@ -6,6 +6,27 @@ use redlease::{Client, ClientBuilder};
 
 use crate::support::server::RedisServer;
 
+/// A Redisson owner field (`<uuid>:<thread id>`), as a Java client writes it.
+pub const JAVA_OWNER: &str = "6f9619ff-8b86-d011-b42d-00cf4fc964ff:1";
+
+/// Milliseconds since the Unix epoch, as Redisson's scripts take the time.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// The key a client announces itself in.
+pub fn announcement_key(client_id: &str) -> String {
+    format!("redlease_client:{{{client_id}}}")
+}
+
+/// `EVAL script numkeys keys…`, for the caller to add the arguments: how the tests send
+/// Redisson's own scripts.
+pub fn eval(script: &str, keys: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len()).arg(keys);
+    cmd
+}
+
 /// A client of `server` with a short command timeout, built by `configure`.
 pub fn client_with(server: &RedisServer, configure: impl FnOnce(ClientBuilder) -> ClientBuilder) -> Client {
     configure(Client::builder(server.url()).command_timeout(Duration::from_secs(2))).build().expect("client builds")
@@ -106,6 +127,6 @@ pub fn build_patiently(within: Duration, builder: impl Fn() -> ClientBuilder) ->
 /// write `redlease_client:{id}` a moment later), so that a window counting the commands
 /// the server serves does not count that write.
 pub fn announced(client: &Client, conn: &mut redis::Connection) {
-    let key = format!("redlease_client:{{{}}}", client.id());
+    let key = announcement_key(client.id());
     assert!(wait_until(Duration::from_secs(5), || exists(conn, &key)), "the client announced itself");
 }

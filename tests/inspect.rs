@@ -25,10 +25,6 @@ fn holder() {
     drop(guard);
 }
 
-fn announcement_key(id: &str) -> String {
-    format!("redlease_client:{{{id}}}")
-}
-
 /// A holder in another process is named by its host, pid, program and version; its
 /// announcement is refreshed while it holds (it outlives its first lease) and is gone
 /// within one lease (1 s) after the process is SIGKILLed.

@@ -16,40 +16,24 @@ use crate::support::server::RedisServer;
 /// Redisson's error for a second hold, as its scripts answer it.
 const REENTRY: &str = "NON_REENTRANT_REACQUIRE";
 
-/// A Redisson owner field (`<uuid>:<thread id>`).
-const JAVA_OWNER: &str = "6f9619ff-8b86-d011-b42d-00cf4fc964ff:1";
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
 /// Redisson's non-reentrant acquire for `owner`: `Ok(None)` acquired, `Ok(Some(pttl))` busy,
 /// `Err` its error reply.
 fn redisson_acquire(conn: &mut redis::Connection, name: &str, owner: &str) -> redis::RedisResult<Option<i64>> {
-    redis::cmd("EVAL")
-        .arg(redisson::NON_REENTRANT_LOCK_ACQUIRE)
-        .arg(1)
-        .arg(name)
-        .arg(30_000)
-        .arg(owner)
-        .arg(REENTRY)
-        .query(conn)
+    eval(redisson::NON_REENTRANT_LOCK_ACQUIRE, &[name]).arg(30_000).arg(owner).arg(REENTRY).query(conn)
 }
 
 /// Redisson's fair non-reentrant acquire for `owner` (with a wait of 300 s, its default).
 fn redisson_fair_acquire(conn: &mut redis::Connection, name: &str, owner: &str) -> redis::RedisResult<Option<i64>> {
-    redis::cmd("EVAL")
-        .arg(redisson::NON_REENTRANT_FAIR_LOCK_ACQUIRE)
-        .arg(3)
-        .arg(name)
-        .arg(format!("redisson_lock_queue:{{{name}}}"))
-        .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(30_000)
-        .arg(owner)
-        .arg(300_000)
-        .arg(now_ms())
-        .arg(REENTRY)
-        .query(conn)
+    eval(
+        redisson::NON_REENTRANT_FAIR_LOCK_ACQUIRE,
+        &[name, &format!("redisson_lock_queue:{{{name}}}"), &format!("redisson_lock_timeout:{{{name}}}")],
+    )
+    .arg(30_000)
+    .arg(owner)
+    .arg(300_000)
+    .arg(now_ms())
+    .arg(REENTRY)
+    .query(conn)
 }
 
 /// The one owner field of the lock hash `name` that `client` wrote.
@@ -150,19 +134,17 @@ fn redissons_non_reentrant_scripts_and_redlease_exclude_and_wake_each_other() {
     let parked = waiter(client.non_reentrant_lock("nr-y").into());
     assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parked");
     let released_at = Instant::now();
-    let freed: i64 = redis::cmd("EVAL")
-        .arg(redisson::LOCK_RELEASE)
-        .arg(3)
-        .arg("nr-y")
-        .arg("redisson_lock__channel:{nr-y}")
-        .arg("redisson_unlock_latch:{nr-y}:0123456789abcdef0123456789abcdef")
-        .arg(0)
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .arg("publish")
-        .arg(16_000)
-        .query(&mut conn)
-        .expect("Java releases");
+    let freed: i64 = eval(
+        redisson::LOCK_RELEASE,
+        &["nr-y", "redisson_lock__channel:{nr-y}", "redisson_unlock_latch:{nr-y}:0123456789abcdef0123456789abcdef"],
+    )
+    .arg(0)
+    .arg(30_000)
+    .arg(JAVA_OWNER)
+    .arg("publish")
+    .arg(16_000)
+    .query(&mut conn)
+    .expect("Java releases");
     assert_eq!(freed, 1);
     assert_woken(parked, released_at);
 }
@@ -194,22 +176,24 @@ fn redissons_fair_non_reentrant_scripts_and_redlease_share_a_queue() {
     let parked = waiter(client.non_reentrant_fair_lock("nrf-x").into());
     assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, "redisson_lock_queue:{nrf-x}") == 1), "queued");
     let released_at = Instant::now();
-    let freed: i64 = redis::cmd("EVAL")
-        .arg(redisson::FAIR_LOCK_RELEASE)
-        .arg(5)
-        .arg("nrf-x")
-        .arg("redisson_lock_queue:{nrf-x}")
-        .arg("redisson_lock_timeout:{nrf-x}")
-        .arg("redisson_lock__channel:{nrf-x}")
-        .arg("redisson_unlock_latch:{nrf-x}:0123456789abcdef0123456789abcdef")
-        .arg(0)
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .arg(now_ms())
-        .arg("publish")
-        .arg(16_000)
-        .query(&mut conn)
-        .expect("Java releases");
+    let freed: i64 = eval(
+        redisson::FAIR_LOCK_RELEASE,
+        &[
+            "nrf-x",
+            "redisson_lock_queue:{nrf-x}",
+            "redisson_lock_timeout:{nrf-x}",
+            "redisson_lock__channel:{nrf-x}",
+            "redisson_unlock_latch:{nrf-x}:0123456789abcdef0123456789abcdef",
+        ],
+    )
+    .arg(0)
+    .arg(30_000)
+    .arg(JAVA_OWNER)
+    .arg(now_ms())
+    .arg("publish")
+    .arg(16_000)
+    .query(&mut conn)
+    .expect("Java releases");
     assert_eq!(freed, 1);
     // Woken on its own channel: the fair release publishes nowhere else.
     assert_woken(parked, released_at);

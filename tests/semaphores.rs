@@ -259,10 +259,7 @@ fn redissons_protocol_and_redlease_share_semaphores_and_latches() {
     let semaphore = client.semaphore("shared-sem");
     assert!(semaphore.try_set_permits(1).unwrap());
     // Redisson takes the only permit.
-    let take: i64 = redis::cmd("EVAL")
-        .arg("local v = redis.call('get', KEYS[1]); if v ~= false and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]); return 1 end return 0")
-        .arg(1)
-        .arg("shared-sem")
+    let take: i64 =eval("local v = redis.call('get', KEYS[1]); if v ~= false and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]); return 1 end return 0", &["shared-sem"])
         .arg(1)
         .query(&mut foreign)
         .unwrap();
@@ -503,21 +500,13 @@ fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     let took = at.duration_since(given);
     assert!(took < Duration::from_secs(2), "woken by the give-back's message, not a re-check: {took:?}");
     // Redisson's own scripts on redlease's semaphore, and the other way round.
-    let java_release: i64 = redis::cmd("EVAL")
-        .arg(redisson::SEMAPHORE_RELEASE_IF_EXISTS)
-        .arg(2)
-        .arg("newer")
-        .arg("redisson_sc:{newer}")
+    let java_release: i64 = eval(redisson::SEMAPHORE_RELEASE_IF_EXISTS, &["newer", "redisson_sc:{newer}"])
         .arg(1)
         .arg("publish")
         .query(&mut conn)
         .unwrap();
     assert_eq!(java_release, 1, "Redisson's releaseIfExists sees redlease's semaphore");
-    let java_set: i64 = redis::cmd("EVAL")
-        .arg(redisson::SEMAPHORE_TRY_SET_PERMITS_WITH_TTL)
-        .arg(2)
-        .arg("java-set")
-        .arg("redisson_sc:{java-set}")
+    let java_set: i64 = eval(redisson::SEMAPHORE_TRY_SET_PERMITS_WITH_TTL, &["java-set", "redisson_sc:{java-set}"])
         .arg(3)
         .arg("publish")
         .arg(20_000)

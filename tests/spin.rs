@@ -97,14 +97,7 @@ fn redissons_spin_scripts_and_redlease_exclude_each_other() {
     let client = client(&server);
     let mut conn = server.conn();
     let java_acquire = |conn: &mut redis::Connection, owner: &str| -> Option<i64> {
-        redis::cmd("EVAL")
-            .arg(redisson::SPIN_LOCK_ACQUIRE)
-            .arg(1)
-            .arg("spin-x")
-            .arg(30_000)
-            .arg(owner)
-            .query(conn)
-            .unwrap()
+        eval(redisson::SPIN_LOCK_ACQUIRE, &["spin-x"]).arg(30_000).arg(owner).query(conn).unwrap()
     };
     let guard = client.spin_lock("spin-x").lock().expect("redlease holds");
     assert!(matches!(java_acquire(&mut conn, JAVA_OWNER), Some(ttl) if ttl > 0), "busy for Java");
@@ -114,16 +107,15 @@ fn redissons_spin_scripts_and_redlease_exclude_each_other() {
     let lock = client.spin_lock("spin-x").with_backoff(BackOff::constant(Duration::from_millis(10)));
     let waiter = thread::spawn(move || lock.try_lock_for(Duration::from_secs(5)).map(|g| g.is_some()));
     thread::sleep(Duration::from_millis(100));
-    let freed: i64 = redis::cmd("EVAL")
-        .arg(redisson::SPIN_LOCK_RELEASE)
-        .arg(2)
-        .arg("spin-x")
-        .arg("redisson_unlock_latch:{spin-x}:0123456789abcdef0123456789abcdef")
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .arg(16_000)
-        .query(&mut conn)
-        .unwrap();
+    let freed: i64 = eval(
+        redisson::SPIN_LOCK_RELEASE,
+        &["spin-x", "redisson_unlock_latch:{spin-x}:0123456789abcdef0123456789abcdef"],
+    )
+    .arg(30_000)
+    .arg(JAVA_OWNER)
+    .arg(16_000)
+    .query(&mut conn)
+    .unwrap();
     assert_eq!(freed, 1);
     assert_eq!(waiter.join().unwrap().map_err(|e| e.to_string()), Ok(true), "redlease's waiter polled it free");
 }

@@ -106,11 +106,7 @@ fn a_wake_up_that_finds_the_lock_taken_again_is_wasted() {
     thread::sleep(Duration::from_millis(100));
     // A permit given back and taken again at once, in one script, by someone else: the
     // message wakes the waiter, whose attempt finds none.
-    let _: () = redis::cmd("EVAL")
-        .arg("redis.call('publish', KEYS[2], 1); return nil")
-        .arg(2)
-        .arg("wasted")
-        .arg("redisson_sc:{wasted}")
+    let _: () = eval("redis.call('publish', KEYS[2], 1); return nil", &["wasted", "redisson_sc:{wasted}"])
         .query(&mut conn)
         .unwrap();
     assert!(wait_until(Duration::from_secs(5), || client.stats().wasted_wake_ups >= 1), "{:?}", client.stats());

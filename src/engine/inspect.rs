@@ -8,10 +8,11 @@ use crate::engine::acquire::ready;
 use crate::engine::core::Engine;
 use crate::engine::retry::with_retries;
 use crate::error::{Context, Error, Result};
-use crate::identity::{self, ClientIdentity};
+use crate::identity::ClientIdentity;
 use crate::inspection::LockInfo;
 use crate::keys;
 use crate::kind;
+use crate::owner;
 
 /// Keys a `SCAN` call looks at (a hint to Redis: each call stays short).
 const SCAN_COUNT: u64 = 1000;
@@ -41,7 +42,7 @@ fn inspect_with(engine: &Engine, name: &str, clients: &mut Clients) -> Result<Lo
 
 /// The announcement of `owner`'s client, read once per listing.
 fn client_of(engine: &Engine, owner: &str, clients: &mut Clients) -> Result<Option<ClientIdentity>> {
-    let Some(id) = identity::client_of_owner(owner) else {
+    let Some(id) = owner::client_of(owner) else {
         return Ok(None);
     };
     if let Some(known) = clients.get(id) {

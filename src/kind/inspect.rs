@@ -3,11 +3,11 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::identity;
 use crate::inspection::{Holder, HolderRole, LISTED_PERMITS, LockInfo, LockKind, Permit, Waiter};
 use crate::keys;
 use crate::kind::fair;
 use crate::kind::fenced;
+use crate::owner;
 use crate::scripts;
 use crate::transport::Conn;
 
@@ -183,8 +183,7 @@ fn hash_kind(fields: &[(String, String)]) -> Option<LockKind> {
     if fields.iter().any(|(f, _)| f.ends_with(LOCK_COUNT)) && fields.iter().all(|(f, _)| group_field(f)) {
         return Some(LockKind::Group);
     }
-    let owner_with_count =
-        |(f, v): &(String, String)| identity::client_of_owner(f).is_some() && v.parse::<u64>().is_ok();
+    let owner_with_count = |(f, v): &(String, String)| owner::client_of(f).is_some() && v.parse::<u64>().is_ok();
     let advertised = |(f, _): &(String, String)| f == VALUE || f == TERM;
     if fields.iter().any(|(f, _)| f == TERM) && fields.iter().all(|p| advertised(p) || owner_with_count(p)) {
         return Some(LockKind::Election);
