@@ -33,6 +33,19 @@ fn leader_json(server: &RedisServer, extra: &[&str]) -> Value {
     serde_json::from_str(&out.stdout).expect("JSON")
 }
 
+/// The subscribers of `channel`.
+fn listeners(server: &RedisServer, channel: &str) -> i64 {
+    let (_, count): (String, i64) =
+        redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query(&mut server.conn()).expect("PUBSUB NUMSUB");
+    count
+}
+
+/// Until a candidate waits (parked on the election's channels, the mark beside them).
+fn wait_for_a_candidate(server: &RedisServer) {
+    let mark = "redlease_mark:redlease_election:{scheduler}";
+    wait_for("a candidate waits", Duration::from_secs(10), || listeners(server, mark) == 1);
+}
+
 fn variables(text: &str) -> Vec<(String, String)> {
     text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
 }
@@ -71,7 +84,9 @@ fn elect_runs_one_leaders_command_at_a_time_and_leader_follows_it() {
     assert!(busy.stderr.contains("led by someone else"), "{}", busy.stderr);
 
     let follower = start(command(["leader", "--json", "--wait-change", "--url", &server.url(), "scheduler"]));
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_a_candidate(&server);
+    let observers = "redlease_leader:redlease_election:{scheduler}";
+    wait_for("the follower listens", Duration::from_secs(10), || listeners(&server, observers) == 1);
     assert!(!dir.path("beta.env").exists(), "beta waits while alpha leads");
     fs::write(dir.path("alpha.go"), "").expect("go");
     first.finish(LIMIT).expect_code(0);
@@ -100,7 +115,7 @@ fn a_killed_leaders_successor_leads_within_one_lease() {
     let doomed = elect(&server, &dir, "doomed", &["--watchdog", "1s"]);
     wait_for("doomed leads", Duration::from_secs(10), || dir.path("doomed.env").exists());
     let next = elect(&server, &dir, "next", &["--quiet"]);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_a_candidate(&server);
     doomed.signal(nix::sys::signal::Signal::SIGKILL);
     let killed = Instant::now();
     wait_for("next leads", Duration::from_secs(10), || dir.path("next.env").exists());
