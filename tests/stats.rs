@@ -43,6 +43,8 @@ fn acquisitions_are_counted_by_outcome_with_their_waits_and_holds() {
         let guard = waiting.try_lock_for(Duration::from_secs(10)).unwrap().expect("woken");
         drop(guard);
     });
+    // Parked (the wait begins before the join), then ~300 ms more.
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parks");
     thread::sleep(Duration::from_millis(300));
     drop(guard);
     waiter.join().unwrap();

@@ -268,6 +268,7 @@ fn a_contended_acquire_records_how_long_it_waited() {
     assert!(timed_out.join().unwrap(), "held all along");
     let other = lock.clone();
     let waiter = thread::spawn(move || other.try_lock_for(Duration::from_secs(10)).unwrap().map(drop).is_some());
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parks");
     thread::sleep(Duration::from_millis(400));
     drop(guard);
     assert!(waiter.join().unwrap(), "the waiter got the lock");
