@@ -1,7 +1,4 @@
--- Take values of a group lock, all or none (Redisson's RedissonFasterMultiLock layout): one
--- hash per group; per value, the field F (a 22-character hash of the value) names its
--- holder, "F:<holder>:expire_time" when the holder's lease ends (epoch ms) and
--- "F:<holder>:lock_count" how many holds it has.
+-- Take values of a group lock, all or none (the layout: `lua/group.lua`).
 --
 -- KEYS[1]  the group's hash
 -- ARGV[1]  lease in milliseconds
@@ -20,29 +17,26 @@ local lease = tonumber(ARGV[1])
 local owner = ARGV[2]
 local fields = ARGV[3]
 local latest = -1
-for at = 1, #fields, 22 do
-    local field = string.sub(fields, at, at + 21)
+each_field(fields, function(field)
     local holder = redis.call('hget', KEYS[1], field)
     if holder and holder ~= owner then
-        local ends = tonumber(redis.call('hget', KEYS[1], field .. ':' .. holder .. ':expire_time'))
+        local ends = lease_end(KEYS[1], field, holder)
         if ends and ends > now and ends > latest then
             latest = ends
         end
     end
-end
+end)
 if latest >= 0 then
     return math.max(1, latest - now)
 end
 local ends = string.format('%d', now + lease)
-for at = 1, #fields, 22 do
-    local field = string.sub(fields, at, at + 21)
+each_field(fields, function(field)
     local holder = redis.call('hget', KEYS[1], field)
     if holder and holder ~= owner then
-        redis.call('hdel', KEYS[1], field .. ':' .. holder .. ':expire_time', field .. ':' .. holder .. ':lock_count')
+        drop_hold(KEYS[1], field, holder)
     end
-    redis.call('hset', KEYS[1], field, owner, field .. ':' .. owner .. ':expire_time', ends,
-        field .. ':' .. owner .. ':lock_count', 1)
-end
+    redis.call('hset', KEYS[1], field, owner, expire_time(field, owner), ends, lock_count(field, owner), 1)
+end)
 -- The key outlives every lease in it; it only bounds what is left behind.
 if redis.call('pttl', KEYS[1]) < lease then
     redis.call('pexpire', KEYS[1], lease)

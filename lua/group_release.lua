@@ -1,4 +1,4 @@
--- Release one acquisition's values of a group lock (see group_acquire.lua), and wake the
+-- Release one acquisition's values of a group lock (the layout: `lua/group.lua`), and wake the
 -- group's waiters.
 --
 -- KEYS[1]  the group's hash
@@ -17,32 +17,26 @@ local owner = ARGV[2]
 local fields = ARGV[3]
 local released, late, free, taken = 0, 0, 0, 0
 local mine = {}
-for at = 1, #fields, 22 do
-    local field = string.sub(fields, at, at + 21)
+each_field(fields, function(field)
     local holder = redis.call('hget', KEYS[1], field)
+    local ends = holder and lease_end(KEYS[1], field, holder)
     if holder == owner then
         table.insert(mine, field)
-        local ends = tonumber(redis.call('hget', KEYS[1], field .. ':' .. owner .. ':expire_time'))
         if ends and ends >= now then
             released = released + 1
         else
             late = late + 1
         end
-    elseif holder then
-        local ends = tonumber(redis.call('hget', KEYS[1], field .. ':' .. holder .. ':expire_time'))
-        if ends and ends > now then
-            taken = taken + 1
-        else
-            free = free + 1
-        end
+    elseif ends and ends > now then
+        taken = taken + 1
     else
         free = free + 1
     end
-end
+end)
 if #mine > 0 then
     publish(ARGV[1], '0')
     for _, field in ipairs(mine) do
-        redis.call('hdel', KEYS[1], field, field .. ':' .. owner .. ':expire_time', field .. ':' .. owner .. ':lock_count')
+        drop_hold(KEYS[1], field, owner)
     end
 end
 return {released, late, free, taken}

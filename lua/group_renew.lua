@@ -22,20 +22,21 @@ local declared = #KEYS > 0
 local count = declared and #KEYS or (#ARGV - 1) / 3
 
 local function renew(key, owner, fields)
-    for at = 1, #fields, 22 do
-        local field = string.sub(fields, at, at + 21)
+    local gone = each_field(fields, function(field)
         if redis.call('hget', key, field) ~= owner then
-            return 0
+            return true
         end
-        local current = tonumber(redis.call('hget', key, field .. ':' .. owner .. ':expire_time'))
+        local current = lease_end(key, field, owner)
         if not current or current < now then
-            return 0
+            return true
         end
+    end)
+    if gone then
+        return 0
     end
-    for at = 1, #fields, 22 do
-        local field = string.sub(fields, at, at + 21)
-        redis.call('hset', key, field .. ':' .. owner .. ':expire_time', ends)
-    end
+    each_field(fields, function(field)
+        redis.call('hset', key, expire_time(field, owner), ends)
+    end)
     if redis.call('pttl', key) < lease then
         redis.call('pexpire', key, lease)
     end

@@ -89,6 +89,29 @@ macro_rules! script {
             header = CROSS_SLOT
         )
     };
+    // A group lock's script: the prelude and the layout's helpers, `lua/group.lua`.
+    ($file:literal, group) => {
+        script!(
+            source = concat!(
+                include_str!("../lua/prelude.lua"),
+                include_str!("../lua/group.lua"),
+                include_str!(concat!("../lua/", $file))
+            ),
+            header = ""
+        )
+    };
+    // A group lock's renewal batch: as `batch`, with `lua/group.lua`.
+    ($file:literal, group_batch) => {
+        script!(
+            source = concat!(
+                include_str!("../lua/prelude.lua"),
+                include_str!("../lua/batch.lua"),
+                include_str!("../lua/group.lua"),
+                include_str!(concat!("../lua/", $file))
+            ),
+            header = CROSS_SLOT
+        )
+    };
     (source = $source:expr, header = $header:expr) => {
         Lua {
             code: $source,
@@ -152,15 +175,15 @@ pub(crate) static LATCH_COUNT_DOWN: Lua = script!("latch_count_down.lua", with_p
 pub(crate) static LATCH_SET: Lua = script!("latch_set.lua", with_prelude);
 
 /// Take values of a group lock, all or none: see `lua/group_acquire.lua`.
-pub(crate) static GROUP_ACQUIRE: Lua = script!("group_acquire.lua", with_prelude);
+pub(crate) static GROUP_ACQUIRE: Lua = script!("group_acquire.lua", group);
 /// Release an acquisition's values of a group lock: see `lua/group_release.lua`.
-pub(crate) static GROUP_RELEASE: Lua = script!("group_release.lua", with_prelude);
+pub(crate) static GROUP_RELEASE: Lua = script!("group_release.lua", group);
 /// Release values of a group lock whoever holds them: see `lua/group_force_unlock.lua`.
-pub(crate) static GROUP_FORCE_UNLOCK: Lua = script!("group_force_unlock.lua", with_prelude);
+pub(crate) static GROUP_FORCE_UNLOCK: Lua = script!("group_force_unlock.lua", group);
 /// Count the held values of a group lock: see `lua/group_held.lua`.
-pub(crate) static GROUP_HELD: Lua = script!("group_held.lua", with_prelude);
+pub(crate) static GROUP_HELD: Lua = script!("group_held.lua", group);
 /// Renew a batch of group-lock leases: see `lua/group_renew.lua`.
-pub(crate) static GROUP_RENEW: Lua = script!("group_renew.lua", batch);
+pub(crate) static GROUP_RENEW: Lua = script!("group_renew.lua", group_batch);
 
 /// Release a plain lock's last hold and keep it taken a while: see `lua/keep.lua`.
 pub(crate) static KEEP: Lua = script!("keep.lua");
