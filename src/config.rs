@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::keys::{MAX_LEASE, MIN_WATCHDOG_TIMEOUT};
+use crate::span::Span;
 
 /// Default lease when none is given; the watchdog renews every third of it.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
@@ -128,8 +129,18 @@ impl Config {
 
     /// The clock-drift allowance for a lease of `lease`: what is taken off it to know until
     /// when no other owner can hold the lock.
-    pub(crate) fn drift(&self, lease: Duration) -> Duration {
+    fn drift(&self, lease: Duration) -> Duration {
         lease.mul_f64(self.drift_rate).saturating_add(self.drift_margin)
+    }
+
+    /// A lease of `lease` with its clock-drift allowance.
+    pub(crate) fn span(&self, lease: Duration) -> Span {
+        Span { lease, drift: self.drift(lease) }
+    }
+
+    /// The watchdog's lease with its clock-drift allowance.
+    pub(crate) fn watchdog_span(&self) -> Span {
+        self.span(self.watchdog_timeout)
     }
 
     /// Every setting within its range: `InvalidInput` before anything is sent.
@@ -172,13 +183,13 @@ impl Config {
                 self.drift_rate
             )));
         }
-        // The renewal comes a third of the way through the lease: an allowance of more than
-        // that would leave a watchdog lease invalid before its renewal is due.
-        let allowance = self.drift(self.watchdog_timeout);
-        if allowance >= self.watchdog_timeout / 3 {
+        // An allowance as long as the renewal period would leave a watchdog lease invalid
+        // before its renewal is due.
+        let span = self.watchdog_span();
+        if !span.drift_fits() {
             return Err(Error::invalid(format!(
-                "the clock drift allowance ({allowance:?}: {} of the lease plus {:?}) must be less than a third of the watchdog timeout {:?}",
-                self.drift_rate, self.drift_margin, self.watchdog_timeout
+                "the clock drift allowance ({:?}: {} of the lease plus {:?}) must be less than a third of the watchdog timeout {:?}",
+                span.drift, self.drift_rate, self.drift_margin, self.watchdog_timeout
             )));
         }
         if !(1..=MAX_RENEW_BATCH_SIZE).contains(&self.renew_batch_size) {

@@ -113,6 +113,7 @@ mod keys;
 mod owner;
 mod replica_view;
 mod scripts;
+mod span;
 mod wheel;
 
 pub use backoff::BackOff;

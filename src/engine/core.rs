@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use crate::activity::{Active, ActivityStats};
 use crate::clock;
 use crate::config::Config;
-use crate::engine::lease::{Lease, Span, Term};
+use crate::engine::lease::{Lease, Remaining, Term};
 use crate::engine::registry::{self, Registry};
 use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::ReplicaSync;
@@ -140,8 +140,8 @@ impl Engine {
     pub(crate) fn keep_millis_for(&self, name: &Arc<str>, role: Role) -> u64 {
         self.registry
             .current(name, role)
-            .filter(|lease| lease.lock().is_live())
-            .map_or(self.watchdog_millis, |lease| lease.lock().keep_millis(self.watchdog_millis))
+            .and_then(|lease| lease.keep_millis(self.watchdog_millis))
+            .unwrap_or(self.watchdog_millis)
     }
 
     /// The watchdog lease in milliseconds.
@@ -219,71 +219,38 @@ impl Engine {
         }
     }
 
-    /// The watchdog's lease and its clock-drift allowance.
-    pub(crate) fn watchdog_span(&self) -> Span {
-        let lease = self.config.watchdog_timeout;
-        Span { lease, drift: self.config.drift(lease) }
-    }
-
     /// The term of a hold with a fixed lease of `lease_millis`, acquired by a request sent
     /// at `sent`: valid until then plus the lease, less its drift allowance.
-    pub(crate) fn fixed_term(&self, sent: Instant, lease_millis: u64) -> Term {
-        let lease = Duration::from_millis(lease_millis);
-        Term::Until(Span { lease, drift: self.config.drift(lease) }.valid_until(sent))
+    fn fixed_term(&self, sent: Instant, lease_millis: u64) -> Term {
+        Term::Until(self.config.span(Duration::from_millis(lease_millis)).valid_until(sent))
     }
 
     /// The lease a granted hold of `owner` joins: a `per_thread` hold joins the thread's
     /// lease of the lock (the registry's); any other has a lease of its own.
     pub(crate) fn lease_for(&self, kind: Kind, name: &Arc<str>, owner: String, per_thread: bool) -> Arc<Lease> {
-        if per_thread { self.registry.lease_for(kind, name, owner) } else { registry::new_lease(kind, name, owner) }
+        let span = self.config.watchdog_span();
+        if per_thread {
+            self.registry.lease_for(kind, name, owner, span)
+        } else {
+            registry::new_lease(kind, name, owner, span)
+        }
     }
 
-    /// Records a granted hold on `lease`, acquired by a request sent at `sent`, and
-    /// schedules its renewal when the watchdog keeps it. Returns the hold's term.
+    /// Records a granted hold on `lease` (a lock's, or a lease of its own: a permit
+    /// lease's, a group lock's), acquired by a request sent at `sent`, and schedules its
+    /// renewal when the watchdog keeps it. Returns the hold's term.
     pub(crate) fn add_hold(&self, lease: &Arc<Lease>, sent: Instant, lease_millis: u64, watchdog: bool) -> Term {
         let term = if watchdog { Term::Watchdog } else { self.fixed_term(sent, lease_millis) };
-        let mut inner = lease.lock();
-        inner.add(term, sent, self.watchdog_span());
-        if watchdog && inner.renewal.is_none() && !inner.renewing {
-            self.renewer.schedule(lease, &mut inner, self.watchdog_span().renew_at(sent));
-        }
-        drop(inner);
+        lease.hold_added(term, sent, &self.renewer);
         term
     }
 
-    /// Records a lease of its own just granted (a permit lease, a group lock's: by a
-    /// request sent at `sent`), and schedules its renewal when the watchdog keeps it. Such
-    /// leases belong to no thread: they are not in the registry.
-    pub(crate) fn add_lease_of_its_own(&self, lease: &Arc<Lease>, term: Term, sent: Instant) {
-        let mut inner = lease.lock();
-        inner.add(term, sent, self.watchdog_span());
-        if term == Term::Watchdog {
-            self.renewer.schedule(lease, &mut inner, self.watchdog_span().renew_at(sent));
-        }
-    }
-
-    /// The local half of releasing a lease of its own (see
-    /// [`add_lease_of_its_own`](Engine::add_lease_of_its_own)): its hold removed and its
-    /// renewal stopped (a renewal in flight waited for), so that nothing renews it after
-    /// the release. Until when it was valid; `Err(lost())` when it was lost already
-    /// (reported once now): nothing is to be sent then.
-    pub(crate) fn end_lease_of_its_own(
-        &self,
-        lease: &Lease,
-        term: Term,
-        lost: impl FnOnce() -> Error,
-    ) -> Result<Option<Instant>> {
-        let mut inner = lease.lock();
-        let was_live = inner.is_live();
-        let valid_until = inner.expires_at();
-        inner.remove(term);
-        self.stop_renewing(lease, &mut inner);
-        if !was_live {
-            lease.lose(inner, &self.config.events);
-            return Err(lost());
-        }
-        lease.release(&mut inner);
-        Ok(valid_until)
+    /// The local half of releasing one hold of `lease` (see [`Lease::hold_released`]): when
+    /// no watchdog hold remains, its renewal is stopped and one in flight waited for, so
+    /// that nothing renews it after the release; a lease lost before is reported now.
+    pub(crate) fn release_hold(&self, lease: &Lease, term: Term) -> Remaining {
+        let bound = self.config.round_trip_bound();
+        lease.hold_released(term, &self.renewer, bound, self.watchdog_millis, &self.config.events)
     }
 
     /// Whether the current thread holds a live lease of `role` on the lock `name`.
@@ -295,25 +262,13 @@ impl Engine {
     /// (a query answered so): a live lease it has there is lost, and reported so.
     pub(crate) fn learned_not_held(&self, name: &Arc<str>, role: Role) {
         if let Some(lease) = self.registry.current(name, role) {
-            lease.lose(lease.lock(), &self.config.events);
+            lease.lost(&self.config.events);
         }
     }
 
     /// Removes a lease whose last guard is gone from the registry.
     pub(crate) fn forget_lease(&self, lease: &Arc<Lease>) {
         self.registry.forget(lease);
-    }
-
-    /// Stops renewing `lease` (its last watchdog hold is gone) and waits, within a round
-    /// trip's bound, for a renewal of it in flight, so that none reaches Redis after the
-    /// release that follows. The caller holds the lease's mutex.
-    pub(crate) fn stop_renewing(
-        &self,
-        lease: &Lease,
-        inner: &mut parking_lot::MutexGuard<'_, crate::engine::lease::LeaseInner>,
-    ) {
-        self.renewer.cancel(inner);
-        lease.wait_for_renewal(inner, self.config.round_trip_bound());
     }
 }
 

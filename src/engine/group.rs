@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::activity::Active;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
-use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::lease::{Lease, LeaseState, Renews, Term};
 use crate::engine::release::release_outcome;
 use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::with_retries;
@@ -185,9 +185,9 @@ pub(crate) fn acquire(
         release_quietly(engine, group, &owner, fields);
         return Err(Error::interrupted().on_lock(group));
     }
-    let lease = Arc::new(Lease::for_group(Arc::clone(group), owner, fields.to_owned()));
-    let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
-    engine.add_lease_of_its_own(&lease, term, sent);
+    let renews = Renews::Group { owner, fields: fields.to_owned() };
+    let lease = Arc::new(Lease::new(Arc::clone(group), renews, engine.config().watchdog_span()));
+    let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
     let since = Instant::now();
     Ok(Some(GroupHold { engine: Arc::clone(engine), lease, term, count: values.count(), since, _active: active }))
 }
@@ -232,12 +232,20 @@ impl GroupHold {
 
     /// The group's name.
     pub(crate) fn group(&self) -> &str {
-        &self.lease.name
+        self.lease.name()
     }
 
     /// The owner the values are held under.
     pub(crate) fn owner(&self) -> &str {
-        &self.lease.owner
+        self.held().0
+    }
+
+    /// The owner and the values' fields, concatenated.
+    fn held(&self) -> (&str, &str) {
+        match self.lease.renews() {
+            Renews::Group { owner, fields } => (owner, fields),
+            Renews::Hash { .. } | Renews::Permits(_) => ("", ""),
+        }
     }
 
     /// How many values are held.
@@ -256,7 +264,7 @@ impl GroupHold {
     /// lease's validity deadline (the release touches only this owner's fields, so a
     /// second send does no harm; one that then finds a value free takes it for released).
     pub(crate) fn release(self) -> Result<()> {
-        let span = trace::span!(DEBUG, "release", lock = &*self.lease.name, kind = "group"; outcome);
+        let span = trace::span!(DEBUG, "release", lock = self.group(), kind = "group"; outcome);
         let result = trace::within!(span, self.release_untraced());
         trace::record!(span, outcome = release_outcome(&result));
         result
@@ -264,14 +272,19 @@ impl GroupHold {
 
     fn release_untraced(self) -> Result<()> {
         let engine = &self.engine;
-        let group = &*self.lease.name;
+        let group = self.group();
         engine.config().events.activity().held(self.since.elapsed());
         engine.check_running().on_lock(group)?;
-        let valid_until = engine.end_lease_of_its_own(&self.lease, self.term, || {
-            Error::new(ErrorKind::NotHeld, "the group's lease was lost before the release; nothing was sent")
-                .on_lock(group)
-        })?;
-        let (owner, fields) = (&*self.lease.owner, self.lease.group.as_deref().unwrap_or(""));
+        let released = engine.release_hold(&self.lease, self.term);
+        if released.lost {
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                "the group's lease was lost before the release; nothing was sent",
+            )
+            .on_lock(group));
+        }
+        let valid_until = released.valid_until;
+        let (owner, fields) = self.held();
         // Whether a send may have gone through without its reply being read.
         let sends = Cell::new(0u32);
         let found = with_retries(engine, valid_until, |_| {
@@ -284,7 +297,7 @@ impl GroupHold {
         match lost(found, sends.get() > 1) {
             None => Ok(()),
             Some(why) => {
-                self.lease.lose(self.lease.lock(), &engine.config().events);
+                self.lease.lost(&engine.config().events);
                 Err(Error::new(ErrorKind::NotHeld, why).on_lock(group))
             }
         }

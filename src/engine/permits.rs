@@ -11,7 +11,7 @@ use rand::RngCore;
 use crate::activity::Active;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for, wait_loop};
 use crate::engine::core::Engine;
-use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::lease::{Lease, LeaseState, Renews, Term};
 use crate::engine::release::release_outcome;
 use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::with_retries;
@@ -256,9 +256,8 @@ pub(crate) fn acquire_expirable(
         let _ = engine.pool_for(name).run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
         return Err(Error::interrupted().on_semaphore(name));
     }
-    let lease = Arc::new(Lease::for_permits(Arc::clone(name), ids));
-    let term = if watchdog { Term::Watchdog } else { engine.fixed_term(sent, lease_millis) };
-    engine.add_lease_of_its_own(&lease, term, sent);
+    let lease = Arc::new(Lease::new(Arc::clone(name), Renews::Permits(ids), engine.config().watchdog_span()));
+    let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
     Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term, since: Instant::now(), _active: active }))
 }
 
@@ -276,8 +275,8 @@ impl PermitHold {
     /// How long the permits' lease has left in Redis (Redisson's `getLeaseTime`), by the
     /// server's clock: `None` when they are gone (taken back past their deadline).
     pub(crate) fn remaining_lease(&self) -> Result<Option<Duration>> {
-        let name = &*self.lease.name;
-        let Some(id) = self.lease.permits.as_deref().and_then(<[PermitId]>::first) else { return Ok(None) };
+        let name: &str = self.lease.name();
+        let Some(id) = self.ids().first() else { return Ok(None) };
         let deadline = with_retries(&self.engine, None, |_| {
             self.engine
                 .pool_for(name)
@@ -289,7 +288,15 @@ impl PermitHold {
 
     /// The semaphore's name.
     pub(crate) fn name(&self) -> &str {
-        &self.lease.name
+        self.lease.name()
+    }
+
+    /// The permits' ids.
+    fn ids(&self) -> &[PermitId] {
+        match self.lease.renews() {
+            Renews::Permits(ids) => ids,
+            Renews::Hash { .. } | Renews::Group { .. } => &[],
+        }
     }
 
     /// The event hook of the client that holds them.
@@ -299,13 +306,13 @@ impl PermitHold {
 
     /// The number of permits held.
     pub(crate) fn permits(&self) -> usize {
-        self.lease.permits.as_ref().map_or(0, Vec::len)
+        self.ids().len()
     }
 
     /// Gives the permits back. `Err(NotHeld)` when they were lost (their deadline passed):
     /// reported once as `lease_lost`, nothing sent when it was known before.
     pub(crate) fn release(self) -> Result<()> {
-        let span = trace::span!(DEBUG, "release", lock = &*self.lease.name, kind = "permit semaphore"; outcome);
+        let span = trace::span!(DEBUG, "release", lock = self.name(), kind = "permit semaphore"; outcome);
         let result = trace::within!(span, self.release_untraced());
         trace::record!(span, outcome = release_outcome(&result));
         result
@@ -313,20 +320,23 @@ impl PermitHold {
 
     fn release_untraced(self) -> Result<()> {
         let engine = &self.engine;
-        let name = &*self.lease.name;
+        let name = self.name();
         engine.config().events.activity().held(self.since.elapsed());
         engine.check_running().on_semaphore(name)?;
-        engine.end_lease_of_its_own(&self.lease, self.term, || {
-            Error::new(ErrorKind::NotHeld, "the permits' lease was lost before the release; nothing was sent")
-                .on_semaphore(name)
-        })?;
-        let ids = self.lease.permits.as_deref().unwrap_or(&[]);
+        if engine.release_hold(&self.lease, self.term).lost {
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                "the permits' lease was lost before the release; nothing was sent",
+            )
+            .on_semaphore(name));
+        }
+        let ids = self.ids();
         let returned = with_retries(engine, None, |_| {
             engine.pool_for(name).run_once("giving permits back", |conn| semaphore::release_permits(conn, name, ids))
         })
         .on_semaphore(name)?;
         if returned.late + returned.gone > 0 {
-            self.lease.lose(self.lease.lock(), &engine.config().events);
+            self.lease.lost(&engine.config().events);
             return Err(Error::new(
                 ErrorKind::NotHeld,
                 format!(

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::lease::Lease;
+use crate::engine::lease::{Lease, Renews};
 use crate::kind::{Kind, Role};
 use crate::owner;
+use crate::span::Span;
 
 /// A lease's place in the registry: (lock name, thread number, role).
 type LeaseKey = (Arc<str>, u64, Role);
@@ -20,14 +21,15 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// The current thread's live lease of `kind` on `name`, or a new one (replacing a lost
-    /// one): a reentrant acquire joins the lease it already has.
-    pub(crate) fn lease_for(&self, kind: Kind, name: &Arc<str>, owner: String) -> Arc<Lease> {
+    /// one, renewed with the watchdog's `span`): a reentrant acquire joins the lease it
+    /// already has.
+    pub(crate) fn lease_for(&self, kind: Kind, name: &Arc<str>, owner: String, span: Span) -> Arc<Lease> {
         let key = (Arc::clone(name), owner::thread_number(), kind.role());
         let mut leases = self.leases.lock();
         match leases.get(&key) {
-            Some(lease) if lease.lock().is_live() => Arc::clone(lease),
+            Some(lease) if lease.is_live() => Arc::clone(lease),
             _ => {
-                let lease = new_lease(kind, name, owner);
+                let lease = new_lease(kind, name, owner, span);
                 leases.insert(key, Arc::clone(&lease));
                 lease
             }
@@ -42,13 +44,15 @@ impl Registry {
 
     /// Whether the current thread holds a live lease of `role` on `name`.
     pub(crate) fn holds(&self, name: &Arc<str>, role: Role) -> bool {
-        self.current(name, role).is_some_and(|l| l.lock().is_live())
+        self.current(name, role).is_some_and(|l| l.is_live())
     }
 
     /// Removes a lease whose last guard is gone (unless a newer lease of the same thread
     /// has replaced it).
     pub(crate) fn forget(&self, lease: &Arc<Lease>) {
-        let key = (Arc::clone(&lease.name), owner::thread_number(), lease.role);
+        // Only a lock's leases are kept here; the others have no role.
+        let Some(role) = lease.role() else { return };
+        let key = (Arc::clone(lease.name()), owner::thread_number(), role);
         let mut leases = self.leases.lock();
         if leases.get(&key).is_some_and(|l| Arc::ptr_eq(l, lease)) {
             leases.remove(&key);
@@ -60,9 +64,11 @@ impl Registry {
     }
 }
 
-/// A lease of `owner` on `name`, in no registry (a sendable guard's: no thread's).
-pub(crate) fn new_lease(kind: Kind, name: &Arc<str>, owner: String) -> Arc<Lease> {
+/// A lease of `owner` on `name`, renewed with the watchdog's `span`, in no registry (a
+/// sendable guard's: no thread's).
+pub(crate) fn new_lease(kind: Kind, name: &Arc<str>, owner: String, span: Span) -> Arc<Lease> {
     let field = kind.field(&owner);
     let hold_keys = kind.hold_keys(name, &owner);
-    Arc::new(Lease::new(Arc::clone(name), owner, kind.role(), field, hold_keys))
+    let renews = Renews::Hash { owner, role: kind.role(), field, hold_keys };
+    Arc::new(Lease::new(Arc::clone(name), renews, span))
 }

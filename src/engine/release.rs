@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::activity::Active;
 use crate::engine::core::Engine;
-use crate::engine::lease::{Lease, LeaseState, Term};
+use crate::engine::lease::{Lease, LeaseState, Remaining, Term};
 use crate::engine::retry::with_retries;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::keys;
@@ -74,12 +74,12 @@ impl Hold {
 
     /// The lock's name.
     pub(crate) fn lock_name(&self) -> &str {
-        &self.lease.name
+        self.lease.name()
     }
 
     /// The owner the hold is recorded under, `<client uuid>:<thread number>`.
     pub(crate) fn owner(&self) -> &str {
-        &self.lease.owner
+        self.lease.owner().unwrap_or_default()
     }
 
     /// The lease's state as this client knows it (no I/O).
@@ -104,31 +104,16 @@ impl Hold {
     /// is reported once).
     pub(crate) fn begin_release(self) -> Result<PendingRelease> {
         let engine = &self.engine;
-        let name = &*self.lease.name;
+        let name: &str = self.lease.name();
         engine.config().events.activity().held(self.since.elapsed());
         engine.check_running().on_lock(name)?;
-        let mut inner = self.lease.lock();
-        let was_live = inner.is_live();
-        let valid_until = inner.expires_at();
-        let last = inner.remove(self.term);
-        if inner.watchdog_holds == 0 {
-            engine.stop_renewing(&self.lease, &mut inner);
-        }
-        let keep_millis = inner.keep_millis(engine.watchdog_millis());
-        if last && was_live {
-            self.lease.release(&mut inner);
-        }
-        if was_live {
-            drop(inner);
-        } else {
-            // The lease ran out before this release: whatever is under the key now may be
-            // someone else's.
-            self.lease.lose(inner, &engine.config().events);
-        }
+        // A lease that ran out before this release is lost: whatever is under the key now
+        // may be someone else's.
+        let Remaining { lost, valid_until, last, keep_millis } = engine.release_hold(&self.lease, self.term);
         if last {
             engine.forget_lease(&self.lease);
         }
-        if !was_live {
+        if lost {
             return Err(
                 Error::new(ErrorKind::NotHeld, "the lease was lost before the release; nothing was sent").on_lock(name)
             );
@@ -164,7 +149,8 @@ impl PendingRelease {
     /// command timeout.
     pub(crate) fn send(self, retry_timeout: bool, limit: Option<Duration>) -> Result<()> {
         let engine = &self.engine;
-        let name = &*self.lease.name;
+        let name: &str = self.lease.name();
+        let owner = self.lease.owner().unwrap_or_default();
         // Whether a send may have gone through without its reply being read (a timeout, a
         // connection that broke after it left, the pool's own resend on a stale
         // connection). A later send then replays its latch (only a release that leaves
@@ -177,7 +163,7 @@ impl PendingRelease {
             engine.pool_for(name).run_within("releasing", limit, |conn| {
                 let release = Release {
                     name,
-                    owner: &self.lease.owner,
+                    owner,
                     keep_millis: self.keep_millis,
                     request_id: &self.request_id,
                     latch_millis: latch_lifetime(engine.config().command_timeout),
@@ -186,7 +172,7 @@ impl PendingRelease {
                     always_publish: engine.config().always_publish_releases,
                 };
                 let reply = match self.keep_millis_after {
-                    Some(keep) => self.kind.keep(conn, &release, &owner::keeper_of(&self.lease.owner), keep),
+                    Some(keep) => self.kind.keep(conn, &release, &owner::keeper_of(owner), keep),
                     None => self.kind.release(conn, &release),
                 };
                 if reply.as_ref().is_err_and(|err| err.is_io_error() || err.is_timeout() || err.is_connection_dropped())
@@ -214,7 +200,7 @@ impl PendingRelease {
                 Ok(None) => {
                     // Redis says the owner holds nothing: the lease was lost (a restart, an
                     // eviction, a force unlock), and this release is the first to learn it.
-                    self.lease.lose(self.lease.lock(), &engine.config().events);
+                    self.lease.lost(&engine.config().events);
                     Err(Error::new(ErrorKind::NotHeld, "this owner no longer holds the lock").on_lock(name))
                 }
                 Err(err) => Err(err),

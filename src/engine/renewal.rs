@@ -33,18 +33,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex};
 
 use crate::background::Background;
 use crate::config::Config;
-use crate::engine::lease::{Lease, LeaseInner, LeaseState, Span};
+use crate::engine::lease::{Answer, Lease, Renews, Schedule};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, GroupEntry, PermitEntry, RenewEntry, RenewOutcome, Renewal};
+use crate::span::Span;
 use crate::trace;
 use crate::transport::{Pool, Topology};
-use crate::wheel::Wheel;
+use crate::wheel::{Wheel, WheelKey};
 
 pub(crate) struct Renewer {
     shared: Arc<Shared>,
@@ -123,19 +124,13 @@ impl Renewer {
             wake: Condvar::new(),
             announcing: AtomicBool::new(false),
         });
-        let lease = Duration::from_millis(lease_millis);
-        let span = Span { lease, drift: config.drift(lease) };
+        let span = config.watchdog_span();
         let identity_key = keys::identity_key(&identity.id);
         let identity_text = identity.to_text();
         let worker =
             Worker { shared: Arc::clone(&shared), topology, config, lease_millis, span, identity_key, identity_text };
         let thread = Background::spawn("redlease-renewal", move || worker.run())?;
         Ok(Renewer { shared, thread })
-    }
-
-    /// Schedules the lease's next renewal at `at`. The caller holds the lease's mutex.
-    pub(crate) fn schedule(&self, lease: &Arc<Lease>, inner: &mut LeaseInner, at: Instant) {
-        self.shared.schedule(lease, inner, at);
     }
 
     /// Has the client's announcement written soon unless one is scheduled already. Called
@@ -148,13 +143,6 @@ impl Renewer {
         }
         let now = self.shared.tick_of(Instant::now());
         self.shared.announce_at(now);
-    }
-
-    /// Takes the lease out of the wheel. The caller holds the lease's mutex.
-    pub(crate) fn cancel(&self, inner: &mut LeaseInner) {
-        if let Some(key) = inner.renewal.take() {
-            self.shared.state.lock().wheel.cancel(key);
-        }
     }
 
     /// Leases scheduled for renewal, and the thread's counters.
@@ -199,22 +187,41 @@ impl Shared {
             self.wake.notify_one();
         }
     }
+}
 
-    fn schedule(&self, lease: &Arc<Lease>, inner: &mut LeaseInner, at: Instant) {
+/// The wheel, as the leases schedule their renewals on it (under their mutex).
+impl Schedule for Shared {
+    fn put(&self, lease: &Arc<Lease>, old: Option<WheelKey>, at: Instant) -> Option<WheelKey> {
         let tick = self.tick_of(at);
         let mut state = self.state.lock();
         if state.shutdown {
-            return;
+            return old;
         }
-        if let Some(old) = inner.renewal.take() {
+        if let Some(old) = old {
             state.wheel.cancel(old);
         }
-        inner.renewal = Some(state.wheel.insert(tick, Arc::clone(lease)));
+        let key = state.wheel.insert(tick, Arc::clone(lease));
         if state.sleeping_until.is_some_and(|until| tick < until) {
             state.sleeping_until = None;
             drop(state);
             self.wake.notify_one();
         }
+        Some(key)
+    }
+
+    fn cancel(&self, key: WheelKey) {
+        self.state.lock().wheel.cancel(key);
+    }
+}
+
+/// The threads that acquire and release schedule through the renewer.
+impl Schedule for Renewer {
+    fn put(&self, lease: &Arc<Lease>, old: Option<WheelKey>, at: Instant) -> Option<WheelKey> {
+        self.shared.put(lease, old, at)
+    }
+
+    fn cancel(&self, key: WheelKey) {
+        self.shared.cancel(key);
     }
 }
 
@@ -252,7 +259,7 @@ impl Worker {
         // connection, the reply): a renewal that falls due meanwhile (in a cluster, on
         // another master) is delayed by an eighth of a lease at most, and still goes out
         // before the lease turns at risk at half of it.
-        let limit = Some(self.config.command_timeout.min(self.span.lease / 24));
+        let limit = Some(self.config.command_timeout.min(self.span.announcement_step()));
         let written = self.topology.pool_for(&self.identity_key).run_within("announcing the client", limit, |conn| {
             kind::announce(conn, &self.identity_key, &self.identity_text, self.lease_millis)
         });
@@ -318,21 +325,20 @@ impl Worker {
         Some(self.config.command_timeout.min(self.span.round_trip_limit()))
     }
 
-    /// A quarter of the renewal period, in ticks.
+    /// How far ahead of their time leases are renewed with a batch, in ticks.
     fn coalesce_ticks(&self) -> u64 {
-        u64::try_from((self.span.renewal_period() / 4).as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(self.span.coalescing().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Renews the leases that are still held with a watchdog, batch by batch.
     fn renew(&self, leases: Vec<Arc<Lease>>) {
         for lease in &leases {
-            // The wheel entry has fired; a release may no longer cancel it.
-            lease.lock().renewal = None;
+            lease.renewal_fired();
         }
         // One batch goes to one node (in a cluster, the master of its leases' slots).
         let mut by_node: Vec<(Arc<Pool>, Vec<Arc<Lease>>)> = Vec::new();
         for lease in leases {
-            let pool = self.topology.pool_for(&lease.name);
+            let pool = self.topology.pool_for(lease.name());
             match by_node.iter_mut().find(|(node, _)| Arc::ptr_eq(node, &pool)) {
                 Some((_, leases)) => leases.push(lease),
                 None => by_node.push((pool, vec![lease])),
@@ -357,12 +363,7 @@ impl Worker {
         // fixed-lease holds must never be shortened to the watchdog's.
         let chunk: Vec<(Arc<Lease>, bool)> = candidates
             .iter()
-            .filter_map(|lease| {
-                let mut inner = lease.lock();
-                let renew = inner.status == LeaseState::Held && inner.watchdog_holds > 0;
-                inner.renewing = renew;
-                renew.then(|| (Arc::clone(lease), inner.has_fixed_holds()))
-            })
+            .filter_map(|lease| lease.renewal_sent().map(|fixed_too| (Arc::clone(lease), fixed_too)))
             .collect();
         if chunk.is_empty() {
             return;
@@ -371,45 +372,45 @@ impl Worker {
         let span = trace::span!(TRACE, "renew", leases = chunk.len(), pool = pool.id(); renewed, round_trips);
         trace::within!(span, {
             let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
-            let renewed = outcomes.iter().filter(|o| **o == Some(true)).count();
+            let renewed = outcomes.iter().filter(|o| **o == Answer::Renewed).count();
             trace::record!(span, renewed = renewed, round_trips = round_trips);
             self.count(sent.elapsed(), round_trips, renewed);
             // Inside the span: the leases found lost or at risk are reported in it.
-            for ((lease, _), renewed) in chunk.iter().zip(outcomes) {
-                self.settle(lease, sent, renewed);
+            for ((lease, _), answer) in chunk.iter().zip(outcomes) {
+                lease.renewal_answered(answer, sent, &*self.shared, &self.config.events);
             }
         });
     }
 
     /// One round trip for the locks of `chunk`, one for its permits and one for its groups
-    /// (for those it has),
-    /// and one more for each lease whose slot its node no longer serves: per lease,
-    /// renewed, gone, or `None` when it could not be renewed; and the round trips made.
-    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> (Vec<Option<bool>>, u64) {
-        let mut outcomes = vec![None; chunk.len()];
+    /// (for those it has), and one more for each lease whose slot its node no longer
+    /// serves: per lease, its answer; and the round trips made.
+    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> (Vec<Answer>, u64) {
+        let mut outcomes = vec![Answer::Failed; chunk.len()];
         let mut round_trips = 0;
-        let (permits, others): (Vec<usize>, Vec<usize>) = (0..chunk.len()).partition(|&i| chunk[i].0.permits.is_some());
-        let (groups, locks): (Vec<usize>, Vec<usize>) = others.into_iter().partition(|&i| chunk[i].0.group.is_some());
+        // Each kind's leases, by their place in `chunk`, and what its script is sent.
+        let (mut locks, mut permits, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, (lease, fixed_too)) in chunk.iter().enumerate() {
+            let name = lease.name();
+            match lease.renews() {
+                Renews::Hash { field, hold_keys, .. } => {
+                    let how = match (hold_keys, fixed_too) {
+                        (Some(prefix), _) => Renewal::ReadHolds(prefix),
+                        (None, true) => Renewal::LengthenOnly,
+                        (None, false) => Renewal::Reset,
+                    };
+                    locks.push((i, RenewEntry { name, field, how }));
+                }
+                Renews::Permits(ids) => permits.push((i, PermitEntry { name, ids })),
+                Renews::Group { owner, fields } => groups.push((i, GroupEntry { name, owner, fields })),
+            }
+        }
         if !locks.is_empty() {
-            let entries: Vec<RenewEntry<'_>> = locks
-                .iter()
-                .map(|&i| {
-                    let (lease, fixed_too) = &chunk[i];
-                    RenewEntry {
-                        name: &lease.name,
-                        field: &lease.field,
-                        how: match (&lease.hold_keys, fixed_too) {
-                            (Some(prefix), _) => Renewal::ReadHolds(prefix),
-                            (None, true) => Renewal::LengthenOnly,
-                            (None, false) => Renewal::Reset,
-                        },
-                    }
-                })
-                .collect();
+            let (indexes, entries): (Vec<usize>, Vec<RenewEntry<'_>>) = locks.into_iter().unzip();
             let replies = pool.run_within("renewing leases", self.round_trip_limit(), |conn| {
                 kind::renew(conn, self.lease_millis, &entries)
             });
-            round_trips += 1 + self.take_replies(chunk, &locks, replies, &mut outcomes, |j| {
+            round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
                 self.topology.pool_for(entries[j].name).run_within(
                     "renewing a lease",
@@ -419,14 +420,11 @@ impl Worker {
             });
         }
         if !permits.is_empty() {
-            let entries: Vec<PermitEntry<'_>> = permits
-                .iter()
-                .filter_map(|&i| chunk[i].0.permits.as_deref().map(|ids| PermitEntry { name: &chunk[i].0.name, ids }))
-                .collect();
+            let (indexes, entries): (Vec<usize>, Vec<PermitEntry<'_>>) = permits.into_iter().unzip();
             let replies = pool.run_within("renewing permits", self.round_trip_limit(), |conn| {
                 kind::renew_permits(conn, self.lease_millis, &entries)
             });
-            round_trips += 1 + self.take_replies(chunk, &permits, replies, &mut outcomes, |j| {
+            round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
                 self.topology.pool_for(&keys::permit_timeouts(entries[j].name)).run_within(
                     "renewing permits",
@@ -436,17 +434,11 @@ impl Worker {
             });
         }
         if !groups.is_empty() {
-            let entries: Vec<GroupEntry<'_>> = groups
-                .iter()
-                .filter_map(|&i| {
-                    let lease = &chunk[i].0;
-                    lease.group.as_deref().map(|fields| GroupEntry { name: &lease.name, owner: &lease.owner, fields })
-                })
-                .collect();
+            let (indexes, entries): (Vec<usize>, Vec<GroupEntry<'_>>) = groups.into_iter().unzip();
             let replies = pool.run_within("renewing group leases", self.round_trip_limit(), |conn| {
                 kind::renew_groups(conn, self.lease_millis, &entries)
             });
-            round_trips += 1 + self.take_replies(chunk, &groups, replies, &mut outcomes, |j| {
+            round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
                 self.topology.pool_for(entries[j].name).run_within(
                     "renewing a group lease",
@@ -467,7 +459,7 @@ impl Worker {
         chunk: &[(Arc<Lease>, bool)],
         indexes: &[usize],
         replies: Result<Vec<RenewOutcome>>,
-        outcomes: &mut [Option<bool>],
+        outcomes: &mut [Answer],
         alone: impl Fn(usize) -> Result<Vec<RenewOutcome>>,
     ) -> u64 {
         let replies = match replies {
@@ -497,21 +489,23 @@ impl Worker {
         round_trips
     }
 
-    /// One lease's outcome: renewed, gone, or refused by Redis (reported, and retried like
+    /// One lease's answer: renewed, gone, or refused by Redis (reported, and retried like
     /// a failed round trip).
-    fn outcome(&self, lease: &Lease, outcome: RenewOutcome) -> Option<bool> {
+    fn outcome(&self, lease: &Lease, outcome: RenewOutcome) -> Answer {
         match outcome {
-            RenewOutcome::Renewed => Some(true),
-            RenewOutcome::Gone => Some(false),
+            RenewOutcome::Renewed => Answer::Renewed,
+            RenewOutcome::Gone => Answer::Gone,
             // Still not where its slot is, alone: tried again soon, with a fresh map.
-            RenewOutcome::Elsewhere => None,
+            RenewOutcome::Elsewhere => Answer::Failed,
             RenewOutcome::Refused(text) => {
                 let kind = if text.starts_with("NOPERM") { ErrorKind::PermissionDenied } else { ErrorKind::Redis };
                 let err = Error::new(kind, format!("Redis refused to renew the lease: {text}"));
-                let err =
-                    if lease.permits.is_some() { err.on_semaphore(&lease.name) } else { err.on_lock(&lease.name) };
+                let err = match lease.renews() {
+                    Renews::Permits(_) => err.on_semaphore(lease.name()),
+                    Renews::Hash { .. } | Renews::Group { .. } => err.on_lock(lease.name()),
+                };
                 self.config.events.renewal_failed(&err);
-                None
+                Answer::Failed
             }
         }
     }
@@ -521,55 +515,5 @@ impl Worker {
         counters.round_trips += round_trips;
         counters.renewed += renewed as u64;
         counters.busy += took;
-    }
-
-    /// Records one lease's renewal outcome: `Some(true)` renewed, `Some(false)` Redis says
-    /// the owner is gone, `None` the round trip failed.
-    fn settle(&self, lease: &Arc<Lease>, sent: Instant, renewed: Option<bool>) {
-        let mut inner = lease.lock();
-        lease.renewal_finished(&mut inner);
-        if inner.status != LeaseState::Held {
-            return;
-        }
-        match renewed {
-            Some(true) => {
-                let recovered = inner.renewed(sent, self.span);
-                if inner.watchdog_holds > 0 {
-                    self.reschedule(lease, &mut inner, self.span.renew_at(sent));
-                }
-                drop(inner);
-                lease.notify();
-                if recovered {
-                    self.config.events.lease_recovered(&lease.name);
-                }
-            }
-            Some(false) => self.lose(lease, inner),
-            None => {
-                let now = Instant::now();
-                match inner.expires_at() {
-                    Some(at) if now >= at => self.lose(lease, inner),
-                    // Try again soon, and at the latest when the lease runs out, so that its
-                    // loss is known then.
-                    at => {
-                        let again = now + self.span.retry_after();
-                        self.reschedule(lease, &mut inner, at.map_or(again, |at| again.min(at)));
-                        let at_risk = inner.renewal_failed();
-                        drop(inner);
-                        lease.notify();
-                        if let Some(deadline) = at_risk {
-                            self.config.events.lease_at_risk(&lease.name, deadline);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn reschedule(&self, lease: &Arc<Lease>, inner: &mut MutexGuard<'_, LeaseInner>, at: Instant) {
-        self.shared.schedule(lease, inner, at);
-    }
-
-    fn lose(&self, lease: &Arc<Lease>, inner: MutexGuard<'_, LeaseInner>) {
-        lease.lose(inner, &self.config.events);
     }
 }
