@@ -15,7 +15,7 @@ mod tls;
 mod topology;
 mod url;
 
-pub(crate) use conn::Conn;
+pub(crate) use conn::{Conn, Joined};
 pub(crate) use pool::Pool;
 pub(crate) use subscriber::{SubscriberStats, Wake};
 pub(crate) use topology::Topology;
