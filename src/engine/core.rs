@@ -2,7 +2,6 @@
 //! Its fields are private; the flows (`acquire`, `release`, `renewal`) and the front door go
 //! through its methods.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::ReplicaSync;
 use crate::engine::undos::Undos;
 use crate::error::{Error, ErrorKind, Result};
+use crate::fast_hash::FastMap;
 use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, Kind, Role};
@@ -36,7 +36,7 @@ pub(crate) struct Engine {
     registry: Registry,
     renewer: Renewer,
     /// Replica-synced grants, one per master (a cluster has several), by pool id.
-    replica_syncs: Mutex<HashMap<u64, Arc<ReplicaSync>>>,
+    replica_syncs: Mutex<FastMap<u64, Arc<ReplicaSync>>>,
     /// Undos of late acquires, in flight on threads of their own.
     undos: Arc<Undos>,
     shutdown: AtomicBool,
@@ -99,7 +99,7 @@ impl Engine {
             topology,
             registry: Registry::default(),
             renewer,
-            replica_syncs: Mutex::new(HashMap::from([(first.id(), replica_sync)])),
+            replica_syncs: Mutex::new(FastMap::from_iter([(first.id(), replica_sync)])),
             undos: Arc::default(),
             shutdown: AtomicBool::new(false),
             request_ids: AtomicU64::new(0),
