@@ -31,6 +31,9 @@ pub(crate) struct Engine {
     identity: ClientIdentity,
     config: Config,
     watchdog_millis: u64,
+    /// The watchdog's lease and drift allowance, computed once (a float multiply, on
+    /// every grant otherwise).
+    watchdog_span: Span,
     fair_wait_millis: u64,
     topology: Arc<Topology>,
     registry: Registry,
@@ -90,11 +93,13 @@ impl Engine {
                 return Err(err);
             }
         };
+        let watchdog_span = Span { lease: config.watchdog_timeout, drift: config.drift(config.watchdog_timeout) };
         Ok(Engine {
             id,
             identity,
             config,
             watchdog_millis,
+            watchdog_span,
             fair_wait_millis,
             topology,
             registry: Registry::default(),
@@ -221,8 +226,7 @@ impl Engine {
 
     /// The watchdog's lease and its clock-drift allowance.
     pub(crate) fn watchdog_span(&self) -> Span {
-        let lease = self.config.watchdog_timeout;
-        Span { lease, drift: self.config.drift(lease) }
+        self.watchdog_span
     }
 
     /// The term of a hold with a fixed lease of `lease_millis`, acquired by a request sent

@@ -22,7 +22,6 @@ use crate::interrupt;
 use crate::keys;
 use crate::kind::semaphore::{self, PermitId, Taken};
 use crate::trace;
-use crate::transport::Conn;
 use crate::transport::Wake;
 
 /// Most permits one call may take or add: what Redis's integers and Lua's numbers hold.
@@ -195,16 +194,13 @@ pub(crate) fn acquire_expirable(
         let sent = Instant::now();
         // A reply that does not come in time: give the ids back, behind the acquire on its
         // connection (idempotent: ids that were not taken are simply not there).
-        let undo: Box<dyn FnOnce(Conn) + Send> = {
-            let (name, ids, undos) = (name.to_string(), ids.clone(), Arc::clone(engine.undos()));
-            Box::new(move |conn| {
-                let key = name.clone();
-                undos::hand_off(&undos, &key, "", conn, move |mut conn| {
-                    if conn.set_read_timeout(Some(command_timeout)).is_ok() {
-                        let _ = semaphore::release_permits(&mut conn, &name, &ids);
-                    }
-                });
-            })
+        let mut undo = |conn| {
+            let (theirs, ids) = (name.to_string(), ids.clone());
+            undos::hand_off(engine.undos(), name, "", conn, move |mut conn| {
+                if conn.set_read_timeout(Some(command_timeout)).is_ok() {
+                    let _ = semaphore::release_permits(&mut conn, &theirs, &ids);
+                }
+            });
         };
         let taken = engine.pool_for(name).run_handing_off(
             "taking permits",
@@ -222,7 +218,7 @@ pub(crate) fn acquire_expirable(
                 }
                 synced.map(|synced| (taken, Some(synced)))
             },
-            Some(undo),
+            Some(&mut undo),
         );
         match taken.on_semaphore(name)? {
             (_, Some(Replication::Unconfirmed(why))) => {
