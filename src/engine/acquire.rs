@@ -30,7 +30,7 @@ use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::keys;
-use crate::kind::{self, AcquireArgs, Kind, Reply, Role};
+use crate::kind::{self, AcquireArgs, Kind, LockKeys, Reply, Role};
 use crate::trace::{self, Tally};
 use crate::transport::Conn;
 use crate::transport::Wake;
@@ -104,6 +104,8 @@ pub(crate) struct Request<'a> {
     pub(crate) advertise: Option<&'a str>,
     /// How long after the grant the lock stays taken at least, released or not.
     pub(crate) keep_at_least: Option<Duration>,
+    /// The lock's keys and channels, written once per handle (for the kinds that have them).
+    pub(crate) lock_keys: Option<&'a Arc<LockKeys>>,
 }
 
 /// The checks every call on a lock makes before it sends anything: the client runs and
@@ -190,6 +192,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         wake_token: engine.topology().wake_token(),
         holds_nothing: true,
         advertise: request.advertise.unwrap_or(""),
+        lock_keys: request.lock_keys.map(|keys| &**keys),
     };
     let command_timeout = engine.config().command_timeout;
     // A late undo of an earlier acquire by this thread must not take this one's hold away.
@@ -285,7 +288,9 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
         // Counted from now, after the grant: the lock is kept at least that long after it.
         let keep_until = request.keep_at_least.and_then(|keep| Instant::now().checked_add(keep));
-        Hold::new(Arc::clone(engine), lease, kind, term, token, active).keeping_until(keep_until)
+        Hold::new(Arc::clone(engine), lease, kind, term, token, active)
+            .keeping_until(keep_until)
+            .with_lock_keys(request.lock_keys.cloned())
     });
     // Granted in the same instant as an interrupt came: given back, as if the wait had
     // ended first (a release, which wakes the next waiter).
@@ -319,6 +324,7 @@ pub(crate) fn attempt_within(
         // Decided on the owner's thread, as whether to undo a late grant.
         holds_nothing: undo_on_timeout,
         advertise: request.advertise.unwrap_or(""),
+        lock_keys: request.lock_keys.map(|keys| &**keys),
     };
     // The undo of a late node's grant does not hold up the attempt: it goes from a thread
     // of its own, on the node's connection, behind the acquire.

@@ -4,17 +4,14 @@
 
 use std::time::Duration;
 
-use crate::keys::{self, Beside};
-use crate::kind::protocol::Release;
+use crate::keys;
+use crate::kind::protocol::{LockKeys, Part, Release, WAITERS, lock_arg};
 use crate::scripts;
 use crate::transport::{Conn, Joined};
 
 /// How long a waiting client's registration lasts (see `lua/acquire.lua`); a waiter parked
 /// on a reentrant or fenced lock tries again at least this often, which renews it.
 pub(crate) const REGISTRATION: Duration = Duration::from_secs(5);
-
-/// The prefix of the sorted set of a lock's waiting redlease clients.
-const WAITERS: &str = "redlease_waiters";
 
 /// The sorted set of a lock's waiting redlease clients, by wake token.
 pub(crate) fn waiters_key(name: &str) -> String {
@@ -31,7 +28,8 @@ pub(crate) fn registration_millis() -> u64 {
 }
 
 /// One acquire; `token` is the client's wake token when the caller waits (it registers).
-/// A non-reentrant lock (`reentrant` false) refuses a second hold of `owner`.
+/// A non-reentrant lock (`reentrant` false) refuses a second hold of `owner`. `lock_keys`,
+/// when given, are `name`'s.
 pub(crate) fn acquire(
     conn: &mut Conn,
     name: &str,
@@ -39,11 +37,12 @@ pub(crate) fn acquire(
     lease_millis: u64,
     token: Option<u64>,
     reentrant: bool,
+    lock_keys: Option<&LockKeys>,
 ) -> redis::RedisResult<Option<i64>> {
     let call = conn
         .script(&scripts::ACQUIRE)
-        .key(name)
-        .key(Joined(keys::prefixed_parts(WAITERS, name)))
+        .key(lock_arg(lock_keys, Part::Name, name))
+        .key(lock_arg(lock_keys, Part::Waiters, name))
         .arg(lease_millis)
         .arg(owner);
     let call = match token {
@@ -85,24 +84,24 @@ pub(crate) fn release(
     message: bool,
     observers: Option<&str>,
 ) -> redis::RedisResult<Option<i64>> {
+    let lock_keys = r.lock_keys;
     let call = conn
         .script(&scripts::RELEASE)
-        .key(r.name)
+        .key(lock_arg(lock_keys, Part::Name, r.name))
         .key(Joined(keys::unlock_latch_parts(r.name, r.request_id)))
-        .key(Joined(keys::prefixed_parts(WAITERS, r.name)))
+        .key(lock_arg(lock_keys, Part::Waiters, r.name))
         .arg(if message { "0" } else { "" })
         .arg(r.keep_millis)
         .arg(r.owner)
         .arg(r.latch_millis)
-        .arg(Joined(keys::lock_channel_parts(r.name)))
+        .arg(lock_arg(lock_keys, Part::Channel, r.name))
         .arg(r.retry_arg());
-    // The last two arguments of `beside_args`, written without building them.
-    let call = if r.always_publish {
-        call.arg("")
-    } else {
-        call.arg(Joined(keys::beside_lock_parts(r.name, Beside::Mark, "")))
+    // The last two arguments of `beside_args`, copied or written without building them.
+    let call = match r.always_publish {
+        true => call.arg(""),
+        false => call.arg(lock_arg(lock_keys, Part::Mark, r.name)),
     };
-    let call = call.arg(Joined(keys::beside_lock_parts(r.name, Beside::Wake, "")));
+    let call = call.arg(lock_arg(lock_keys, Part::WakePrefix, r.name));
     match observers {
         Some(observers) => call.arg(observers).invoke(),
         None => call.invoke(),

@@ -129,6 +129,43 @@ impl<const N: usize> Arg for Joined<'_, N> {
     }
 }
 
+/// Arguments written once as calls take them (each a RESP bulk string), to be copied into
+/// calls as they are: a lock's keys and channels, written once per lock handle rather than
+/// from their parts in every call.
+pub(crate) struct Prewritten<const N: usize> {
+    bytes: Vec<u8>,
+    /// Where each argument ends in `bytes`.
+    ends: [usize; N],
+}
+
+impl<const N: usize> Prewritten<N> {
+    pub(crate) fn new(args: [&dyn Arg; N]) -> Prewritten<N> {
+        let mut bytes = Vec::new();
+        let mut ends = [0; N];
+        for (arg, end) in args.iter().zip(&mut ends) {
+            arg.write_to(&mut bytes);
+            *end = bytes.len();
+        }
+        Prewritten { bytes, ends }
+    }
+
+    /// The argument at `index` (below `N`), to be written into a call.
+    pub(crate) fn arg(&self, index: usize) -> Written<'_> {
+        let start = index.checked_sub(1).and_then(|before| self.ends.get(before)).copied().unwrap_or(0);
+        let end = self.ends.get(index).copied().unwrap_or(start);
+        Written(self.bytes.get(start..end).unwrap_or_default())
+    }
+}
+
+/// One argument of a [`Prewritten`], copied into a call as it is.
+pub(crate) struct Written<'a>(&'a [u8]);
+
+impl Arg for Written<'_> {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.0)
+    }
+}
+
 /// `parts`, joined, as one RESP bulk string.
 fn bulk(out: &mut Vec<u8>, parts: &[&str]) {
     let len: usize = parts.iter().map(|p| p.len()).sum();
@@ -304,6 +341,13 @@ mod tests {
         let start = place_header(&mut body, sha, 2, 5).unwrap();
         assert_eq!(body[start..], expected[..]);
         assert_eq!(with_header(&body, sha, 2, 5), expected);
+        let prewritten = Prewritten::new([&"lock{a}", &Joined(["redlease_waiters", ":{", "lock{a}", "}"]), &30_000u64]);
+        let mut again = vec![0; HEADER_ROOM];
+        for index in 0..3 {
+            prewritten.arg(index).write_to(&mut again);
+        }
+        again.extend_from_slice(&body[again.len()..]);
+        assert_eq!(place_header(&mut again, sha, 2, 5).map(|start| again[start..].to_vec()), Some(expected.clone()));
         let long = "x".repeat(HEADER_ROOM);
         assert_eq!(place_header(&mut body, &long, 2, 5), None, "a header longer than the room");
     }

@@ -15,7 +15,7 @@ mod tls;
 mod topology;
 mod url;
 
-pub(crate) use conn::{Conn, Joined};
+pub(crate) use conn::{Arg, Conn, Joined, Prewritten, Written};
 pub(crate) use pool::Pool;
 pub(crate) use subscriber::{SubscriberStats, Wake};
 pub(crate) use topology::Topology;
