@@ -9,7 +9,7 @@ use crate::backoff::BackOff;
 use crate::engine::{self, Engine, Request, Wait};
 use crate::error::{Context, Error, Result};
 use crate::guard::{GuardMode, LockGuard};
-use crate::kind::Kind;
+use crate::kind::{Kind, LockKeys};
 use crate::transport::Conn;
 
 #[derive(Clone)]
@@ -27,14 +27,18 @@ pub(crate) struct Handle {
     pub(crate) advertise: Option<Arc<str>>,
     /// How long after the grant the lock stays taken at least (see `keep_at_least`).
     pub(crate) keep_at_least: Option<Duration>,
+    /// The keys and channels of `name` that the kind's calls write, written once here.
+    pub(crate) lock_keys: Option<Arc<LockKeys>>,
 }
 
 impl Handle {
     pub(crate) fn new(engine: Arc<Engine>, name: impl Into<Arc<str>>, kind: Kind) -> Handle {
         let backoff = (kind == Kind::Spin).then_some(BackOff::DEFAULT);
+        let name: Arc<str> = name.into();
         Handle {
             engine,
-            name: name.into(),
+            lock_keys: kind.lock_keys(&name),
+            name,
             lease: None,
             kind,
             backoff,
@@ -53,6 +57,7 @@ impl Handle {
             per_thread: self.per_thread,
             advertise: self.advertise.as_deref(),
             keep_at_least: self.keep_at_least,
+            lock_keys: self.lock_keys.as_ref(),
         }
     }
 

@@ -37,7 +37,12 @@ pub(crate) fn joined(parts: &[&str]) -> String {
 /// `p:name`, or `p:{name}` when the name has no hash tag of its own, so that every key of
 /// a lock lands in the lock's Redis Cluster slot.
 pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
-    if name.contains('{') { joined(&[prefix, ":", name]) } else { joined(&[prefix, ":{", name, "}"]) }
+    joined(&prefixed_parts(prefix, name))
+}
+
+/// The parts of [`prefixed`], for writing it into a command without building it.
+pub(crate) fn prefixed_parts<'a>(prefix: &'a str, name: &'a str) -> [&'a str; 4] {
+    if name.contains('{') { [prefix, ":", name, ""] } else { [prefix, ":{", name, "}"] }
 }
 
 /// `name:s`, or `{name}:s` when the name has no hash tag of its own.
@@ -56,6 +61,21 @@ const WAKE_CHANNEL: &str = "redlease_wake";
 /// Channel on which a plain (and fenced) lock announces its release.
 pub(crate) fn lock_channel(name: &str) -> String {
     prefixed(LOCK_CHANNEL, name)
+}
+
+/// The parts of [`lock_channel`].
+pub(crate) fn lock_channel_parts(name: &str) -> [&str; 4] {
+    prefixed_parts(LOCK_CHANNEL, name)
+}
+
+/// The parts of the channel `which` beside the lock `name`'s channel (see
+/// [`beside_lock_channel`]), for the client with wake token `token`.
+pub(crate) fn beside_lock_parts<'a>(name: &'a str, which: Beside, token: &'a str) -> [&'a str; 6] {
+    let [_, colon, name, close] = lock_channel_parts(name);
+    match which {
+        Beside::Mark => [MARK_CHANNEL, colon, name, close, "", ""],
+        Beside::Wake => [WAKE_CHANNEL, colon, name, close, ":", token],
+    }
 }
 
 /// A channel beside a plain or fenced lock's channel, as a waiting redlease client
@@ -109,15 +129,13 @@ pub(crate) fn latch_channel(name: &str) -> String {
 
 /// Latch key that makes one release request idempotent.
 pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
-    let braces = !name.contains('{');
-    joined(&[
-        "redisson_unlock_latch:",
-        if braces { "{" } else { "" },
-        name,
-        if braces { "}" } else { "" },
-        ":",
-        request_id,
-    ])
+    joined(&unlock_latch_parts(name, request_id))
+}
+
+/// The parts of [`unlock_latch`].
+pub(crate) fn unlock_latch_parts<'a>(name: &'a str, request_id: &'a str) -> [&'a str; 6] {
+    let [prefix, colon, name, close] = prefixed_parts("redisson_unlock_latch", name);
+    [prefix, colon, name, close, ":", request_id]
 }
 
 /// Whole milliseconds, rounded up: a lease of 1.5 ms is 2 ms, never 1.
@@ -182,6 +200,16 @@ mod tests {
             assert_eq!(wake_channel_prefix(&channel) + "77", wake);
         }
         assert_eq!(beside_lock_channel(&lock_channel("a"), Beside::Mark, "7"), "redlease_mark:{a}");
+        // The parts written into commands without building the names are the same names.
+        for name in ["a", "{a}:redlease", "{a}x", "orders:42"] {
+            let channel = lock_channel(name);
+            assert_eq!(joined(&lock_channel_parts(name)), channel);
+            for which in [Beside::Mark, Beside::Wake] {
+                assert_eq!(joined(&beside_lock_parts(name, which, "77")), beside_lock_channel(&channel, which, "77"));
+            }
+            assert_eq!(joined(&beside_lock_parts(name, Beside::Wake, "")), wake_channel_prefix(&channel));
+            assert_eq!(joined(&unlock_latch_parts(name, "r1")), unlock_latch(name, "r1"));
+        }
         assert_eq!(beside_lock_channel(&lock_channel("a"), Beside::Wake, "7"), "redlease_wake:{a}:7");
     }
 

@@ -107,6 +107,7 @@ mod trace;
 mod backoff;
 mod clock;
 mod error;
+mod fast_hash;
 mod highway;
 mod histogram;
 mod keys;

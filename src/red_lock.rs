@@ -222,6 +222,7 @@ impl RedLock {
                         let lease = engine.lease_for(node.kind, &node.name, owner.clone(), true);
                         let term = engine.add_hold(&lease, started, lease_millis, watchdog);
                         Hold::new(Arc::clone(engine), lease, node.kind, term, None, engine.config().events.active())
+                            .with_lock_keys(node.lock_keys.clone())
                     })
                     .collect();
                 let release_limit = limits.iter().copied().max().unwrap_or(Duration::from_millis(10));

@@ -1,7 +1,9 @@
 //! The Lua scripts, one file each under `lua/`, compiled in and run with `EVALSHA`.
 //!
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restart, a failover or a
-//! `SCRIPT FLUSH` emptied the server's cache), loads the script and retries once.
+//! `SCRIPT FLUSH` emptied the server's cache), loads the script and retries once; so does
+//! `Conn::script`, which writes the calls of the hot path (a plain lock's acquire and
+//! release) without the crate's per-argument allocations.
 
 use std::sync::LazyLock;
 

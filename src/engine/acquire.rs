@@ -30,7 +30,7 @@ use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::keys;
-use crate::kind::{AcquireArgs, Kind, Reply, Role};
+use crate::kind::{AcquireArgs, Kind, LockKeys, Reply, Role};
 use crate::trace::{self, Tally};
 use crate::transport::Conn;
 use crate::transport::Meaning;
@@ -104,6 +104,8 @@ pub(crate) struct Request<'a> {
     pub(crate) advertise: Option<&'a str>,
     /// How long after the grant the lock stays taken at least, released or not.
     pub(crate) keep_at_least: Option<Duration>,
+    /// The lock's keys and channels, written once per handle (for the kinds that have them).
+    pub(crate) lock_keys: Option<&'a Arc<LockKeys>>,
 }
 
 /// The checks every call on a lock makes before it sends anything: the client runs and
@@ -190,10 +192,13 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         wake_token: engine.topology().wake_token(),
         holds_nothing: true,
         advertise: request.advertise.unwrap_or(""),
+        lock_keys: request.lock_keys.map(|keys| &**keys),
     };
     let command_timeout = engine.config().command_timeout;
     // A late undo of an earlier acquire by this thread must not take this one's hold away.
-    if let Some(bound) = clock::deadline_in(command_timeout.saturating_mul(2)) {
+    if engine.undos().any_in_flight()
+        && let Some(bound) = clock::deadline_in(command_timeout.saturating_mul(2))
+    {
         engine.undos().wait_for(name, &owner, bound);
     }
     let attempt = || {
@@ -204,7 +209,8 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         // the same connection, behind the acquire, from a thread of its own (the caller does
         // not wait for it). Not when this thread held the lock already: a decrement could
         // undo a hold it really has.
-        let undo = (!held_before).then(|| hand_off_undo(engine, request, &owner, command_timeout));
+        let mut undo = |conn| hand_off_undo(engine, request, &owner, command_timeout, conn);
+        let undo = (!held_before).then_some(&mut undo as &mut dyn FnMut(Conn));
         // Whether the attempt was granted: an error after that came from confirming the
         // grant, which had its effect.
         let granted = Cell::new(false);
@@ -282,7 +288,9 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
         // Counted from now, after the grant: the lock is kept at least that long after it.
         let keep_until = request.keep_at_least.and_then(|keep| Instant::now().checked_add(keep));
-        Hold::new(Arc::clone(engine), lease, kind, term, token, active).keeping_until(keep_until)
+        Hold::new(Arc::clone(engine), lease, kind, term, token, active)
+            .keeping_until(keep_until)
+            .with_lock_keys(request.lock_keys.cloned())
     });
     // Granted in the same instant as an interrupt came: given back, as if the wait had
     // ended first (a release, which wakes the next waiter).
@@ -316,6 +324,7 @@ pub(crate) fn attempt_within(
         // Decided on the owner's thread, as whether to undo a late grant.
         holds_nothing: undo_on_timeout,
         advertise: request.advertise.unwrap_or(""),
+        lock_keys: request.lock_keys.map(|keys| &**keys),
     };
     // The undo of a late node's grant does not hold up the attempt: it goes from a thread
     // of its own, on the node's connection, behind the acquire.
@@ -325,28 +334,20 @@ pub(crate) fn attempt_within(
     if engine.undos().in_flight_for(name, owner) {
         return None;
     }
-    let undo = undo_on_timeout.then(|| hand_off_undo(engine, request, owner, command_timeout));
+    let mut undo = |conn| hand_off_undo(engine, request, owner, command_timeout, conn);
+    let undo = undo_on_timeout.then_some(&mut undo as &mut dyn FnMut(Conn));
     engine
         .pool_for(name)
         .run_handing_off("acquiring", Some(limit), |conn| kind.attempt(conn, name, owner, args), undo)
         .ok()
 }
 
-/// The undo of an acquire whose reply did not come in time, for the pool to hand the
-/// connection to: prepared here, sent from a thread of its own behind the late acquire.
-fn hand_off_undo(
-    engine: &Arc<Engine>,
-    request: Request<'_>,
-    owner: &str,
-    command_timeout: Duration,
-) -> Box<dyn FnOnce(Conn) + Send> {
-    // Prepared only when it is needed (a reply that did not come in time): an attempt that
-    // is answered, nearly all of them, allocates no more than this closure.
-    let (engine, kind, name, owner) = (Arc::clone(engine), request.kind, Arc::clone(request.name), owner.to_owned());
-    Box::new(move |conn| {
-        let undo = Undo::prepare(&engine, kind, &name, &owner, engine.watchdog_millis(), command_timeout);
-        undos::hand_off(engine.undos(), &name, &owner, conn, move |mut conn| undo.send_on(&mut conn));
-    })
+/// The undo of an acquire whose reply did not come in time, on the connection the pool
+/// hands over: prepared here (only then: an attempt that is answered, nearly all of them,
+/// copies nothing for it), sent from a thread of its own behind the late acquire.
+fn hand_off_undo(engine: &Engine, request: Request<'_>, owner: &str, command_timeout: Duration, conn: Conn) {
+    let undo = Undo::prepare(engine, request.kind, request.name, owner, engine.watchdog_millis(), command_timeout);
+    undos::hand_off(engine.undos(), request.name, owner, conn, move |mut conn| undo.send_on(&mut conn));
 }
 
 /// What one attempt found.

@@ -2,7 +2,6 @@
 //! Its fields are private; the flows (`acquire`, `release`, `renewal`) and the front door go
 //! through its methods.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,10 +17,12 @@ use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::ReplicaSync;
 use crate::engine::undos::Undos;
 use crate::error::{Error, ErrorKind, Result};
+use crate::fast_hash::FastMap;
 use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, Kind, Role};
 use crate::owner;
+use crate::span::Span;
 use crate::transport::{Conn, Pool, SubscriberStats, Topology};
 
 pub(crate) struct Engine {
@@ -31,12 +32,15 @@ pub(crate) struct Engine {
     identity: ClientIdentity,
     config: Config,
     watchdog_millis: u64,
+    /// The watchdog's lease and drift allowance, computed once (a float multiply, on
+    /// every grant otherwise).
+    watchdog_span: Span,
     fair_wait_millis: u64,
     topology: Arc<Topology>,
     registry: Registry,
     renewer: Renewer,
     /// Replica-synced grants, one per master (a cluster has several), by pool id.
-    replica_syncs: Mutex<HashMap<u64, Arc<ReplicaSync>>>,
+    replica_syncs: Mutex<FastMap<u64, Arc<ReplicaSync>>>,
     /// Undos of late acquires, in flight on threads of their own.
     undos: Arc<Undos>,
     shutdown: AtomicBool,
@@ -90,16 +94,18 @@ impl Engine {
                 return Err(err);
             }
         };
+        let watchdog_span = config.watchdog_span();
         Ok(Engine {
             id,
             identity,
             config,
             watchdog_millis,
+            watchdog_span,
             fair_wait_millis,
             topology,
             registry: Registry::default(),
             renewer,
-            replica_syncs: Mutex::new(HashMap::from([(first.id(), replica_sync)])),
+            replica_syncs: Mutex::new(FastMap::from_iter([(first.id(), replica_sync)])),
             undos: Arc::default(),
             shutdown: AtomicBool::new(false),
             request_ids: AtomicU64::new(0),
@@ -219,6 +225,11 @@ impl Engine {
         }
     }
 
+    /// The watchdog's lease and its clock-drift allowance.
+    pub(crate) fn watchdog_span(&self) -> Span {
+        self.watchdog_span
+    }
+
     /// The term of a hold with a fixed lease of `lease_millis`, acquired by a request sent
     /// at `sent`: valid until then plus the lease, less its drift allowance.
     fn fixed_term(&self, sent: Instant, lease_millis: u64) -> Term {
@@ -228,7 +239,7 @@ impl Engine {
     /// The lease a granted hold of `owner` joins: a `per_thread` hold joins the thread's
     /// lease of the lock (the registry's); any other has a lease of its own.
     pub(crate) fn lease_for(&self, kind: Kind, name: &Arc<str>, owner: String, per_thread: bool) -> Arc<Lease> {
-        let span = self.config.watchdog_span();
+        let span = self.watchdog_span;
         if per_thread {
             self.registry.lease_for(kind, name, owner, span)
         } else {

@@ -29,7 +29,6 @@ use crate::kind::Reply;
 use crate::kind::group::{self, Released};
 use crate::kind::wake;
 use crate::trace;
-use crate::transport::Conn;
 
 /// Most values one group lock takes. One script call goes through them all while Redis
 /// serves nothing else, at about 3.5 µs of Redis's time per value: 1,000 values keep it
@@ -121,17 +120,13 @@ pub(crate) fn acquire(
         let sent = Instant::now();
         // A reply that does not come in time: this attempt's values are released behind
         // it, on its connection (only this owner's fields are touched).
-        let undo: Box<dyn FnOnce(Conn) + Send> = {
-            let (group, owner, fields, undos) =
-                (group.to_string(), owner.clone(), fields.to_owned(), Arc::clone(engine.undos()));
-            Box::new(move |conn| {
-                let (key, who) = (group.clone(), owner.clone());
-                undos::hand_off(&undos, &key, &who, conn, move |mut conn| {
-                    if conn.set_read_timeout(Some(command_timeout)).is_ok() {
-                        let _ = group::release(&mut conn, &group, &owner, &fields);
-                    }
-                });
-            })
+        let mut undo = |conn| {
+            let (theirs, who, fields) = (group.to_string(), owner.clone(), fields.to_owned());
+            undos::hand_off(engine.undos(), group, &owner, conn, move |mut conn| {
+                if conn.set_read_timeout(Some(command_timeout)).is_ok() {
+                    let _ = group::release(&mut conn, &theirs, &who, &fields);
+                }
+            });
         };
         let granted = Cell::new(false);
         let reply = engine.pool_for(group).run_handing_off(
@@ -152,7 +147,7 @@ pub(crate) fn acquire(
                 }
                 synced.map(|synced| (reply, Some(synced)))
             },
-            Some(undo),
+            Some(&mut undo),
         );
         match reply {
             Ok((Reply::Granted { .. }, Some(Replication::Confirmed) | None)) => Ok(Attempt::Acquired((sent, owner))),
@@ -186,7 +181,7 @@ pub(crate) fn acquire(
         return Err(Error::interrupted().on_lock(group));
     }
     let renews = Renews::Group { owner, fields: fields.to_owned() };
-    let lease = Arc::new(Lease::new(Arc::clone(group), renews, engine.config().watchdog_span()));
+    let lease = Arc::new(Lease::new(Arc::clone(group), renews, engine.watchdog_span()));
     let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
     let since = Instant::now();
     Ok(Some(GroupHold { engine: Arc::clone(engine), lease, term, count: values.count(), since, _active: active }))

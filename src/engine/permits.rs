@@ -23,7 +23,6 @@ use crate::keys;
 use crate::kind::semaphore::{self, PermitId, Taken};
 use crate::kind::wake;
 use crate::trace;
-use crate::transport::Conn;
 
 /// Most permits one call may take or add: what Redis's integers and Lua's numbers hold.
 const MAX_PERMITS: u64 = 1 << 48;
@@ -195,16 +194,13 @@ pub(crate) fn acquire_expirable(
         let sent = Instant::now();
         // A reply that does not come in time: give the ids back, behind the acquire on its
         // connection (idempotent: ids that were not taken are simply not there).
-        let undo: Box<dyn FnOnce(Conn) + Send> = {
-            let (name, ids, undos) = (name.to_string(), ids.clone(), Arc::clone(engine.undos()));
-            Box::new(move |conn| {
-                let key = name.clone();
-                undos::hand_off(&undos, &key, "", conn, move |mut conn| {
-                    if conn.set_read_timeout(Some(command_timeout)).is_ok() {
-                        let _ = semaphore::release_permits(&mut conn, &name, &ids);
-                    }
-                });
-            })
+        let mut undo = |conn| {
+            let (theirs, ids) = (name.to_string(), ids.clone());
+            undos::hand_off(engine.undos(), name, "", conn, move |mut conn| {
+                if conn.set_read_timeout(Some(command_timeout)).is_ok() {
+                    let _ = semaphore::release_permits(&mut conn, &theirs, &ids);
+                }
+            });
         };
         let taken = engine.pool_for(name).run_handing_off(
             "taking permits",
@@ -222,7 +218,7 @@ pub(crate) fn acquire_expirable(
                 }
                 synced.map(|synced| (taken, Some(synced)))
             },
-            Some(undo),
+            Some(&mut undo),
         );
         match taken.on_semaphore(name)? {
             (_, Some(Replication::Unconfirmed(why))) => {
@@ -256,7 +252,7 @@ pub(crate) fn acquire_expirable(
         let _ = engine.pool_for(name).run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
         return Err(Error::interrupted().on_semaphore(name));
     }
-    let lease = Arc::new(Lease::new(Arc::clone(name), Renews::Permits(ids), engine.config().watchdog_span()));
+    let lease = Arc::new(Lease::new(Arc::clone(name), Renews::Permits(ids), engine.watchdog_span()));
     let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
     Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term, since: Instant::now(), _active: active }))
 }

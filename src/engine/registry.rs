@@ -1,12 +1,12 @@
 //! The leases that threads of one client hold: one per (lock, thread, role), shared by that
 //! thread's guards of the lock.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::engine::lease::{Lease, Renews};
+use crate::fast_hash::FastMap;
 use crate::kind::{Kind, Role};
 use crate::owner;
 use crate::span::Span;
@@ -16,7 +16,7 @@ type LeaseKey = (Arc<str>, u64, Role);
 
 #[derive(Default)]
 pub(crate) struct Registry {
-    leases: Mutex<HashMap<LeaseKey, Arc<Lease>>>,
+    leases: Mutex<FastMap<LeaseKey, Arc<Lease>>>,
 }
 
 impl Registry {

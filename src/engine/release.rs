@@ -11,7 +11,7 @@ use crate::engine::lease::{Lease, LeaseState, Remaining, Term};
 use crate::engine::retry::with_retries;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::keys;
-use crate::kind::{Kind, Release};
+use crate::kind::{Kind, LockKeys, Release};
 use crate::owner;
 use crate::trace;
 use crate::transport::Conn;
@@ -31,6 +31,8 @@ pub(crate) struct Hold {
     keep_until: Option<Instant>,
     /// Counts the client active (it announces itself) until the hold is let go.
     _active: Active,
+    /// The lock's keys and channels, written once per handle, for the release.
+    lock_keys: Option<Arc<LockKeys>>,
 }
 
 /// A release whose local bookkeeping is done and whose request is still to be sent; it may
@@ -45,6 +47,7 @@ pub(crate) struct PendingRelease {
     valid_until: Option<Instant>,
     /// The last hold, released before its keep deadline: the lock stays taken this long.
     keep_millis_after: Option<u64>,
+    lock_keys: Option<Arc<LockKeys>>,
 }
 
 impl Hold {
@@ -59,12 +62,28 @@ impl Hold {
         token: Option<u64>,
         active: Active,
     ) -> Hold {
-        Hold { engine, lease, kind, term, token, since: Instant::now(), keep_until: None, _active: active }
+        Hold {
+            engine,
+            lease,
+            kind,
+            term,
+            token,
+            since: Instant::now(),
+            keep_until: None,
+            _active: active,
+            lock_keys: None,
+        }
     }
 
     /// This hold, keeping the lock taken until `keep_until` however soon it is released.
     pub(crate) fn keeping_until(self, keep_until: Option<Instant>) -> Hold {
         Hold { keep_until, ..self }
+    }
+
+    /// This hold, released with its lock's keys and channels written once for its handle
+    /// (they must be its lock's).
+    pub(crate) fn with_lock_keys(self, lock_keys: Option<Arc<LockKeys>>) -> Hold {
+        Hold { lock_keys, ..self }
     }
 
     /// The fencing token of a fenced lock's grant.
@@ -134,6 +153,7 @@ impl Hold {
             request_id,
             valid_until,
             keep_millis_after,
+            lock_keys: self.lock_keys,
         })
     }
 }
@@ -163,6 +183,7 @@ impl PendingRelease {
             engine.pool_for(name).run_within("releasing", limit, |conn| {
                 let release = Release {
                     name,
+                    lock_keys: self.lock_keys.as_deref(),
                     owner,
                     keep_millis: self.keep_millis,
                     request_id: &self.request_id,
@@ -304,6 +325,7 @@ impl Undo {
     fn send(&self, conn: &mut Conn) -> redis::RedisResult<Option<i64>> {
         let release = Release {
             name: &self.name,
+            lock_keys: None,
             owner: &self.owner,
             keep_millis: self.keep_millis,
             request_id: &self.request_id,

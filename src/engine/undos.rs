@@ -59,6 +59,12 @@ impl Undos {
         true
     }
 
+    /// Whether any undo is in flight (one atomic load: an acquire asks before it computes
+    /// how long it would wait).
+    pub(crate) fn any_in_flight(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) > 0
+    }
+
     /// Whether an undo of `owner`'s acquires of `name` is in flight.
     pub(crate) fn in_flight_for(&self, name: &str, owner: &str) -> bool {
         self.in_flight.load(Ordering::Acquire) > 0

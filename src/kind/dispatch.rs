@@ -1,8 +1,10 @@
 //! The lock kinds, and the dispatch of each operation to its kind's scripts. They share
 //! Redisson's lock hash and differ in how they queue, wake and release.
 
+use std::sync::Arc;
+
 use crate::keys;
-use crate::kind::protocol::{Release, Reply, Role};
+use crate::kind::protocol::{LockKeys, Release, Reply, Role};
 use crate::kind::{election, fair, fenced, read_write, reentrant, wake};
 use crate::transport::{Conn, Meaning};
 
@@ -48,6 +50,8 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) holds_nothing: bool,
     /// What a candidate in an election advertises when it leads ("" for the locks).
     pub(crate) advertise: &'a str,
+    /// The lock's keys and channels, written once per handle, when at hand.
+    pub(crate) lock_keys: Option<&'a LockKeys>,
 }
 
 impl Kind {
@@ -78,11 +82,13 @@ impl Kind {
         let token = args.queue.then_some(args.wake_token);
         match self {
             Kind::Reentrant | Kind::NonReentrant => {
-                reentrant::acquire(conn, name, owner, lease, token, self.reentrant() || args.holds_nothing)
-                    .map(Reply::from_pttl)
+                let reentrant = self.reentrant() || args.holds_nothing;
+                reentrant::acquire(conn, name, owner, lease, token, reentrant, args.lock_keys).map(Reply::from_pttl)
             }
             // A spin waiter listens on no channel: it never registers its client.
-            Kind::Spin => reentrant::acquire(conn, name, owner, lease, None, true).map(Reply::from_pttl),
+            Kind::Spin => {
+                reentrant::acquire(conn, name, owner, lease, None, true, args.lock_keys).map(Reply::from_pttl)
+            }
             Kind::Fair | Kind::NonReentrantFair => {
                 let reentrant = self.reentrant() || args.holds_nothing;
                 fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue, reentrant).map(Reply::from_pttl)
@@ -148,6 +154,14 @@ impl Kind {
             Kind::Fair | Kind::NonReentrantFair => fair::waiter_channel(name, owner),
             Kind::Read | Kind::Write => read_write::channel(name),
         }
+    }
+
+    /// The keys and channels of the lock `name` that its acquire and release write, written
+    /// once for a handle: the kinds whose calls are `kind::reentrant`'s (the others build
+    /// theirs in each call).
+    pub(crate) fn lock_keys(self, name: &str) -> Option<Arc<LockKeys>> {
+        matches!(self, Kind::Reentrant | Kind::NonReentrant | Kind::Spin | Kind::Fenced | Kind::Election)
+            .then(|| Arc::new(LockKeys::new(name)))
     }
 
     /// Whether a release can leave the lock taken for a while (a plain lock's hash, with no

@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use crate::keys::{self, Beside};
+use crate::transport::{Arg, Joined, Prewritten, Written};
+
 /// Which kind of hold a lease stands for: a thread's read and write holds on one
 /// read-write lock are different hash fields, so they are different leases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,9 +35,80 @@ impl Reply {
     }
 }
 
+/// The prefix of the sorted set of a plain (or fenced) lock's waiting redlease clients.
+pub(crate) const WAITERS: &str = "redlease_waiters";
+
+/// A plain (or fenced) lock's keys and channels as its scripts take them, written once
+/// per lock handle: an acquire and a release copy them, where writing each from its parts
+/// in every call cost a third of the client's own work.
+pub(crate) struct LockKeys(Prewritten<5>);
+
+impl std::fmt::Debug for LockKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockKeys").finish_non_exhaustive()
+    }
+}
+
+/// Which of a lock's [`LockKeys`].
+#[derive(Clone, Copy)]
+pub(crate) enum Part {
+    Name,
+    Waiters,
+    Channel,
+    Mark,
+    WakePrefix,
+}
+
+impl Part {
+    /// The parts this key or channel of the lock `name` is joined from.
+    fn of(self, name: &str) -> [&str; 6] {
+        let [a, b, c, d] = match self {
+            Part::Name => [name, "", "", ""],
+            Part::Waiters => keys::prefixed_parts(WAITERS, name),
+            Part::Channel => keys::lock_channel_parts(name),
+            Part::Mark => return keys::beside_lock_parts(name, Beside::Mark, ""),
+            Part::WakePrefix => return keys::beside_lock_parts(name, Beside::Wake, ""),
+        };
+        [a, b, c, d, "", ""]
+    }
+}
+
+impl LockKeys {
+    pub(crate) fn new(name: &str) -> LockKeys {
+        let [n, w, c, m, p] =
+            [Part::Name, Part::Waiters, Part::Channel, Part::Mark, Part::WakePrefix].map(|part| Joined(part.of(name)));
+        LockKeys(Prewritten::new([&n, &w, &c, &m, &p]))
+    }
+}
+
+/// A key or channel of the lock `name`: copied from its handle's keys when they are at
+/// hand (`lock_keys`, which are `name`'s), else written from its parts.
+pub(crate) fn lock_arg<'a>(lock_keys: Option<&'a LockKeys>, part: Part, name: &'a str) -> LockArg<'a> {
+    match lock_keys {
+        Some(lock_keys) => LockArg::Written(lock_keys.0.arg(part as usize)),
+        None => LockArg::Parts(Joined(part.of(name))),
+    }
+}
+
+pub(crate) enum LockArg<'a> {
+    Written(Written<'a>),
+    Parts(Joined<'a, 6>),
+}
+
+impl Arg for LockArg<'_> {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        match self {
+            LockArg::Written(written) => written.write_to(out),
+            LockArg::Parts(parts) => parts.write_to(out),
+        }
+    }
+}
+
 /// One release request, as the release scripts take it.
 pub(crate) struct Release<'a> {
     pub(crate) name: &'a str,
+    /// The lock's keys and channels, written once per handle (`name`'s), when at hand.
+    pub(crate) lock_keys: Option<&'a LockKeys>,
     pub(crate) owner: &'a str,
     /// Lease the owner's remaining holds need, when holds remain.
     pub(crate) keep_millis: u64,
@@ -54,5 +128,32 @@ impl Release<'_> {
     /// The script argument of [`retry`](Release::retry).
     pub(crate) fn retry_arg(&self) -> &'static str {
         if self.retry { "1" } else { "0" }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key copied from a handle's keys is the one written from its parts, and the parts
+    /// join to the names `keys` builds.
+    #[test]
+    fn lock_keys_written_once_are_the_keys_written_each_time() {
+        for name in ["a", "{a}:redlease", "{a}x", "orders:42"] {
+            let lock_keys = LockKeys::new(name);
+            for part in [Part::Name, Part::Waiters, Part::Channel, Part::Mark, Part::WakePrefix] {
+                let (mut copied, mut written) = (Vec::new(), Vec::new());
+                lock_arg(Some(&lock_keys), part, name).write_to(&mut copied);
+                lock_arg(None, part, name).write_to(&mut written);
+                assert_eq!(copied, written, "{name}");
+            }
+            let channel = keys::lock_channel(name);
+            let joined = |part: Part| keys::joined(&part.of(name));
+            assert_eq!(joined(Part::Name), name);
+            assert_eq!(joined(Part::Waiters), keys::prefixed(WAITERS, name));
+            assert_eq!(joined(Part::Channel), channel);
+            assert_eq!(joined(Part::Mark), keys::beside_lock_channel(&channel, Beside::Mark, ""));
+            assert_eq!(joined(Part::WakePrefix), keys::wake_channel_prefix(&channel));
+        }
     }
 }

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use crate::keys;
-use crate::kind::protocol::Release;
+use crate::kind::protocol::{LockKeys, Part, Release, WAITERS, lock_arg};
 use crate::scripts;
-use crate::transport::Conn;
+use crate::transport::{Conn, Joined};
 
 /// How long a waiting client's registration lasts (see `lua/acquire.lua`); a waiter parked
 /// on a reentrant or fenced lock tries again at least this often, which renews it.
@@ -15,7 +15,7 @@ pub(crate) const REGISTRATION: Duration = Duration::from_secs(5);
 
 /// The sorted set of a lock's waiting redlease clients, by wake token.
 pub(crate) fn waiters_key(name: &str) -> String {
-    keys::prefixed("redlease_waiters", name)
+    keys::prefixed(WAITERS, name)
 }
 
 /// The script argument of a wake token: the token, or "" when the caller does not wait.
@@ -28,7 +28,8 @@ pub(crate) fn registration_millis() -> u64 {
 }
 
 /// One acquire; `token` is the client's wake token when the caller waits (it registers).
-/// A non-reentrant lock (`reentrant` false) refuses a second hold of `owner`.
+/// A non-reentrant lock (`reentrant` false) refuses a second hold of `owner`. `lock_keys`,
+/// when given, are `name`'s.
 pub(crate) fn acquire(
     conn: &mut Conn,
     name: &str,
@@ -36,17 +37,19 @@ pub(crate) fn acquire(
     lease_millis: u64,
     token: Option<u64>,
     reentrant: bool,
+    lock_keys: Option<&LockKeys>,
 ) -> redis::RedisResult<Option<i64>> {
-    scripts::ACQUIRE
-        .on(conn.pubsub())
-        .key(name)
-        .key(waiters_key(name))
+    let call = conn
+        .script(&scripts::ACQUIRE)
+        .key(lock_arg(lock_keys, Part::Name, name))
+        .key(lock_arg(lock_keys, Part::Waiters, name))
         .arg(lease_millis)
-        .arg(owner)
-        .arg(token_arg(token))
-        .arg(registration_millis())
-        .arg(if reentrant { "1" } else { "0" })
-        .invoke(conn)
+        .arg(owner);
+    let call = match token {
+        Some(token) => call.arg(token),
+        None => call.arg(""),
+    };
+    call.arg(registration_millis()).arg(if reentrant { "1" } else { "0" }).invoke()
 }
 
 /// The client stops waiting without the lock: see `lua/waiter_leave.lua`.
@@ -81,21 +84,28 @@ pub(crate) fn release(
     message: bool,
     observers: Option<&str>,
 ) -> redis::RedisResult<Option<i64>> {
-    let channel = keys::lock_channel(r.name);
-    let mut call = scripts::RELEASE.on(conn.pubsub()).key(r.name);
-    call.key(keys::unlock_latch(r.name, r.request_id))
-        .key(waiters_key(r.name))
+    let lock_keys = r.lock_keys;
+    let call = conn
+        .script(&scripts::RELEASE)
+        .key(lock_arg(lock_keys, Part::Name, r.name))
+        .key(Joined(keys::unlock_latch_parts(r.name, r.request_id)))
+        .key(lock_arg(lock_keys, Part::Waiters, r.name))
         .arg(if message { "0" } else { "" })
         .arg(r.keep_millis)
         .arg(r.owner)
         .arg(r.latch_millis)
-        .arg(&channel)
-        .arg(r.retry_arg())
-        .arg(&beside_args(&channel, r.always_publish));
-    if let Some(observers) = observers {
-        call.arg(observers);
+        .arg(lock_arg(lock_keys, Part::Channel, r.name))
+        .arg(r.retry_arg());
+    // The last two arguments of `beside_args`, copied or written without building them.
+    let call = match r.always_publish {
+        true => call.arg(""),
+        false => call.arg(lock_arg(lock_keys, Part::Mark, r.name)),
+    };
+    let call = call.arg(lock_arg(lock_keys, Part::WakePrefix, r.name));
+    match observers {
+        Some(observers) => call.arg(observers).invoke(),
+        None => call.invoke(),
     }
-    call.invoke(conn)
 }
 
 /// Releases `owner`'s last hold of the lock `name` and keeps the lock taken by `keeper` for
@@ -108,7 +118,7 @@ pub(crate) fn keep(
     keeper: &str,
     keep_millis: u64,
 ) -> redis::RedisResult<Option<i64>> {
-    scripts::KEEP.on(conn.pubsub()).key(name).arg(owner).arg(keeper).arg(keep_millis).invoke(conn)
+    conn.script(&scripts::KEEP).key(name).arg(owner).arg(keeper).arg(keep_millis).invoke()
 }
 
 /// Deletes the lock; a lock without messages (`message` false) publishes nothing.

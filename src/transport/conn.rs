@@ -1,12 +1,13 @@
 //! [`Conn`]: a command connection, with what the scripts sent on it need to know of the
 //! deployment (which command carries a message to a channel's subscribers), and which
 //! master it was opened to (its pool's generation then, and whether that is still the
-//! current one).
+//! current one); and the script calls written on it.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::scripts::Lua;
 pub(crate) use crate::scripts::PubSub;
 
 /// A connection of the command pool.
@@ -14,6 +15,8 @@ pub(crate) struct Conn {
     inner: redis::Connection,
     pubsub: PubSub,
     origin: Origin,
+    /// Where script calls are written (see [`Conn::script`]), kept from one call to the next.
+    buf: Vec<u8>,
 }
 
 /// The master a connection was opened to: its pool, and the pool's generation then (it
@@ -27,7 +30,7 @@ pub(crate) struct Origin {
 
 impl Conn {
     pub(crate) fn new(inner: redis::Connection, pubsub: PubSub, origin: Origin) -> Conn {
-        Conn { inner, pubsub, origin }
+        Conn { inner, pubsub, origin, buf: Vec::new() }
     }
 
     /// The id of the pool it belongs to.
@@ -58,6 +61,240 @@ impl Conn {
     }
 }
 
+/// Room left before a script call's keys and arguments for its header (`*<count>`,
+/// `EVALSHA`, the digest, the number of keys), which is known only once they are written.
+const HEADER_ROOM: usize = 128;
+
+/// A buffer a large call grew past this is let go rather than kept for the next call.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
+impl Conn {
+    /// A call of `lua` (its build for this connection's pub/sub), written in RESP straight
+    /// into this connection's buffer: `EVALSHA`, and on `NOSCRIPT` the script loaded and
+    /// the call sent again, as `redis::Script` does. On the hot path, where building a
+    /// `ScriptInvocation` (a `Vec` per argument, copied twice) cost more than the rest of
+    /// the client's own work. The reply is still read by the `redis` crate's parser.
+    pub(crate) fn script(&mut self, lua: &'static Lua) -> ScriptKeys<'_> {
+        let script = lua.on(self.pubsub);
+        if self.buf.capacity() > KEEP_CAPACITY {
+            self.buf = Vec::new();
+        }
+        self.buf.clear();
+        self.buf.resize(HEADER_ROOM, 0);
+        ScriptKeys(ScriptCall { conn: self, script, keys: 0, args: 0 })
+    }
+}
+
+/// What a script call takes as one key or argument: written as one RESP bulk string.
+pub(crate) trait Arg {
+    fn write_to(&self, out: &mut Vec<u8>);
+}
+
+impl Arg for str {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        bulk(out, &[self])
+    }
+}
+
+impl Arg for String {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        bulk(out, &[self])
+    }
+}
+
+impl Arg for u64 {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        let mut digits = [0; 20];
+        let digits = decimal(*self, &mut digits);
+        out.push(b'$');
+        out.extend_from_slice(decimal(digits.len() as u64, &mut [0; 20]));
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(digits);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+impl<T: Arg + ?Sized> Arg for &T {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        (**self).write_to(out)
+    }
+}
+
+/// Parts written as one argument, joined: a key or channel written without building it.
+pub(crate) struct Joined<'a, const N: usize>(pub(crate) [&'a str; N]);
+
+impl<const N: usize> Arg for Joined<'_, N> {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        bulk(out, &self.0)
+    }
+}
+
+/// Arguments written once as calls take them (each a RESP bulk string), to be copied into
+/// calls as they are: a lock's keys and channels, written once per lock handle rather than
+/// from their parts in every call.
+pub(crate) struct Prewritten<const N: usize> {
+    bytes: Vec<u8>,
+    /// Where each argument ends in `bytes`.
+    ends: [usize; N],
+}
+
+impl<const N: usize> Prewritten<N> {
+    pub(crate) fn new(args: [&dyn Arg; N]) -> Prewritten<N> {
+        let mut bytes = Vec::new();
+        let mut ends = [0; N];
+        for (arg, end) in args.iter().zip(&mut ends) {
+            arg.write_to(&mut bytes);
+            *end = bytes.len();
+        }
+        Prewritten { bytes, ends }
+    }
+
+    /// The argument at `index` (below `N`), to be written into a call.
+    pub(crate) fn arg(&self, index: usize) -> Written<'_> {
+        let start = index.checked_sub(1).and_then(|before| self.ends.get(before)).copied().unwrap_or(0);
+        let end = self.ends.get(index).copied().unwrap_or(start);
+        Written(self.bytes.get(start..end).unwrap_or_default())
+    }
+}
+
+/// One argument of a [`Prewritten`], copied into a call as it is.
+pub(crate) struct Written<'a>(&'a [u8]);
+
+impl Arg for Written<'_> {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.0)
+    }
+}
+
+/// `parts`, joined, as one RESP bulk string.
+fn bulk(out: &mut Vec<u8>, parts: &[&str]) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    out.push(b'$');
+    out.extend_from_slice(decimal(len as u64, &mut [0; 20]));
+    out.extend_from_slice(b"\r\n");
+    for part in parts {
+        out.extend_from_slice(part.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `n` in decimal, written at the end of `digits`.
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut start = digits.len();
+    for slot in digits.iter_mut().rev() {
+        // `n % 10` is a single digit.
+        *slot = b'0' + (n % 10) as u8;
+        start -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.get(start..).unwrap_or_default()
+}
+
+/// A script call being written, and what it counts so far.
+struct ScriptCall<'c> {
+    conn: &'c mut Conn,
+    script: &'static redis::Script,
+    keys: u64,
+    args: u64,
+}
+
+/// A script call taking its keys (they come before the arguments).
+pub(crate) struct ScriptKeys<'c>(ScriptCall<'c>);
+
+/// A script call taking its arguments.
+pub(crate) struct ScriptArgs<'c>(ScriptCall<'c>);
+
+impl<'c> ScriptKeys<'c> {
+    pub(crate) fn key(mut self, key: impl Arg) -> Self {
+        key.write_to(&mut self.0.conn.buf);
+        self.0.keys += 1;
+        self
+    }
+
+    pub(crate) fn arg(self, arg: impl Arg) -> ScriptArgs<'c> {
+        ScriptArgs(self.0).arg(arg)
+    }
+}
+
+impl ScriptArgs<'_> {
+    pub(crate) fn arg(mut self, arg: impl Arg) -> Self {
+        arg.write_to(&mut self.0.conn.buf);
+        self.0.args += 1;
+        self
+    }
+
+    pub(crate) fn invoke<T: redis::FromRedisValue>(self) -> redis::RedisResult<T> {
+        self.0.invoke()
+    }
+}
+
+impl ScriptCall<'_> {
+    fn invoke<T: redis::FromRedisValue>(self) -> redis::RedisResult<T> {
+        let ScriptCall { conn, script, keys, args } = self;
+        let Conn { inner, buf, .. } = conn;
+        let whole;
+        let packed = match place_header(buf, script.get_hash(), keys, args) {
+            Some(start) => buf.get(start..).unwrap_or_default(),
+            None => {
+                whole = with_header(buf, script.get_hash(), keys, args);
+                &whole
+            }
+        };
+        let reply = match redis::ConnectionLike::req_packed_command(inner, packed)?.extract_error() {
+            Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                // The server's script cache was emptied (a restart, a failover, `SCRIPT
+                // FLUSH`): loaded again, and the same call sent once more.
+                script.load(inner)?;
+                redis::ConnectionLike::req_packed_command(inner, packed)?.extract_error()?
+            }
+            reply => reply?,
+        };
+        Ok(redis::from_redis_value(reply)?)
+    }
+}
+
+/// The header of a call of the script `sha` with `keys` keys and `args` arguments.
+fn write_header(out: &mut impl std::io::Write, sha: &str, keys: u64, args: u64) -> std::io::Result<()> {
+    let mut digits = [0; 20];
+    let count = decimal(keys, &mut digits);
+    out.write_all(b"*")?;
+    out.write_all(decimal(3 + keys + args, &mut [0; 20]))?;
+    out.write_all(b"\r\n$7\r\nEVALSHA\r\n$")?;
+    out.write_all(decimal(sha.len() as u64, &mut [0; 20]))?;
+    out.write_all(b"\r\n")?;
+    out.write_all(sha.as_bytes())?;
+    out.write_all(b"\r\n$")?;
+    out.write_all(decimal(count.len() as u64, &mut [0; 20]))?;
+    out.write_all(b"\r\n")?;
+    out.write_all(count)?;
+    out.write_all(b"\r\n")
+}
+
+/// Writes the header into the room left before the body in `buf`, right before the body,
+/// and returns where the call begins; `None` when it does not fit (never with a SHA-1
+/// digest).
+fn place_header(buf: &mut [u8], sha: &str, keys: u64, args: u64) -> Option<usize> {
+    let mut head = [0u8; HEADER_ROOM];
+    let mut rest = &mut head[..];
+    write_header(&mut rest, sha, keys, args).ok()?;
+    let start = rest.len();
+    let written = HEADER_ROOM - start;
+    buf.get_mut(start..HEADER_ROOM)?.copy_from_slice(head.get(..written)?);
+    Some(start)
+}
+
+/// The whole call, in a buffer of its own: for a header too long for the room.
+fn with_header(buf: &[u8], sha: &str, keys: u64, args: u64) -> Vec<u8> {
+    let mut whole = Vec::with_capacity(buf.len() + HEADER_ROOM);
+    // Writing to a `Vec` does not fail.
+    let _ = write_header(&mut whole, sha, keys, args);
+    whole.extend_from_slice(buf.get(HEADER_ROOM..).unwrap_or_default());
+    whole
+}
+
 impl Deref for Conn {
     type Target = redis::Connection;
 
@@ -70,5 +307,48 @@ impl Deref for Conn {
 impl DerefMut for Conn {
     fn deref_mut(&mut self) -> &mut redis::Connection {
         &mut self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call written here is byte for byte what the `redis` crate packs for the same
+    /// `EVALSHA`, whether the header fits the room or not.
+    #[test]
+    fn a_script_call_is_packed_as_the_redis_crate_packs_it() {
+        let sha = "e0e1f9fabfc9d4800c877a703b823ac0578ff831";
+        let mut body = vec![0; HEADER_ROOM];
+        "lock{a}".write_to(&mut body);
+        Joined(["redlease_waiters", ":{", "lock{a}", "}"]).write_to(&mut body);
+        30_000u64.write_to(&mut body);
+        0u64.write_to(&mut body);
+        u64::MAX.write_to(&mut body);
+        "".write_to(&mut body);
+        String::from("owner:1").write_to(&mut body);
+        let expected = redis::cmd("EVALSHA")
+            .arg(sha)
+            .arg(2)
+            .arg("lock{a}")
+            .arg("redlease_waiters:{lock{a}}")
+            .arg(30_000)
+            .arg(0)
+            .arg(u64::MAX)
+            .arg("")
+            .arg("owner:1")
+            .get_packed_command();
+        let start = place_header(&mut body, sha, 2, 5).unwrap();
+        assert_eq!(body[start..], expected[..]);
+        assert_eq!(with_header(&body, sha, 2, 5), expected);
+        let prewritten = Prewritten::new([&"lock{a}", &Joined(["redlease_waiters", ":{", "lock{a}", "}"]), &30_000u64]);
+        let mut again = vec![0; HEADER_ROOM];
+        for index in 0..3 {
+            prewritten.arg(index).write_to(&mut again);
+        }
+        again.extend_from_slice(&body[again.len()..]);
+        assert_eq!(place_header(&mut again, sha, 2, 5).map(|start| again[start..].to_vec()), Some(expected.clone()));
+        let long = "x".repeat(HEADER_ROOM);
+        assert_eq!(place_header(&mut body, &long, 2, 5), None, "a header longer than the room");
     }
 }

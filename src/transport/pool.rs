@@ -219,14 +219,15 @@ impl Pool {
     /// [`run_within`](Pool::run_within), and when the command's reply does not come in
     /// time, the connection goes to `on_timeout` instead of being closed at once: whatever
     /// is sent on it there (the undo of an acquire that may yet be granted) runs after the
-    /// late command. `on_timeout` runs on the caller's thread and must not block: it hands
-    /// the connection to a thread of its own.
+    /// late command. `on_timeout` runs on the caller's thread, at most once, and must not
+    /// block: it hands the connection to a thread of its own. Borrowed, so that what it
+    /// needs is copied only when a reply is late, not on every call.
     pub(crate) fn run_handing_off<T>(
         &self,
         what: &str,
         limit: Option<Duration>,
         op: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
-        on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
+        on_timeout: Option<&mut dyn FnMut(Conn)>,
     ) -> Result<T> {
         self.run_inner(what, limit, op, on_timeout, Resend::IfStale)
     }
@@ -244,7 +245,7 @@ impl Pool {
         what: &str,
         limit: Option<Duration>,
         mut op: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
-        on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
+        on_timeout: Option<&mut dyn FnMut(Conn)>,
         resend: Resend,
     ) -> Result<T> {
         let call = Call { what, limit, resend, refused: false };
@@ -263,7 +264,7 @@ impl Pool {
         &self,
         call: Call<'_>,
         op: &mut dyn FnMut(&mut Conn) -> redis::RedisResult<T>,
-        mut on_timeout: Option<Box<dyn FnOnce(Conn) + Send>>,
+        mut on_timeout: Option<&mut dyn FnMut(Conn)>,
         redirected: Redirected,
     ) -> Result<T> {
         let Call { what, limit, resend, refused } = call;
@@ -389,8 +390,9 @@ impl Pool {
     /// or the first one returned within the connect timeout (or `limit`, if shorter).
     fn checkout(&self, limit: Option<Duration>) -> Result<(u64, Conn, bool)> {
         let patience = limit.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
-        // A patience too long for `Instant` waits without a deadline.
-        let deadline = clock::deadline_in(patience);
+        // Read off the clock only when a wait begins: an idle connection is nearly always
+        // there. A patience too long for `Instant` waits without a deadline.
+        let mut deadline = None;
         let mut state = self.state.lock();
         loop {
             if let Some((generation, conn)) = state.idle.pop() {
@@ -404,6 +406,7 @@ impl Pool {
                     .map(|conn| (conn.generation(), conn, false))
                     .inspect_err(|_| self.forget_one());
             }
+            let deadline = *deadline.get_or_insert_with(|| clock::deadline_in(patience));
             match deadline {
                 Some(deadline) if Instant::now() >= deadline => {
                     return Err(Error::new(
