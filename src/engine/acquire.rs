@@ -203,6 +203,8 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     }
     let attempt = || {
         let sent = Instant::now();
+        // Whether this thread holds the lock already (a reentrant acquire), asked at every
+        // attempt: a wait is long enough for that lease to be lost meanwhile.
         let held_before = request.per_thread && engine.holds(request.name, kind.role());
         let args = AcquireArgs { holds_nothing: !held_before, ..args };
         // A reply that does not come in time leaves the outcome unknown: the undo goes out on
@@ -225,21 +227,18 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
                 }
                 granted.set(true);
                 // Judged by what is known of the master of this connection (after a cluster's
-                // redirection, not necessarily the pool's).
-                let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
-                // Granted for certain, but not to be trusted: take it back, here, unless the
-                // confirmation failed on the connection and the hand-off or the
-                // uncertain-acquire undo below takes it back instead (once).
+                // redirection, not necessarily the pool's). Granted for certain, but not to
+                // be trusted: taken back here, unless the confirmation failed on the
+                // connection and the hand-off or the uncertain-acquire undo below takes it
+                // back instead (once).
                 let undone_elsewhere = |err: &redis::RedisError| {
                     !held_before && (err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal())
                 };
-                if match &synced {
-                    Ok(Replication::Unconfirmed(_)) => true,
-                    Ok(Replication::Confirmed) => false,
-                    Err(err) => !undone_elsewhere(err),
-                } {
-                    undo_grant(engine, conn, kind, request.name, &owner);
-                }
+                let synced = engine.confirm_grant(
+                    conn,
+                    |err| !undone_elsewhere(err),
+                    |conn| undo_grant(engine, conn, kind, request.name, &owner),
+                );
                 synced.map(|sync| (reply, Some(sync)))
             },
             undo,

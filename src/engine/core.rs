@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::engine::lease::{Lease, Remaining, Term};
 use crate::engine::registry::{self, Registry};
 use crate::engine::renewal::{RenewalCounters, Renewer};
-use crate::engine::replicas::ReplicaSync;
+use crate::engine::replicas::{ReplicaSync, Replication};
 use crate::engine::undos::Undos;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fast_hash::FastMap;
@@ -138,6 +138,28 @@ impl Engine {
         let timeout = self.config.sync_replicas.then_some(self.config.replica_sync_timeout);
         let mut syncs = self.replica_syncs.lock();
         Arc::clone(syncs.entry(conn.pool_id()).or_insert_with(|| Arc::new(ReplicaSync::new(timeout))))
+    }
+
+    /// Confirms a grant just made on `conn` with its master's replicas (replica-synced
+    /// grants: see [`ReplicaSync`]), and takes it back there with `take_back` when it
+    /// cannot be trusted: not confirmed, or the confirmation failed and `back_after` says
+    /// to (else something else takes it back, or it is left to run out).
+    pub(crate) fn confirm_grant(
+        &self,
+        conn: &mut Conn,
+        back_after: impl FnOnce(&redis::RedisError) -> bool,
+        take_back: impl FnOnce(&mut Conn),
+    ) -> redis::RedisResult<Replication> {
+        let synced = self.replica_sync_of(conn).confirm(conn, self.config.command_timeout);
+        let untrusted = match &synced {
+            Ok(Replication::Confirmed) => false,
+            Ok(Replication::Unconfirmed(_)) => true,
+            Err(err) => back_after(err),
+        };
+        if untrusted {
+            take_back(conn);
+        }
+        synced
     }
 
     /// The lease `role` of the current thread on `name` still needs in Redis after one hold

@@ -140,11 +140,10 @@ pub(crate) fn acquire(
                 }
                 granted.set(true);
                 // Replica-synced, as the locks' grants; a grant that cannot be trusted is
-                // released where it was made.
-                let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
-                if let Ok(Replication::Unconfirmed(_)) = synced {
-                    let _ = group::release(conn, group, &owner, fields);
-                }
+                // released where it was made (after a failed confirmation, the hand-off or
+                // the release below does).
+                let synced =
+                    engine.confirm_grant(conn, |_| false, |conn| drop(group::release(conn, group, &owner, fields)));
                 synced.map(|synced| (reply, Some(synced)))
             },
             Some(&mut undo),

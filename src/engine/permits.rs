@@ -46,7 +46,6 @@ pub(crate) fn check_permits(name: &str, permits: u64) -> Result<()> {
 pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait) -> Result<bool> {
     ready(engine, name).on_semaphore(name)?;
     check_permits(name, permits)?;
-    let command_timeout = engine.config().command_timeout;
     let attempt = || {
         // Whether permits were taken: an error after that came from confirming them.
         let took = Cell::new(false);
@@ -56,12 +55,12 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
                 return Ok((taken, None));
             }
             took.set(true);
-            let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
-            if let Ok(Replication::Unconfirmed(_)) = synced {
-                let given_back = i64::try_from(permits).unwrap_or(i64::MAX);
-                let _ = semaphore::add(conn, name, given_back);
-            }
             // A confirmation that failed leaves the permits taken: safe, and not sent again.
+            let synced = engine.confirm_grant(
+                conn,
+                |_| false,
+                |conn| drop(semaphore::add(conn, name, i64::try_from(permits).unwrap_or(i64::MAX))),
+            );
             synced.map(|synced| (taken, Some(synced)))
         });
         let taken = taken.map_err(|e| if took.get() { e.after_effect() } else { e });
