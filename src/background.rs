@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// A named background thread, joined by [`stop`](Background::stop).
+/// A named background thread, joined by [`join`](Background::join).
 pub(crate) struct Background {
     thread: Mutex<Option<JoinHandle<()>>>,
 }

@@ -93,11 +93,11 @@ pub struct ClientStats {
     /// How long guards held what they were granted, from the grant to their release (each
     /// lock of a `MultiLock` or `RedLock` counts; a plain semaphore's permits do not).
     pub hold_time: DurationHistogram,
-    /// Leases reported lost ([`LockEvents::lease_lost`](crate::LockEvents::lease_lost)).
+    /// Leases reported lost ([`LockEvents::lease_lost`]).
     pub leases_lost: u64,
-    /// Renewal failures reported ([`LockEvents::renewal_failed`](crate::LockEvents::renewal_failed)).
+    /// Renewal failures reported ([`LockEvents::renewal_failed`]).
     pub renewals_failed: u64,
-    /// Releases on drop that failed ([`LockEvents::release_failed`](crate::LockEvents::release_failed)).
+    /// Releases on drop that failed ([`LockEvents::release_failed`]).
     pub releases_failed: u64,
     /// Times a waiting thread was woken by a message.
     pub wake_ups: u64,

@@ -147,7 +147,7 @@ impl GroupGuard {
     }
 
     /// A handle on the values' lease for other threads (see
-    /// [`LeaseWatch`](crate::LeaseWatch)).
+    /// [`LeaseWatch`]).
     pub fn watch(&self) -> LeaseWatch {
         LeaseWatch::new(self.hold.as_ref().map(|hold| Arc::clone(hold.lease())).into_iter().collect(), 1)
     }

@@ -119,7 +119,7 @@ impl<M: GuardMode> LockGuard<M> {
     /// the clock to hold its end). For a [`MultiLock`](crate::MultiLock), the earliest of
     /// its members'; for a [`RedLock`](crate::RedLock), the latest its majority shares.
     ///
-    /// A [`LeaseWatch`](crate::LeaseWatch) ([`watch`](LockGuard::watch)) gives the same to
+    /// A [`LeaseWatch`] ([`watch`](LockGuard::watch)) gives the same to
     /// other threads.
     pub fn valid_until(&self) -> Option<Instant> {
         combined_valid_until(self.holds.iter().map(|h| h.lease().valid_until()), self.quorum)
@@ -127,7 +127,7 @@ impl<M: GuardMode> LockGuard<M> {
 
     /// A handle on this guard's lease for other threads (a thread-bound guard is `!Send`):
     /// workers ask it whether they may still act, and block on it until the lease is at
-    /// risk or lost. See [`LeaseWatch`](crate::LeaseWatch).
+    /// risk or lost. See [`LeaseWatch`].
     pub fn watch(&self) -> LeaseWatch {
         LeaseWatch::new(self.holds.iter().map(|h| Arc::clone(h.lease())).collect(), self.quorum)
     }

@@ -101,7 +101,7 @@ impl PermitGuard {
     }
 
     /// A handle on the permits' lease for other threads (see
-    /// [`LeaseWatch`](crate::LeaseWatch)).
+    /// [`LeaseWatch`]).
     pub fn watch(&self) -> LeaseWatch {
         LeaseWatch::new(self.hold.as_ref().map(|hold| Arc::clone(hold.lease())).into_iter().collect(), 1)
     }

@@ -7,7 +7,7 @@
 //!   never confirmed (`Superseded`), whatever that master says of itself.
 //! - **What is known of it.** After the grant, on the same connection, the master's
 //!   replication state is read (`INFO replication`, `INFO stats`) and judged by
-//!   [`ReplicaView`](crate::replica_view::ReplicaView): a replicated master grants once
+//!   [`ReplicaView`]: a replicated master grants once
 //!   an online replica has the grant (`WAIT 1`), and nothing while it has no replica or
 //!   lost one lately; a single server (no replica, no replication backlog) grants at once.
 //!   A master known to be unreplicated is read again at most once a
