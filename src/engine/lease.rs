@@ -42,7 +42,7 @@
 //! | `Lost` by the clock alone | a renewal fails (`renewal_answered`: failed) | `Lost`, reported; nothing scheduled |
 //! | `Lost` by the clock alone | a guard is released (`hold_released`) | `Lost`, reported; the release sends nothing |
 //! | `Held`, `AtRisk` | a guard is released, others remaining (`hold_released`) | the same while the holds left keep it as valid (a fixed hold that outlasted the watchdog part gone: `AtRisk` if renewals are failing) |
-//! | `Held`, `AtRisk` | the last guard is released (`hold_released`) | `Released` |
+//! | `Held`, `AtRisk` | the last guard is released (`hold_released`) | `Released` (`Lost` if a renewal in flight, waited for, finds it gone: reported by that renewal alone, and the release sends nothing) |
 //! | `Released` | that release finds nothing of the owner in Redis (`lost`) | `Lost`, reported once |
 //! | `Lost` | a guard is released (`hold_released`) | `Lost`: nothing is sent, nothing reported again |
 //! | `Lost`, `Released` | a renewal's answer (`renewal_answered`) | the same: nothing reported, nothing scheduled |
@@ -257,7 +257,7 @@ impl Lease {
         events: &Events,
     ) -> Remaining {
         let mut core = self.core.lock();
-        let release = core.hold_released(term, Instant::now());
+        let mut release = core.hold_released(term, Instant::now());
         if release.stops_renewal {
             if let Some(key) = core.renewal_cancelled() {
                 wheel.cancel(key);
@@ -265,7 +265,7 @@ impl Lease {
             self.wait_for_renewal(&mut core, bound);
         }
         let keep_millis = core.keep_millis(watchdog_millis, Instant::now());
-        let effects = core.release_ended(&release);
+        let effects = core.release_ended(&mut release);
         self.settle(core, effects, events);
         Remaining { lost: !release.was_live, valid_until: release.valid_until, last: release.last, keep_millis }
     }
@@ -551,9 +551,12 @@ impl Core {
         Release { was_live, valid_until, last: self.holds == 0, stops_renewal: self.watchdog_holds == 0 }
     }
 
-    /// The second half of a release: a lease that was not live is lost (reported unless it
-    /// was already); the last hold of a live one leaves it released.
-    fn release_ended(&mut self, release: &Release) -> Effects {
+    /// The second half of a release, once a renewal in flight has come back: a lease that
+    /// was not live is lost (reported unless it was already); the last hold of a live one
+    /// leaves it released. A lease that renewal found gone is not live any more: nothing
+    /// is to be sent for it, and its loss, reported by the renewal, is not reported again.
+    fn release_ended(&mut self, release: &mut Release) -> Effects {
+        release.was_live &= self.status != Status::Lost;
         if !release.was_live {
             return self.lost();
         }
@@ -703,8 +706,8 @@ mod tests {
             }
             Given::Released => {
                 for _ in 0..2 {
-                    let release = core.hold_released(Term::Watchdog, now);
-                    core.release_ended(&release);
+                    let mut release = core.hold_released(Term::Watchdog, now);
+                    core.release_ended(&mut release);
                 }
                 (LeaseState::Released, now)
             }
@@ -726,8 +729,8 @@ mod tests {
     }
 
     fn release(core: &mut Core, term: Term, now: Instant) -> Effects {
-        let release = core.hold_released(term, now);
-        core.release_ended(&release)
+        let mut release = core.hold_released(term, now);
+        core.release_ended(&mut release)
     }
 
     const ROWS: &[Row] = &[
@@ -847,9 +850,9 @@ mod tests {
             event: "(`hold_released`)",
             from: &[Given::LostByTheClock],
             act: |core, now| {
-                let release = core.hold_released(Term::Watchdog, now);
+                let mut release = core.hold_released(Term::Watchdog, now);
                 assert!(!release.was_live, "nothing is sent");
-                (now, core.release_ended(&release))
+                (now, core.release_ended(&mut release))
             },
             next: Some(LeaseState::Lost),
             says: "lost",
@@ -859,9 +862,9 @@ mod tests {
             event: "others remaining (`hold_released`)",
             from: &[Given::Held, Given::AtRisk],
             act: |core, now| {
-                let release = core.hold_released(Term::Watchdog, now);
+                let mut release = core.hold_released(Term::Watchdog, now);
                 assert!(release.was_live && !release.last && !release.stops_renewal);
-                (now, core.release_ended(&release))
+                (now, core.release_ended(&mut release))
             },
             next: None,
             says: "nothing",
@@ -872,9 +875,9 @@ mod tests {
             from: &[Given::Held, Given::AtRisk],
             act: |core, now| {
                 release(core, Term::Watchdog, now);
-                let release = core.hold_released(Term::Watchdog, now);
+                let mut release = core.hold_released(Term::Watchdog, now);
                 assert!(release.was_live && release.last && release.stops_renewal);
-                (now, core.release_ended(&release))
+                (now, core.release_ended(&mut release))
             },
             next: Some(LeaseState::Released),
             says: "nothing",
@@ -896,9 +899,9 @@ mod tests {
             event: "(`hold_released`)",
             from: &[Given::Lost],
             act: |core, now| {
-                let release = core.hold_released(Term::Watchdog, now);
+                let mut release = core.hold_released(Term::Watchdog, now);
                 assert!(!release.was_live, "nothing is sent");
-                (now, core.release_ended(&release))
+                (now, core.release_ended(&mut release))
             },
             next: Some(LeaseState::Lost),
             says: "nothing",
@@ -958,6 +961,25 @@ mod tests {
                 assert!(effects.report.is_none() || effects.wake, "a report wakes the waiters too");
             }
         }
+    }
+
+    /// A last release that waits for a renewal in flight which finds the lease gone: the
+    /// loss is reported once, by the renewal; the release sends nothing, and what Redis
+    /// says after it reports nothing again.
+    #[test]
+    fn a_release_behind_a_renewal_that_finds_the_lease_gone_reports_the_loss_once() {
+        let t0 = Instant::now();
+        let mut core = Core::new(SPAN);
+        core.hold_added(Term::Watchdog, t0);
+        let now = t0 + ms(1100);
+        assert_eq!(core.renewal_sent(), Some(false));
+        let mut release = core.hold_released(Term::Watchdog, now);
+        assert!(release.was_live && release.last && release.stops_renewal);
+        assert_eq!(said(core.renewal_answered(Answer::Gone, t0 + ms(1000), now)), "lost");
+        assert_eq!(said(core.release_ended(&mut release)), "nothing");
+        assert!(!release.was_live, "nothing to send for a lease known gone");
+        assert_eq!(core.state(now), LeaseState::Lost);
+        assert_eq!(said(core.lost()), "nothing");
     }
 
     /// Every row of the renewal's table.
