@@ -59,7 +59,8 @@ pub trait LockEvents: Send + Sync {
     }
 
     /// A renewal of `lock`'s lease got through again after
-    /// [`lease_at_risk`](LockEvents::lease_at_risk): it is held as before.
+    /// [`lease_at_risk`](LockEvents::lease_at_risk), or the same thread took the lock again
+    /// with the watchdog's lease (which renews it too): it is held as before.
     fn lease_recovered(&self, lock: &str) {
         let _ = lock;
     }

@@ -274,7 +274,7 @@ impl Engine {
     /// renewal when the watchdog keeps it. Returns the hold's term.
     pub(crate) fn add_hold(&self, lease: &Arc<Lease>, sent: Instant, lease_millis: u64, watchdog: bool) -> Term {
         let term = if watchdog { Term::Watchdog } else { self.fixed_term(sent, lease_millis) };
-        lease.hold_added(term, sent, &self.renewer);
+        lease.hold_added(term, sent, &self.renewer, &self.config.events);
         term
     }
 

@@ -31,7 +31,9 @@
 //!
 //! | state (as `state()` reports it) | event (transition) | next |
 //! |---|---|---|
-//! | `Held`, `AtRisk` | a hold is added (`hold_added`): a reentrant acquire (the lease's first hold made it `Held`) | `Held` when it is a watchdog hold (its acquire renewed the watchdog part) or a fixed one that outlasts that part, else the same |
+//! | `Held` | a hold is added (`hold_added`): a reentrant acquire (the lease's first hold made it `Held`) | the same |
+//! | `AtRisk` | a watchdog hold is added (`hold_added`): its acquire renewed the watchdog part | `Held`, reported as a recovery when the spell was |
+//! | `AtRisk` | a fixed hold that outlasts the watchdog part is added (`hold_added`) | `Held`; the spell's end is reported by the renewal that ends it |
 //! | `Held` | a renewal sent at `t` succeeds (`renewal_answered`: renewed) | `Held`, the watchdog part valid until `t` + lease − drift, at risk from `t` + lease/2 |
 //! | `Held` | a renewal round trip fails (`renewal_answered`: failed), the watchdog part being what keeps the lease valid | `AtRisk`, reported once a spell, with the deadline |
 //! | `Held` | half the watchdog lease passes since the last success's send (the clock: the renewal due at a third is not back), the watchdog part being what keeps the lease valid | `AtRisk`, reported when that renewal's failure comes back |
@@ -236,11 +238,13 @@ impl Lease {
     /// Records a hold granted by a request sent at `sent`, and schedules the lease's
     /// renewal on `wheel` when the hold is the watchdog's and none is scheduled or in
     /// flight.
-    pub(crate) fn hold_added(self: &Arc<Self>, term: Term, sent: Instant, wheel: &impl Schedule) {
+    pub(crate) fn hold_added(self: &Arc<Self>, term: Term, sent: Instant, wheel: &impl Schedule, events: &Events) {
         let mut core = self.core.lock();
-        if let Some(at) = core.hold_added(term, sent) {
+        let effects = core.hold_added(term, sent);
+        if let Some(at) = effects.schedule {
             core.renewal_scheduled(|old| wheel.put(self, old, at));
         }
+        self.settle(core, effects, events);
     }
 
     /// The local half of releasing one hold: the hold removed; when no watchdog hold
@@ -518,18 +522,23 @@ impl Core {
 
     /// One more hold, granted by a request sent at `sent`. When to schedule the renewal:
     /// for a watchdog hold on a lease whose renewal is neither scheduled nor in flight.
-    fn hold_added(&mut self, term: Term, sent: Instant) -> Option<Instant> {
+    fn hold_added(&mut self, term: Term, sent: Instant) -> Effects {
         self.holds += 1;
         match term {
             Term::Watchdog => {
                 self.watchdog_holds += 1;
-                // The acquire renewed the watchdog part; a spell it ends goes unreported.
-                self.renewed(sent);
-                (self.renewal.is_none() && !self.renewing).then(|| self.span.renew_at(sent))
+                // The acquire renewed the watchdog part: a spell of failures it ends is
+                // reported over, as a renewal's success would.
+                let recovered = self.renewed(sent);
+                Effects {
+                    wake: recovered,
+                    report: recovered.then_some(Report::Recovered),
+                    schedule: (self.renewal.is_none() && !self.renewing).then(|| self.span.renew_at(sent)),
+                }
             }
             Term::Until(end) => {
                 self.fixed_until.push(end);
-                None
+                Effects::default()
             }
         }
     }
@@ -735,13 +744,30 @@ mod tests {
 
     const ROWS: &[Row] = &[
         Row {
-            state: "`Held`, `AtRisk`",
+            state: "`Held`",
             event: "(`hold_added`)",
-            from: &[Given::Held, Given::AtRisk],
+            from: &[Given::Held],
             act: |core, now| {
                 core.hold_added(Term::Watchdog, now);
+                core.hold_added(Term::Until(Some(now + ms(100))), now);
                 (now, Effects::default())
             },
+            next: None,
+            says: "nothing",
+        },
+        Row {
+            state: "`AtRisk`",
+            event: "a watchdog hold is added (`hold_added`)",
+            from: &[Given::AtRisk],
+            act: |core, now| (now, core.hold_added(Term::Watchdog, now)),
+            next: Some(LeaseState::Held),
+            says: "recovered",
+        },
+        Row {
+            state: "`AtRisk`",
+            event: "a fixed hold that outlasts the watchdog part is added (`hold_added`)",
+            from: &[Given::AtRisk],
+            act: |core, now| (now, core.hold_added(Term::Until(Some(now + ms(60_000))), now)),
             next: Some(LeaseState::Held),
             says: "nothing",
         },
@@ -989,15 +1015,15 @@ mod tests {
         let t0 = Instant::now();
         let mut core = Core::new(SPAN);
         // None: a watchdog hold schedules it at a third of the lease; a fixed one does not.
-        assert_eq!(core.hold_added(Term::Until(Some(t0 + ms(500))), t0), None);
-        assert_eq!(core.hold_added(Term::Watchdog, t0), Some(t0 + ms(1000)));
+        assert_eq!(core.hold_added(Term::Until(Some(t0 + ms(500))), t0).schedule, None);
+        assert_eq!(core.hold_added(Term::Watchdog, t0).schedule, Some(t0 + ms(1000)));
         let key = wheel.insert(1000, ());
         core.renewal_scheduled(|old| {
             assert_eq!(old, None);
             Some(key)
         });
         // Scheduled: another watchdog hold leaves the entry as it is.
-        assert_eq!(core.hold_added(Term::Watchdog, t0 + ms(10)), None);
+        assert_eq!(core.hold_added(Term::Watchdog, t0 + ms(10)).schedule, None);
         // The entry fires: none, then in flight when the batch goes out (with a fixed hold
         // left, which the renewal must not cut short).
         core.renewal_fired();
@@ -1005,7 +1031,7 @@ mod tests {
         assert_eq!(core.renewal_sent(), Some(true));
         assert!(core.renewal_in_flight());
         // In flight: a watchdog hold leaves it to the answer.
-        assert_eq!(core.hold_added(Term::Watchdog, t0 + ms(20)), None);
+        assert_eq!(core.hold_added(Term::Watchdog, t0 + ms(20)).schedule, None);
         // Renewed: the next at the send + a third.
         let sent = t0 + ms(1000);
         let effects = core.renewal_answered(Answer::Renewed, sent, sent + ms(5));
@@ -1156,7 +1182,7 @@ mod tests {
     fn waiting_while_held_ends_at_risk_or_at_the_timeout() {
         let lease = lease(Span { lease: ms(600), drift: Duration::ZERO });
         let sent = Instant::now();
-        lease.hold_added(Term::Watchdog, sent, &NoWheel);
+        lease.hold_added(Term::Watchdog, sent, &NoWheel, &Events::none());
         let timed_out = lease.wait_while_held(Some(Instant::now() + ms(20)));
         assert_eq!(timed_out, LeaseState::Held);
         // The clock: at risk at half the lease (300 ms after the send).
@@ -1164,7 +1190,7 @@ mod tests {
         assert!(sent.elapsed() >= ms(300), "{:?}", sent.elapsed());
         // A failure, notified: at once.
         let lease = self::lease(SPAN);
-        lease.hold_added(Term::Watchdog, Instant::now(), &NoWheel);
+        lease.hold_added(Term::Watchdog, Instant::now(), &NoWheel, &Events::none());
         let failing = Arc::clone(&lease);
         let failer = std::thread::spawn(move || {
             std::thread::sleep(ms(50));
@@ -1181,7 +1207,7 @@ mod tests {
     #[test]
     fn a_release_waits_for_the_renewal_in_flight_then_ends_the_lease() {
         let lease = lease(SPAN);
-        lease.hold_added(Term::Watchdog, Instant::now(), &NoWheel);
+        lease.hold_added(Term::Watchdog, Instant::now(), &NoWheel, &Events::none());
         assert_eq!(lease.renewal_sent(), Some(false));
         let renewer = Arc::clone(&lease);
         let answer = std::thread::spawn(move || {
