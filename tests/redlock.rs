@@ -199,3 +199,20 @@ fn fewer_than_three_nodes_are_refused() {
     let err = redlock(&clients, "").try_lock().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
 }
+
+/// A node's client configured with a larger clock-drift allowance shortens the Redlock's
+/// validity to it: the guard never claims longer than that client's own guards would.
+///
+/// Breaks if the Redlock takes the algorithm's fixed 1 % + 2 ms over the clients' settings.
+#[test]
+fn the_largest_drift_allowance_of_the_nodes_bounds_the_validity() {
+    let nodes = servers(3);
+    let mut clients: Vec<Client> = nodes.iter().take(2).map(client).collect();
+    clients.push(client_with(&nodes[2], |b| b.clock_drift_rate(0.25)));
+    let red = redlock(&clients, "red:drift").with_lease(Duration::from_secs(10));
+    let guard = red.try_lock().unwrap().expect("free");
+    let validity = guard.validity();
+    assert!(validity <= Duration::from_millis(7_498), "10 s less a quarter and the margin: {validity:?}");
+    assert!(validity > Duration::from_millis(7_000), "{validity:?}");
+    guard.unlock().unwrap();
+}
