@@ -339,6 +339,24 @@ fn every_module_imports_only_from_its_floor_or_below_and_nothing_loops() {
     assert!(found.is_empty(), "the layers of docs/design.md do not hold:\n{}", found.join("\n"));
 }
 
+/// The tests that check "nothing was sent" leave `SET` out of what they count, as the
+/// clients' announcements (`testkit::server::commands_served`): that holds only while the
+/// library sends `SET` for nothing else.
+#[test]
+fn the_library_sends_set_only_to_announce_a_client() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let modules = read_sources(&root.join("src"));
+    let senders: Vec<&String> = modules
+        .iter()
+        .filter(|(_, text)| {
+            let code = strip_comments(text);
+            code.contains("cmd(\"SET\")") || code.contains("cmd(\"set\")")
+        })
+        .map(|(module, _)| module)
+        .collect();
+    assert_eq!(senders, ["kind::presence"], "modules that send SET");
+}
+
 #[test]
 fn the_checker_finds_a_loop_an_upward_import_a_root_path_and_a_homeless_module() {
     let floors = vec![
