@@ -230,6 +230,7 @@ fn an_uncontended_acquire_and_its_release_are_spans() {
     let first = &acquires[0];
     assert_eq!((first.level, first.target.as_str()), (Level::DEBUG, "redlease::engine::acquire"));
     assert_eq!(first.field("kind"), Some("reentrant"));
+    assert_eq!(first.field("client"), Some(client.id()), "two clients in one process told apart");
     assert_eq!(first.field("outcome"), Some("at once"), "{first:?}");
     assert_eq!(first.number("attempts"), 1.0, "one script call");
     let waited = first.number("waited_ms");
@@ -240,6 +241,7 @@ fn an_uncontended_acquire_and_its_release_are_spans() {
     assert_eq!(releases.len(), 1, "{releases:?}");
     assert_eq!(releases[0].level, Level::DEBUG);
     assert_eq!((releases[0].field("kind"), releases[0].field("outcome")), (Some("reentrant"), Some("released")));
+    assert_eq!(releases[0].field("client"), Some(client.id()));
     assert!(releases[0].id > first.id, "the release began after the acquire");
 
     // Other kinds name themselves.
@@ -337,6 +339,7 @@ fn a_lease_cut_off_is_at_risk_then_lost() {
     let span = capture.span(batch).expect("the batch's span");
     assert_eq!((span.name, span.level), ("renew", Level::TRACE), "{span:?}");
     assert_eq!(span.field("renewed"), Some("0"), "{span:?}");
+    assert_eq!(span.field("client"), Some(holder.id()), "whose batch it is");
     assert!(span.number("leases") >= 1.0);
     let failed = events.iter().find(|e| e.message() == "renewal failed" && e.within.last() == Some(&batch));
     let failed = failed.unwrap_or_else(|| panic!("a failed renewal in the batch that found the risk: {events:?}"));

@@ -385,7 +385,8 @@ fn counted<T>(
     let _active = engine.acquisition_begins();
     let mut waited = false;
     let tries = Tally::default();
-    let span = trace::span!(DEBUG, "acquire", lock = lock, kind = kind; outcome, waited_ms, attempts);
+    let span =
+        trace::span!(DEBUG, "acquire", lock = lock, kind = kind, client = engine.id(); outcome, waited_ms, attempts);
     let result = trace::within!(span, wait_loop(&mut waited, &tries));
     let outcome = match &result {
         Ok(Some(_)) if waited => Outcome::AfterWaiting(started.elapsed()),

@@ -258,7 +258,8 @@ impl GroupHold {
     /// lease's validity deadline (the release touches only this owner's fields, so a
     /// second send does no harm; one that then finds a value free takes it for released).
     pub(crate) fn release(self) -> Result<()> {
-        let span = trace::span!(DEBUG, "release", lock = self.group(), kind = "group"; outcome);
+        let span =
+            trace::span!(DEBUG, "release", lock = self.group(), kind = "group", client = self.engine.id(); outcome);
         let result = trace::within!(span, self.release_untraced());
         trace::record!(span, outcome = release_outcome(&result));
         result

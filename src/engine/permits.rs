@@ -307,7 +307,7 @@ impl PermitHold {
     /// Gives the permits back. `Err(NotHeld)` when they were lost (their deadline passed):
     /// reported once as `lease_lost`, nothing sent when it was known before.
     pub(crate) fn release(self) -> Result<()> {
-        let span = trace::span!(DEBUG, "release", lock = self.name(), kind = "permit semaphore"; outcome);
+        let span = trace::span!(DEBUG, "release", lock = self.name(), kind = "permit semaphore", client = self.engine.id(); outcome);
         let result = trace::within!(span, self.release_untraced());
         trace::record!(span, outcome = release_outcome(&result));
         result

@@ -212,7 +212,7 @@ impl PendingRelease {
         // `unlock()` rides out a restart or a failover, and stops trying at the lease's
         // validity deadline (past it the hold may be gone, and another owner's); a drop
         // sends once.
-        let span = trace::span!(DEBUG, "release", lock = name, kind = self.kind.label(); outcome);
+        let span = trace::span!(DEBUG, "release", lock = name, kind = self.kind.label(), client = engine.id(); outcome);
         trace::within!(span, {
             let outcome =
                 if retry_timeout { with_retries(engine, self.valid_until, |_| try_once()) } else { try_once() };

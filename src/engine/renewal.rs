@@ -94,6 +94,8 @@ struct Worker {
     lease_millis: u64,
     /// The watchdog's lease and its drift allowance.
     span: Span,
+    /// The client's id, for the traces.
+    client: String,
     /// The client's announcement: its key and text.
     identity_key: String,
     identity_text: String,
@@ -127,8 +129,16 @@ impl Renewer {
         let span = config.watchdog_span();
         let identity_key = keys::identity_key(&identity.id);
         let identity_text = identity.to_text();
-        let worker =
-            Worker { shared: Arc::clone(&shared), topology, config, lease_millis, span, identity_key, identity_text };
+        let worker = Worker {
+            shared: Arc::clone(&shared),
+            topology,
+            config,
+            lease_millis,
+            span,
+            client: identity.id.clone(),
+            identity_key,
+            identity_text,
+        };
         let thread = Background::spawn("redlease-renewal", move || worker.run())?;
         Ok(Renewer { shared, thread })
     }
@@ -369,7 +379,7 @@ impl Worker {
             return;
         }
         let sent = Instant::now();
-        let span = trace::span!(TRACE, "renew", leases = chunk.len(), pool = pool.id(); renewed, round_trips);
+        let span = trace::span!(TRACE, "renew", leases = chunk.len(), pool = pool.id(), client = &*self.client; renewed, round_trips);
         trace::within!(span, {
             let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
             let renewed = outcomes.iter().filter(|o| **o == Answer::Renewed).count();
