@@ -276,7 +276,7 @@ impl Client {
     ) -> Result<T> {
         self.engine.check_running()?;
         with_retries(&self.engine, None, |_| {
-            self.engine.pool_for(key).run_once("running the caller's commands", |conn| f(conn))
+            self.engine.pool_for(key).run_once("running the caller's commands", |conn| f(conn.raw()))
         })
     }
 

@@ -24,9 +24,9 @@ const MIN_NODES: usize = 3;
 ///
 /// One attempt asks every node at once, each bounded by a short per-node timeout. It is
 /// granted when a majority (N/2 + 1) granted **and** time is left: the guard's
-/// [`validity`](RedLockGuard::validity) is lease − time spent − drift (the largest of the
-/// nodes' clients' [drift allowances](crate::ClientBuilder::clock_drift_rate), by default
-/// 0.01 × lease + 2 ms),
+/// [`validity`](RedLockGuard::validity) is lease − time spent − drift (the algorithm's
+/// 0.01 × lease + 2 ms, or the largest of the nodes' clients'
+/// [drift allowances](crate::ClientBuilder::clock_drift_rate) when that is more),
 /// measured on the monotonic clock from before the first request, and must be positive.
 /// A failed attempt releases on **every** node, including those whose reply was lost or
 /// late, then waits a random delay before the next, so that competing clients do not split
@@ -207,9 +207,11 @@ impl RedLock {
         .collect();
         let elapsed = started.elapsed();
         let lease = Duration::from_millis(lease_millis);
-        // The largest drift allowance the nodes' clients are configured with (by default
-        // the algorithm's 1 % + 2 ms): validity never longer than any of their own guards'.
-        let drift = self.nodes.iter().map(|n| n.engine.config().span(lease).drift).max().unwrap_or_default();
+        // The algorithm's 1 % + 2 ms, or the largest drift allowance the nodes' clients are
+        // configured with when that is more: validity never longer than any of their own
+        // guards', nor than the algorithm allows.
+        let floor = lease / 100 + Duration::from_millis(2);
+        let drift = self.nodes.iter().map(|n| n.engine.config().span(lease).drift).fold(floor, Duration::max);
         let validity = lease.checked_sub(elapsed + drift).filter(|v| !v.is_zero());
         let granted = replies.iter().filter(|r| matches!(r, Some(Reply::Granted { .. }))).count();
         let quorum = self.nodes.len() / 2 + 1;

@@ -134,6 +134,41 @@ fn an_acquire_whose_reply_is_lost_is_a_timeout_and_is_undone() {
     assert!(!exists(&mut direct, "ambiguous"));
 }
 
+/// A call whose connection drops after a reply was read on it for that call: the server's
+/// script cache was emptied, so the acquire reads `NOSCRIPT`, loads the script and sends it
+/// again, which Redis carries out, and the connection breaks before its reply. The pool
+/// must not take that connection for one that died while idle and send the acquire a third
+/// time: a connection that answered was alive, and the lost request may have run.
+///
+/// Breaks if the acquire is sent again: Redis then counts two holds of the owner for one
+/// guard (or one guard's worth left behind after an error).
+#[test]
+fn a_call_that_read_a_reply_is_not_sent_again_when_its_connection_then_drops() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    let mut direct = server.conn();
+    let lock = client.lock("answered");
+    // A pooled connection that has served before: the pool's candidate for "stale".
+    lock.lock().unwrap().unlock().unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut direct).unwrap();
+    // NOSCRIPT and the load's answer go through; the second send runs, its reply is cut.
+    proxy.cut_after_replies(2);
+    let outcome = lock.try_lock();
+    let counts = hvals(&mut direct, "answered");
+    assert!(counts.iter().all(|&c| c <= 1), "the acquire ran twice: holds {counts:?} ({:?})", outcome.as_ref().err());
+    match outcome {
+        Ok(Some(guard)) => guard.unlock().unwrap(),
+        Ok(None) => panic!("nobody else holds it"),
+        // Its outcome unknown: the acquire is undone behind it.
+        Err(err) => {
+            assert!(err.is_connection_error(), "{err}");
+            assert!(wait_until(Duration::from_secs(5), || !exists(&mut direct, "answered")), "undone");
+        }
+    }
+    assert!(lock.try_lock().unwrap().is_some(), "free again");
+}
+
 /// The same lost acquire reply, with a spare connection in the pool: the undo travels on it,
 /// runs on the server (its own reply is lost too), and the key is gone at once. This is the
 /// mechanism the test above expects; here it has a connection to go out on.

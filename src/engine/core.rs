@@ -142,19 +142,20 @@ impl Engine {
 
     /// Confirms a grant just made on `conn` with its master's replicas (replica-synced
     /// grants: see [`ReplicaSync`]), and takes it back there with `take_back` when it
-    /// cannot be trusted: not confirmed, or the confirmation failed and `back_after` says
-    /// to (else something else takes it back, or it is left to run out).
+    /// cannot be trusted: not confirmed, or the confirmation failed and
+    /// `take_back_on_error` says to (else something else takes it back, or it is left to
+    /// run out).
     pub(crate) fn confirm_grant(
         &self,
         conn: &mut Conn,
-        back_after: impl FnOnce(&redis::RedisError) -> bool,
+        take_back_on_error: impl FnOnce(&redis::RedisError) -> bool,
         take_back: impl FnOnce(&mut Conn),
     ) -> redis::RedisResult<Replication> {
         let synced = self.replica_sync_of(conn).confirm(conn, self.config.command_timeout);
         let untrusted = match &synced {
             Ok(Replication::Confirmed) => false,
             Ok(Replication::Unconfirmed(_)) => true,
-            Err(err) => back_after(err),
+            Err(err) => take_back_on_error(err),
         };
         if untrusted {
             take_back(conn);

@@ -42,6 +42,8 @@
 //! | `Held`, `AtRisk` | Redis says so to a release or a query (`lost`) | `Lost`, reported once |
 //! | `Held`, `AtRisk` | the local deadline passes (the clock: renewals failed, or every fixed hold ran out) | `Lost`, seen by `state()`; reported by whoever acts on it first (next rows) |
 //! | `Lost` by the clock alone | a renewal fails (`renewal_answered`: failed) | `Lost`, reported; nothing scheduled |
+//! | `Lost` by the clock alone | a renewal sent before the deadline succeeds after it (`renewal_answered`: renewed) | `Lost`, reported: a loss is final, whatever comes back after it |
+//! | `Lost` by the clock alone | its renewal is to go out (`renewal_sent`) | `Lost`, reported; nothing is sent |
 //! | `Lost` by the clock alone | a guard is released (`hold_released`) | `Lost`, reported; the release sends nothing |
 //! | `Held`, `AtRisk` | a guard is released, others remaining (`hold_released`) | the same while the holds left keep it as valid (a fixed hold that outlasted the watchdog part gone: `AtRisk` if renewals are failing) |
 //! | `Held`, `AtRisk` | the last guard is released (`hold_released`) | `Released` (`Lost` if a renewal in flight, waited for, finds it gone: reported by that renewal alone, and the release sends nothing) |
@@ -290,10 +292,15 @@ impl Lease {
     }
 
     /// The renewal thread's, just before a batch goes out: whether the lease goes in it
-    /// (`Held`, with a watchdog hold), marked in flight then (a release waits for it); and
-    /// whether fixed-lease holds remain that the renewal must not cut short.
-    pub(crate) fn renewal_sent(&self) -> Option<bool> {
-        self.core.lock().renewal_sent()
+    /// (`Held` and live, with a watchdog hold), marked in flight then (a release waits for
+    /// it); and whether fixed-lease holds remain that the renewal must not cut short. A
+    /// lease past its deadline is not sent: it is lost, reported to `events` now.
+    pub(crate) fn renewal_sent(&self, events: &Events) -> Option<bool> {
+        let mut core = self.core.lock();
+        let effects = core.expired(Instant::now());
+        let sent = core.renewal_sent();
+        self.settle(core, effects, events);
+        sent
     }
 
     /// The renewal thread's: the round trip that carried the lease, sent at `sent`, came
@@ -601,6 +608,11 @@ impl Core {
 
     /// A batch goes out: whether this lease is in it (held, with a watchdog hold), with
     /// whether fixed holds remain.
+    /// A held lease whose deadline has passed at `now` is lost: reported, and final.
+    fn expired(&mut self, now: Instant) -> Effects {
+        if self.status == Status::Held && !self.is_live(now) { self.lost() } else { Effects::default() }
+    }
+
     fn renewal_sent(&mut self) -> Option<bool> {
         self.renewing = self.status == Status::Held && self.watchdog_holds > 0;
         self.renewing.then_some(!self.fixed_until.is_empty())
@@ -612,6 +624,11 @@ impl Core {
         if self.status != Status::Held {
             return Effects::default();
         }
+        if !self.is_live(now) {
+            // Past the deadline `state()` has already called it lost, and a loss is final:
+            // a late success does not bring it back.
+            return self.lost();
+        }
         match answer {
             Answer::Renewed => {
                 let recovered = self.renewed(sent);
@@ -622,17 +639,14 @@ impl Core {
                 }
             }
             Answer::Gone => self.lost(),
-            Answer::Failed => match self.expires_at() {
-                Some(end) if now >= end => self.lost(),
+            Answer::Failed => {
                 // Tried again soon, and at the latest when the lease runs out, so that its
                 // loss is known then.
-                end => {
-                    let again = now + self.span.retry_after();
-                    let schedule = Some(end.map_or(again, |end| again.min(end)));
-                    let report = self.renewal_failed(now).map(Report::AtRisk);
-                    Effects { wake: true, report, schedule }
-                }
-            },
+                let again = now + self.span.retry_after();
+                let schedule = Some(self.expires_at().map_or(again, |end| again.min(end)));
+                let report = self.renewal_failed(now).map(Report::AtRisk);
+                Effects { wake: true, report, schedule }
+            }
         }
     }
 
@@ -748,9 +762,9 @@ mod tests {
             event: "(`hold_added`)",
             from: &[Given::Held],
             act: |core, now| {
-                core.hold_added(Term::Watchdog, now);
-                core.hold_added(Term::Until(Some(now + ms(100))), now);
-                (now, Effects::default())
+                let fixed = core.hold_added(Term::Until(Some(now + ms(100))), now);
+                assert_eq!(fixed, Effects::default());
+                (now, core.hold_added(Term::Watchdog, now))
             },
             next: None,
             says: "nothing",
@@ -866,6 +880,30 @@ mod tests {
                 core.renewal_sent();
                 let effects = core.renewal_answered(Answer::Failed, now, now);
                 assert_eq!(effects.schedule, None, "nothing more to renew");
+                (now, effects)
+            },
+            next: Some(LeaseState::Lost),
+            says: "lost",
+        },
+        Row {
+            state: "`Lost` by the clock alone",
+            event: "(`renewal_answered`: renewed)",
+            from: &[Given::LostByTheClock],
+            act: |core, now| {
+                // Sent while it was live, answered past the deadline.
+                assert_eq!(core.renewal_sent(), Some(false));
+                (now, core.renewal_answered(Answer::Renewed, now - ms(100), now))
+            },
+            next: Some(LeaseState::Lost),
+            says: "lost",
+        },
+        Row {
+            state: "`Lost` by the clock alone",
+            event: "(`renewal_sent`)",
+            from: &[Given::LostByTheClock],
+            act: |core, now| {
+                let effects = core.expired(now);
+                assert_eq!(core.renewal_sent(), None, "not sent");
                 (now, effects)
             },
             next: Some(LeaseState::Lost),
@@ -1194,7 +1232,7 @@ mod tests {
         let failing = Arc::clone(&lease);
         let failer = std::thread::spawn(move || {
             std::thread::sleep(ms(50));
-            failing.renewal_sent();
+            failing.renewal_sent(&Events::none());
             failing.renewal_answered(Answer::Failed, Instant::now(), &NoWheel, &Events::none());
         });
         let started = Instant::now();
@@ -1208,7 +1246,7 @@ mod tests {
     fn a_release_waits_for_the_renewal_in_flight_then_ends_the_lease() {
         let lease = lease(SPAN);
         lease.hold_added(Term::Watchdog, Instant::now(), &NoWheel, &Events::none());
-        assert_eq!(lease.renewal_sent(), Some(false));
+        assert_eq!(lease.renewal_sent(&Events::none()), Some(false));
         let renewer = Arc::clone(&lease);
         let answer = std::thread::spawn(move || {
             std::thread::sleep(ms(50));

@@ -373,7 +373,7 @@ impl Worker {
         // fixed-lease holds must never be shortened to the watchdog's.
         let chunk: Vec<(Arc<Lease>, bool)> = candidates
             .iter()
-            .filter_map(|lease| lease.renewal_sent().map(|fixed_too| (Arc::clone(lease), fixed_too)))
+            .filter_map(|lease| lease.renewal_sent(&self.config.events).map(|fixed_too| (Arc::clone(lease), fixed_too)))
             .collect();
         if chunk.is_empty() {
             return;

@@ -12,7 +12,7 @@ pub(crate) use crate::scripts::PubSub;
 
 /// A connection of the command pool.
 pub(crate) struct Conn {
-    inner: redis::Connection,
+    inner: Wire,
     pubsub: PubSub,
     origin: Origin,
     /// Where script calls are written (see [`Conn::script`]), kept from one call to the next.
@@ -28,9 +28,81 @@ pub(crate) struct Origin {
     pub(crate) current: Arc<AtomicU64>,
 }
 
+/// The `redis` crate's connection, and whether a reply was read on it since the pool
+/// handed it out: a connection that answered was not stale, so a request on it that then
+/// fails may have been carried out, and is never sent again for the pool's guess that the
+/// connection had died while idle. A `ConnectionLike` of its own (so every command the
+/// library sends through a `Conn` is seen), and not a `Deref` to the crate's connection,
+/// through which a command would go unseen.
+pub(crate) struct Wire {
+    inner: redis::Connection,
+    heard: bool,
+}
+
+impl Wire {
+    pub(crate) fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> redis::RedisResult<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    pub(crate) fn set_write_timeout(&self, timeout: Option<std::time::Duration>) -> redis::RedisResult<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    /// The crate's connection itself, for a caller's own commands (which the pool never
+    /// sends again): taken as answered.
+    pub(crate) fn raw(&mut self) -> &mut redis::Connection {
+        self.heard = true;
+        &mut self.inner
+    }
+
+    /// Whether a reply was read since the pool handed the connection out.
+    pub(crate) fn heard(&self) -> bool {
+        self.heard
+    }
+
+    fn heard_if<T>(&mut self, reply: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        self.heard |= reply.is_ok();
+        reply
+    }
+}
+
+impl redis::ConnectionLike for Wire {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        let reply = self.inner.req_packed_command(cmd);
+        self.heard_if(reply)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        let replies = self.inner.req_packed_commands(cmd, offset, count);
+        self.heard_if(replies)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.inner.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.inner.is_open()
+    }
+}
+
 impl Conn {
     pub(crate) fn new(inner: redis::Connection, pubsub: PubSub, origin: Origin) -> Conn {
-        Conn { inner, pubsub, origin, buf: Vec::new() }
+        Conn { inner: Wire { inner, heard: false }, pubsub, origin, buf: Vec::new() }
+    }
+
+    /// Handed out by the pool for a call: nothing heard on it yet.
+    pub(crate) fn handed_out(&mut self) {
+        self.inner.heard = false;
     }
 
     /// The id of the pool it belongs to.
@@ -296,16 +368,16 @@ fn with_header(buf: &[u8], sha: &str, keys: u64, args: u64) -> Vec<u8> {
 }
 
 impl Deref for Conn {
-    type Target = redis::Connection;
+    type Target = Wire;
 
-    fn deref(&self) -> &redis::Connection {
+    fn deref(&self) -> &Wire {
         &self.inner
     }
 }
 
 // Through `Deref`, the redis crate's blanket impl makes a `Conn` a `ConnectionLike`.
 impl DerefMut for Conn {
-    fn deref_mut(&mut self) -> &mut redis::Connection {
+    fn deref_mut(&mut self) -> &mut Wire {
         &mut self.inner
     }
 }

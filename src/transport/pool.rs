@@ -270,6 +270,7 @@ impl Pool {
         let Call { what, limit, resend, refused } = call;
         let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
         let (generation, mut conn, reused) = self.checkout(limit)?;
+        conn.handed_out();
         let result = self.limit(&conn, timeout).and_then(|()| {
             if let Redirected::Asking(_) = redirected {
                 redis::cmd("ASKING").query::<()>(&mut *conn)?;
@@ -328,12 +329,18 @@ impl Pool {
                 Err(Error::from_redis(err, what, timeout))
             }
             Err(err)
-                if (resend == Resend::IfStale && reused && err.is_connection_dropped() && !err.is_timeout())
+                if (resend == Resend::IfStale
+                    && reused
+                    && !conn.heard()
+                    && err.is_connection_dropped()
+                    && !err.is_timeout())
                     || (is_replica_refusal(&err) && !refused) =>
             {
                 // A stale connection failed before Redis read the command (almost surely:
                 // the server could also have died right after running it, which is why a
-                // command that must not run twice is not sent again), and a replica
+                // command that must not run twice is not sent again; and never once a
+                // reply was read on it for this call, which proves it was not stale and
+                // the failed request may have run), and a replica
                 // refuses a script at its first write, before any effect: either way the
                 // command did nothing, and it runs once more on a new connection.
                 if is_replica_refusal(&err) {

@@ -34,6 +34,7 @@
 //! | `Unsubscribing` | confirmed, no waiter | removed |
 //! | `Unsubscribing` | confirmed, a waiter joined meanwhile | `Subscribing`: `SUBSCRIBE` written |
 //! | `Moved` | a waiter joins, connected | `Subscribing`: `SUBSCRIBE` written |
+//! | `Moved` | a waiter joins, not connected | `Off`, subscribed on connect |
 //! | `Refused` | a waiter joins | `Refused`: it gets the error too (the channel goes with its last waiter; the next one subscribes afresh) |
 //! | `Off`, `Refused`, `Moved` | the last waiter leaves | removed |
 //! | any | connection lost | `Off` (`Refused` and `Moved` kept for their waiters); nothing kept; nothing in flight |
@@ -164,15 +165,16 @@ pub(crate) struct WaiterId(u64);
 /// same order, which is how an error reply (it names no channel) finds its command.
 #[derive(Debug)]
 enum Expected {
-    /// A (un)subscription of a channel and those it covers: `replies` confirmations to
-    /// come (one error reply stands for them all).
+    /// A (un)subscription of `channel` and those it covers: the names whose confirmations
+    /// are still to come, in the order Redis sends them (one error reply stands for them
+    /// all).
     Subscribe {
         channel: String,
-        replies: usize,
+        names: VecDeque<String>,
     },
     Unsubscribe {
         channel: String,
-        replies: usize,
+        names: VecDeque<String>,
     },
     Ping,
 }
@@ -325,6 +327,11 @@ impl<W: Wakeable> Subscriptions<W> {
         let fresh = ch.link == Link::On && ch.confirmed_seq <= since && ch.message_seq <= since;
         ch.kept_until = None;
         ch.waiters.push_back((id, waiter));
+        if ch.link == Link::Moved && !connected {
+            // Subscribed here on connect, as a channel that never moved: the cluster sent
+            // this waiter here again.
+            ch.link = Link::Off;
+        }
         let subscribe = connected && matches!(ch.link, Link::Off | Link::Moved);
         if !subscribe {
             return (id, fresh, Vec::new());
@@ -481,7 +488,7 @@ impl<W: Wakeable> Subscriptions<W> {
         let ch = self.channels.get_mut(channel)?;
         let names = ch.names(channel);
         ch.link = Link::Subscribing;
-        self.expected.push_back(Expected::Subscribe { channel: channel.to_owned(), replies: names.len() });
+        self.expected.push_back(Expected::Subscribe { channel: channel.to_owned(), names: names.clone().into() });
         Some(Command::Subscribe(names))
     }
 
@@ -496,7 +503,7 @@ impl<W: Wakeable> Subscriptions<W> {
         }
         let names = ch.names(channel);
         ch.link = Link::Unsubscribing;
-        self.expected.push_back(Expected::Unsubscribe { channel: channel.to_owned(), replies: names.len() });
+        self.expected.push_back(Expected::Unsubscribe { channel: channel.to_owned(), names: names.clone().into() });
         Some(Command::Unsubscribe(names))
     }
 
@@ -509,21 +516,31 @@ impl<W: Wakeable> Subscriptions<W> {
         }
     }
 
-    /// One confirmation read for the oldest command: it is answered in full once every
-    /// channel it named is confirmed.
-    fn confirmation(&mut self) {
-        if let Some(Expected::Subscribe { replies, .. } | Expected::Unsubscribe { replies, .. }) =
-            self.expected.front_mut()
-            && *replies > 1
-        {
-            *replies -= 1;
-            return;
+    /// Whether a confirmation of `name` (`unsubscribe`: of an `UNSUBSCRIBE`) answers the
+    /// oldest command, as the next name it waits for; it is answered in full once every
+    /// channel it named is. Anything else was not asked for (Redis ends a sharded
+    /// subscription by itself when the slot leaves, even while an `UNSUBSCRIBE` of it is on
+    /// its way).
+    fn answers(&mut self, name: &str, unsubscribe: bool) -> bool {
+        let names = match self.expected.front_mut() {
+            Some(Expected::Subscribe { names, .. }) if !unsubscribe => names,
+            Some(Expected::Unsubscribe { names, .. }) if unsubscribe => names,
+            _ => return false,
+        };
+        if names.front().map(String::as_str) != Some(name) {
+            return false;
         }
-        self.expected.pop_front();
+        names.pop_front();
+        if names.is_empty() {
+            self.expected.pop_front();
+        }
+        true
     }
 
     fn subscribed(&mut self, name: &str, now: Instant) -> Vec<Command> {
-        self.confirmation();
+        if !self.answers(name, false) {
+            return Vec::new();
+        }
         let (channel, beside) = self.owner_of(name);
         if beside {
             return Vec::new();
@@ -535,9 +552,10 @@ impl<W: Wakeable> Subscriptions<W> {
         }
         ch.link = Link::On;
         ch.confirmed_seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let wake_all = std::mem::take(&mut ch.wake_all_on_confirm);
         if ch.waiters.is_empty() {
             ch.kept_until = now.checked_add(LINGER);
-        } else if std::mem::take(&mut ch.wake_all_on_confirm) {
+        } else if wake_all {
             ch.wake_all();
         }
         Vec::new()
@@ -546,8 +564,7 @@ impl<W: Wakeable> Subscriptions<W> {
     fn unsubscribed(&mut self, name: &str) -> Vec<Command> {
         let (channel, _) = self.owner_of(name);
         let channel = channel.to_owned();
-        let asked = self.channels.get(&channel).is_some_and(|ch| ch.link == Link::Unsubscribing);
-        if !asked {
+        if !self.answers(name, true) {
             // Nobody asked: Redis ended a sharded subscription because its slot left.
             if self.sharded
                 && let Some(ch) = self.channels.get_mut(&channel)
@@ -562,7 +579,6 @@ impl<W: Wakeable> Subscriptions<W> {
             }
             return Vec::new();
         }
-        self.confirmation();
         if name != channel {
             return Vec::new();
         }
@@ -710,6 +726,8 @@ mod tests {
         inbox: VecDeque<Reply>,
         /// Channels an ACL rule refuses.
         refused: HashSet<String>,
+        /// Channels whose slot another node serves (sharded): a `SUBSCRIBE` gets `MOVED`.
+        elsewhere: HashSet<String>,
     }
 
     impl Redis {
@@ -719,6 +737,10 @@ mod tests {
                     Command::Subscribe(names) if names.iter().any(|n| self.refused.contains(n)) => {
                         let refusal = Refusal { code: "NOPERM".into(), detail: "no".into() };
                         self.inbox.push_back(Reply::Error(refusal));
+                    }
+                    Command::Subscribe(names) if names.iter().any(|n| self.elsewhere.contains(n)) => {
+                        let moved = Refusal { code: "MOVED".into(), detail: "3999 127.0.0.1:7001".into() };
+                        self.inbox.push_back(Reply::Error(moved));
                     }
                     Command::Subscribe(names) => {
                         for name in names {
@@ -735,6 +757,17 @@ mod tests {
                     Command::Ping => self.inbox.push_back(Reply::Pong),
                 }
             }
+        }
+
+        /// The slot of `channel` (and what it covers) leaves this node: Redis ends their
+        /// subscriptions unasked, and refers new ones elsewhere.
+        fn slot_leaves(&mut self, channel: &str, covered: &[String]) {
+            for name in covered.iter().map(String::as_str).chain([channel]) {
+                if self.subscribed.remove(name) {
+                    self.inbox.push_back(Reply::Unsubscribed(name.to_owned()));
+                }
+            }
+            self.elsewhere.insert(channel.to_owned());
         }
 
         fn publish(&mut self, channel: &str, payload: &str) {
@@ -772,7 +805,9 @@ mod tests {
 
         fn disconnect(&mut self) {
             self.subs.disconnected();
-            self.redis = Redis { refused: std::mem::take(&mut self.redis.refused), ..Redis::default() };
+            let refused = std::mem::take(&mut self.redis.refused);
+            let elsewhere = std::mem::take(&mut self.redis.elsewhere);
+            self.redis = Redis { refused, elsewhere, ..Redis::default() };
         }
 
         fn join(&mut self, channel: &str, meaning: &'static dyn Meaning, weight: u64) -> (Rc<Spy>, bool) {
@@ -831,6 +866,11 @@ mod tests {
                 }
                 for (beside, _) in &ch.beside {
                     prop_assert_eq!(subs.covered.get(beside), Some(name));
+                }
+                if ch.link == Link::Moved {
+                    // Each is to join again where the cluster says: it must wake to do so.
+                    let asleep = ch.waiters.iter().filter(|(_, w)| !w.woken.get()).count();
+                    prop_assert_eq!(asleep, 0, "{} moved with waiters not woken", name);
                 }
             }
             prop_assert_eq!(subs.covered.len(), subs.channels.values().map(|ch| ch.beside.len()).sum::<usize>());
@@ -975,6 +1015,14 @@ mod tests {
             world.join("c", &One, 1);
             assert_eq!(world.link("c"), Some(Link::Subscribing));
         }),
+        ("`Moved`", "a waiter joins, not connected", || {
+            let mut world = given("Moved", 1);
+            world.disconnect();
+            world.join("c", &One, 1);
+            assert_eq!(world.link("c"), Some(Link::Off));
+            world.connect();
+            assert_eq!(world.link("c"), Some(Link::Subscribing), "subscribed on connect");
+        }),
         ("`Refused`", "a waiter joins", || {
             let mut world = given("Refused", 1);
             world.join("c", &One, 1);
@@ -1034,7 +1082,7 @@ mod tests {
         }
     }
 
-    // One test per row of the state table, in its order.
+    // Scenarios across several rows (each row alone: `ROWS`).
 
     #[test]
     fn a_first_waiter_subscribes_at_once_when_connected_and_on_connect_otherwise() {
@@ -1247,14 +1295,26 @@ mod tests {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Join { channel: usize, covering: bool, weight: u64 },
-        Leave { pick: usize, pass_on: bool },
+        Join {
+            channel: usize,
+            covering: bool,
+            weight: u64,
+        },
+        Leave {
+            pick: usize,
+            pass_on: bool,
+        },
         Read,
-        Publish { channel: usize, beside: bool },
+        Publish {
+            channel: usize,
+            beside: bool,
+        },
         Disconnect,
         Connect,
         Advance(u64),
         Refuse(usize),
+        /// The channel's slot leaves this node (or comes back).
+        Migrate(usize),
     }
 
     const CHANNELS: [&str; 3] = ["a", "b", "c"];
@@ -1269,11 +1329,12 @@ mod tests {
             2 => Just(Op::Connect),
             2 => (0..1500u64).prop_map(Op::Advance),
             1 => (0..3usize).prop_map(Op::Refuse),
+            1 => (0..3usize).prop_map(Op::Migrate),
         ]
     }
 
-    fn run(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
-        let mut world = World::new(false);
+    fn run(sharded: bool, ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
+        let mut world = World::new(sharded);
         // Each channel keeps one meaning (a channel's name says what it is).
         let mut meanings: HashMap<&str, &'static dyn Meaning> = HashMap::new();
         for op in ops {
@@ -1317,6 +1378,14 @@ mod tests {
                 Op::Connect if !world.subs.connected => world.connect(),
                 Op::Connect => {}
                 Op::Advance(ms) => world.advance(Duration::from_millis(ms)),
+                Op::Migrate(channel) if sharded => {
+                    let name = CHANNELS[channel];
+                    if !world.redis.elsewhere.remove(name) {
+                        let covered = world.subs.channels.get(name).map(|ch| ch.names(name)).unwrap_or_default();
+                        world.redis.slot_leaves(name, &covered);
+                    }
+                }
+                Op::Migrate(_) => {}
                 Op::Refuse(channel) => {
                     let name = CHANNELS[channel].to_owned();
                     if !world.redis.refused.remove(&name) {
@@ -1337,7 +1406,7 @@ mod tests {
         for (name, ch) in &world.subs.channels {
             match &ch.link {
                 Link::On => on.extend(ch.names(name)),
-                Link::Refused(_) => prop_assert!(!ch.waiters.is_empty()),
+                Link::Refused(_) | Link::Moved => prop_assert!(!ch.waiters.is_empty()),
                 other => prop_assert!(false, "{} is {:?} when all is quiet", name, other),
             }
         }
@@ -1360,8 +1429,11 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
         #[test]
-        fn holds_its_invariants_and_leaves_nothing_behind(ops in prop::collection::vec(op(), 1..120)) {
-            run(ops)?;
+        fn holds_its_invariants_and_leaves_nothing_behind(
+            sharded in any::<bool>(),
+            ops in prop::collection::vec(op(), 1..120),
+        ) {
+            run(sharded, ops)?;
         }
     }
 }

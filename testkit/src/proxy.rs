@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -31,6 +31,8 @@ struct Shared {
     latency_nanos: AtomicU64,
     blackhole: AtomicBool,
     drop_replies: AtomicBool,
+    /// Server→client chunks still to forward before a connection is cut (`-1`: off).
+    cut_after: AtomicI64,
     stopping: AtomicBool,
     next_id: AtomicU64,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
@@ -66,6 +68,7 @@ impl Proxy {
             latency_nanos: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
             drop_replies: AtomicBool::new(false),
+            cut_after: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
@@ -114,6 +117,15 @@ impl Proxy {
     /// and discarded.
     pub fn set_drop_replies(&self, on: bool) {
         self.shared.drop_replies.store(on, Ordering::SeqCst);
+    }
+
+    /// Forwards the next `replies` server→client chunks (on any connection), then closes
+    /// the connection the one after comes on, both sides, without forwarding it: a
+    /// request the server carried out whose reply never arrives, on a connection that
+    /// answered before. A chunk is one reply when the client waits for each reply before
+    /// its next request. Once.
+    pub fn cut_after_replies(&self, replies: u32) {
+        self.shared.cut_after.store(i64::from(replies), Ordering::SeqCst);
     }
 
     /// Closes every current connection, both sides, now. New connections are still
@@ -253,11 +265,35 @@ impl Shared {
         Duration::from_nanos(self.latency_nanos.load(Ordering::SeqCst))
     }
 
+    /// Counts a reply about to be forwarded: true when it is the one to cut at.
+    fn cut_now(&self) -> bool {
+        let left = self.cut_after.load(Ordering::SeqCst);
+        if left < 0 {
+            return false;
+        }
+        if left == 0 {
+            self.cut_after.store(-1, Ordering::SeqCst);
+            return true;
+        }
+        self.cut_after.fetch_sub(1, Ordering::SeqCst);
+        false
+    }
+
     /// Whether bytes travelling in `dir` are forwarded right now.
     fn forwarding(&self, dir: Direction) -> bool {
         let discard_replies = dir == Direction::ServerToClient && self.drop_replies.load(Ordering::SeqCst);
         !self.blackhole.load(Ordering::SeqCst) && !discard_replies
     }
+}
+
+/// Writes one chunk to `dst`; false when the write failed or the chunk is the reply to
+/// cut at ([`Proxy::cut_after_replies`]), the connection then closed.
+fn deliver(conn: &Conn, shared: &Shared, dir: Direction, dst: &mut &TcpStream, chunk: &[u8]) -> bool {
+    if dir == Direction::ServerToClient && shared.cut_now() {
+        conn.close();
+        return false;
+    }
+    dst.write_all(chunk).is_ok()
 }
 
 /// Copies one direction of `conn` through a FIFO delay queue until EOF or an error,
@@ -280,7 +316,7 @@ fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
         let now = Instant::now();
         while queue.front().is_some_and(|(due, _)| *due <= now) {
             let (_, chunk) = queue.pop_front().expect("front exists");
-            if conn.forwarding(shared, dir) && dst.write_all(&chunk).is_err() {
+            if conn.forwarding(shared, dir) && !deliver(conn, shared, dir, &mut dst, &chunk) {
                 failed = true;
                 break 'outer;
             }
@@ -310,7 +346,7 @@ fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
                 }
                 let latency = shared.latency();
                 if latency.is_zero() && queue.is_empty() {
-                    if dst.write_all(&buf[..n]).is_err() {
+                    if !deliver(conn, shared, dir, &mut dst, &buf[..n]) {
                         failed = true;
                         break;
                     }

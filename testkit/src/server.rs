@@ -419,8 +419,9 @@ fn probe(port: u16, pid: u32) -> Probe {
 /// INFO calls themselves and `SET`s: a test reads it before and after to see that the call
 /// under test sent nothing. `SET` is what a client announces itself with (its renewal
 /// thread writes the announcement on a schedule of its own, soon after the client's first
-/// acquire and a third of a lease apart): the library sends it for nothing else, and a
-/// window that caught one would count what the call did not send.
+/// acquire and a third of a lease apart): the library sends it for nothing else (a
+/// script's own `SET`s come with the script's call, which is counted), and a window that
+/// caught one would count what the call did not send.
 pub fn commands_served(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
     info.lines()
