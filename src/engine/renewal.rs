@@ -367,27 +367,30 @@ impl Worker {
 
     /// Renews one batch of leases, all served by `pool`.
     fn renew_batch(&self, pool: &Pool, candidates: &[Arc<Lease>]) {
-        // Marked in flight just before its batch goes out: a release waits for the one
-        // round trip that carries its lease, and a lease released meanwhile is left out.
-        // Each lease goes with how the script may set its expiry: a lease that also has
-        // fixed-lease holds must never be shortened to the watchdog's.
-        let chunk: Vec<(Arc<Lease>, bool)> = candidates
-            .iter()
-            .filter_map(|lease| lease.renewal_sent(&self.config.events).map(|fixed_too| (Arc::clone(lease), fixed_too)))
-            .collect();
-        if chunk.is_empty() {
-            return;
-        }
-        let sent = Instant::now();
-        let span = trace::span!(TRACE, "renew", leases = chunk.len(), pool = pool.id(), client = &*self.client; renewed, round_trips);
+        let span = trace::span!(TRACE, "renew", pool = pool.id(), client = &*self.client; leases, renewed, round_trips);
+        // Inside the span: the leases found lost or at risk are reported in it, those lost
+        // by the clock before they could go included.
         trace::within!(span, {
-            let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
-            let renewed = outcomes.iter().filter(|o| **o == Answer::Renewed).count();
-            trace::record!(span, renewed = renewed, round_trips = round_trips);
-            self.count(sent.elapsed(), round_trips, renewed);
-            // Inside the span: the leases found lost or at risk are reported in it.
-            for ((lease, _), answer) in chunk.iter().zip(outcomes) {
-                lease.renewal_answered(answer, sent, &*self.shared, &self.config.events);
+            // Marked in flight just before its batch goes out: a release waits for the one
+            // round trip that carries its lease, and a lease released meanwhile is left out.
+            // Each lease goes with how the script may set its expiry: a lease that also has
+            // fixed-lease holds must never be shortened to the watchdog's.
+            let chunk: Vec<(Arc<Lease>, bool)> = candidates
+                .iter()
+                .filter_map(|lease| {
+                    lease.renewal_sent(&self.config.events).map(|fixed_too| (Arc::clone(lease), fixed_too))
+                })
+                .collect();
+            trace::record!(span, leases = chunk.len());
+            if !chunk.is_empty() {
+                let sent = Instant::now();
+                let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
+                let renewed = outcomes.iter().filter(|o| **o == Answer::Renewed).count();
+                trace::record!(span, renewed = renewed, round_trips = round_trips);
+                self.count(sent.elapsed(), round_trips, renewed);
+                for ((lease, _), answer) in chunk.iter().zip(outcomes) {
+                    lease.renewal_answered(answer, sent, &*self.shared, &self.config.events);
+                }
             }
         });
     }
