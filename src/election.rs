@@ -172,16 +172,8 @@ impl Election {
 }
 
 fn check_value(value: &str) -> Result<()> {
-    if value.is_empty() {
-        return Err(Error::invalid("the advertised value is empty (a leader advertises what others need of it)"));
-    }
-    if value.len() > MAX_ADVERTISED_LEN {
-        return Err(Error::invalid(format!(
-            "the advertised value is {} bytes long, more than the {MAX_ADVERTISED_LEN} allowed",
-            value.len()
-        )));
-    }
-    Ok(())
+    let why = " (a leader advertises what others need of it)";
+    keys::check_length("the advertised value", value, MAX_ADVERTISED_LEN, why)
 }
 
 impl fmt::Debug for Election {

@@ -147,14 +147,18 @@ pub(crate) fn ceil_millis(d: Duration) -> u128 {
 /// bytes. The message never shows the name (the caller names it, and what it is, with
 /// `Error::on_lock` and its kin, which show a long name cut).
 pub(crate) fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::invalid("the name is empty"));
+    check_length("the name", name, MAX_NAME_LEN, "")
+}
+
+/// Checks that `text`, which the message calls `what`, is not empty and at most `max`
+/// bytes; `why_not_empty` follows the message of an empty one. The message never shows
+/// the text.
+pub(crate) fn check_length(what: &str, text: &str, max: usize, why_not_empty: &str) -> Result<()> {
+    if text.is_empty() {
+        return Err(Error::invalid(format!("{what} is empty{why_not_empty}")));
     }
-    if name.len() > MAX_NAME_LEN {
-        return Err(Error::invalid(format!(
-            "the name is {} bytes long, more than the {MAX_NAME_LEN} allowed",
-            name.len()
-        )));
+    if text.len() > max {
+        return Err(Error::invalid(format!("{what} is {} bytes long, more than the {max} allowed", text.len())));
     }
     Ok(())
 }
