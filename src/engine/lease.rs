@@ -756,6 +756,13 @@ mod tests {
         core.release_ended(&mut release)
     }
 
+    /// A guard released from a lease that is not live: nothing is to be sent.
+    fn released_unsent(core: &mut Core, now: Instant) -> (Instant, Effects) {
+        let mut release = core.hold_released(Term::Watchdog, now);
+        assert!(!release.was_live, "nothing is sent");
+        (now, core.release_ended(&mut release))
+    }
+
     const ROWS: &[Row] = &[
         Row {
             state: "`Held`",
@@ -913,11 +920,7 @@ mod tests {
             state: "`Lost` by the clock alone",
             event: "(`hold_released`)",
             from: &[Given::LostByTheClock],
-            act: |core, now| {
-                let mut release = core.hold_released(Term::Watchdog, now);
-                assert!(!release.was_live, "nothing is sent");
-                (now, core.release_ended(&mut release))
-            },
+            act: released_unsent,
             next: Some(LeaseState::Lost),
             says: "lost",
         },
@@ -962,11 +965,7 @@ mod tests {
             state: "`Lost`",
             event: "(`hold_released`)",
             from: &[Given::Lost],
-            act: |core, now| {
-                let mut release = core.hold_released(Term::Watchdog, now);
-                assert!(!release.was_live, "nothing is sent");
-                (now, core.release_ended(&mut release))
-            },
+            act: released_unsent,
             next: Some(LeaseState::Lost),
             says: "nothing",
         },
