@@ -165,9 +165,10 @@ impl Election {
         keys::check_name(&self.name).map_err(|e| self.renamed(e))
     }
 
-    /// An error of the election's key, named by the election's name.
+    /// An error of the election's key, named by the election's name (the lock paths under
+    /// it name the key).
     fn renamed(&self, err: Error) -> Error {
-        err.on_lock(&self.name)
+        err.on_election(&self.handle.name, &self.name)
     }
 }
 

@@ -75,6 +75,7 @@ pub(crate) enum Subject {
     Lock,
     Semaphore,
     Latch,
+    Election,
 }
 
 impl Subject {
@@ -83,6 +84,7 @@ impl Subject {
             Subject::Lock => "lock",
             Subject::Semaphore => "semaphore",
             Subject::Latch => "latch",
+            Subject::Election => "election",
         }
     }
 }
@@ -281,6 +283,17 @@ impl Error {
     /// earlier call said of the same name, as [`on_semaphore`](Error::on_semaphore).
     pub(crate) fn on_latch(self, name: &str) -> Error {
         self.on(Subject::Latch, name)
+    }
+
+    /// Names the election the error concerns, `(election "name")`, over the name of its
+    /// key (`key`), which the lock paths under it give: a user knows the election by its
+    /// name.
+    pub(crate) fn on_election(mut self, key: &str, name: &str) -> Error {
+        if self.lock.as_deref().is_none_or(|named| named == key) {
+            self.lock = Some(name.to_owned());
+            self.subject = Subject::Election;
+        }
+        self
     }
 
     /// Names what the error concerns: the first name given stays; for that same name, a

@@ -237,7 +237,10 @@ fn bad_input_is_refused_and_waits_are_interruptible() {
     let interrupter = rx.recv().unwrap();
     assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1));
     interrupter.interrupt();
-    assert!(campaigner.join().unwrap().unwrap_err().is_interrupted());
+    let err = campaigner.join().unwrap().unwrap_err();
+    assert!(err.is_interrupted());
+    // Named as the user knows it, not by its key.
+    assert!(err.to_string().contains("(election \"busy\")"), "{err}");
 
     let (tx, rx) = std::sync::mpsc::channel();
     let observing = {
