@@ -143,6 +143,11 @@ pub(crate) fn ceil_millis(d: Duration) -> u128 {
     d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000))
 }
 
+/// [`ceil_millis`], as a `u64` (`u64::MAX` past it: never, for a deadline).
+pub(crate) fn ceil_millis_u64(d: Duration) -> u64 {
+    u64::try_from(ceil_millis(d)).unwrap_or(u64::MAX)
+}
+
 /// Checks a lock's, a semaphore's or a latch's name: not empty, at most [`MAX_NAME_LEN`]
 /// bytes. The message never shows the name (the caller names it, and what it is, with
 /// `Error::on_lock` and its kin, which show a long name cut).

@@ -517,7 +517,7 @@ impl Core {
     fn keep_millis(&self, watchdog_millis: u64, now: Instant) -> u64 {
         let watchdog = if self.watchdog_holds > 0 { watchdog_millis } else { 0 };
         let fixed = self.fixed_until.iter().map(|end| match end {
-            Some(end) => u64::try_from(keys::ceil_millis(end.saturating_duration_since(now))).unwrap_or(u64::MAX),
+            Some(end) => keys::ceil_millis_u64(end.saturating_duration_since(now)),
             None => u64::MAX,
         });
         fixed.fold(watchdog, u64::max).clamp(1, keys::MAX_LEASE_MILLIS)

@@ -211,10 +211,8 @@ pub(crate) fn acquire_expirable(
                 }
                 // Replica-synced, as the locks' grants; ids that cannot be trusted are given
                 // back (idempotent: ids that are not there are simply not there).
-                let synced = engine.replica_sync_of(conn).confirm(conn, command_timeout);
-                if let Ok(Replication::Unconfirmed(_)) = synced {
-                    let _ = semaphore::release_permits(conn, name, &ids);
-                }
+                let synced =
+                    engine.confirm_grant(conn, |_| false, |conn| drop(semaphore::release_permits(conn, name, &ids)));
                 synced.map(|synced| (taken, Some(synced)))
             },
             Some(&mut undo),

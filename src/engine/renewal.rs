@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::background::Background;
 use crate::config::Config;
@@ -177,7 +177,7 @@ impl Renewer {
 impl Shared {
     fn tick_of(&self, at: Instant) -> u64 {
         // Round up: a renewal is never sent before it is due.
-        u64::try_from(keys::ceil_millis(at.saturating_duration_since(self.start))).unwrap_or(u64::MAX)
+        keys::ceil_millis_u64(at.saturating_duration_since(self.start))
     }
 
     fn instant_of(&self, tick: u64) -> Option<Instant> {
@@ -191,6 +191,11 @@ impl Shared {
             return;
         }
         state.announce_at = Some(tick);
+        self.wake_before(state, tick);
+    }
+
+    /// Wakes the thread when it sleeps past `tick`, which was just scheduled.
+    fn wake_before(&self, mut state: MutexGuard<'_, State>, tick: u64) {
         if state.sleeping_until.is_some_and(|until| tick < until) {
             state.sleeping_until = None;
             drop(state);
@@ -211,11 +216,7 @@ impl Schedule for Shared {
             state.wheel.cancel(old);
         }
         let key = state.wheel.insert(tick, Arc::clone(lease));
-        if state.sleeping_until.is_some_and(|until| tick < until) {
-            state.sleeping_until = None;
-            drop(state);
-            self.wake.notify_one();
-        }
+        self.wake_before(state, tick);
         Some(key)
     }
 

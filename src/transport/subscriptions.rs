@@ -602,10 +602,11 @@ impl<W: Wakeable> Subscriptions<W> {
             // An `UNSUBSCRIBE` refused: Redis keeps nothing it would confirm; a waiter that
             // joined meanwhile subscribes as after an unsubscription.
             ch.link = Link::Off;
-            if ch.waiters.is_empty() || !connected {
-                if ch.waiters.is_empty() {
-                    self.remove(&channel);
-                }
+            if ch.waiters.is_empty() {
+                self.remove(&channel);
+                return Vec::new();
+            }
+            if !connected {
                 return Vec::new();
             }
             return self.subscribe(&channel).into_iter().collect();
@@ -620,10 +621,14 @@ impl<W: Wakeable> Subscriptions<W> {
     }
 
     fn message(&mut self, name: &str, payload: &[u8], now: Instant) {
-        let (channel, beside) = self.owner_of(name);
-        let channel = channel.to_owned();
-        let Some(ch) = self.channels.get_mut(&channel) else { return };
-        ch.message_seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        // Borrowed apart, so the channel is found without copying its name (once a message).
+        let Subscriptions { covered, channels, seq, .. } = self;
+        let (channel, beside) = match covered.get(name) {
+            Some(main) => (main.as_str(), true),
+            None => (name, false),
+        };
+        let Some(ch) = channels.get_mut(channel) else { return };
+        ch.message_seq = seq.fetch_add(1, Ordering::AcqRel) + 1;
         let delivery = if beside {
             ch.beside.iter().find(|(other, _)| other == name).map_or(Delivery::Nobody, |(_, d)| *d)
         } else {
