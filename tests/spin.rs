@@ -12,8 +12,6 @@ use crate::helpers::*;
 use crate::support::redisson;
 use crate::support::server::RedisServer;
 
-const JAVA_OWNER: &str = "6f9619ff-8b86-d011-b42d-00cf4fc964ff:1";
-
 /// Holds `name` on a thread of `holder`'s for `hold`, then releases; returns when it holds.
 fn hold_for(holder: &Client, name: &str, hold: Duration) -> thread::JoinHandle<Instant> {
     let lock = holder.spin_lock(name);

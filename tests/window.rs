@@ -51,8 +51,11 @@ fn a_hold_released_early_keeps_the_lock_until_its_window_ends() {
         assert_eq!(info.kind, Some(LockKind::Lock));
         assert_eq!(info.holders[0].owner, format!("{}:0", client.id()), "{name}: the keeper");
         let next = other.lock(name).try_lock_for(Duration::from_secs(5)).unwrap().expect("the next window");
+        // Not before the window ended (it began in Redis after `sent`), and soon after it
+        // (it began before `granted`).
+        let since_sent = sent.elapsed();
+        assert!(since_sent >= window, "{name}: not before the window ended: {since_sent:?}");
         let waited = granted.elapsed();
-        assert!(waited >= window, "{name}: not before the window ended: {waited:?}");
         assert!(waited < window + Duration::from_millis(700), "{name}: soon after it: {waited:?}");
         drop(next);
     }
