@@ -14,7 +14,8 @@
 -- ARGV[6]  the observers' channel, prefixed("redlease_leader", KEYS[1])
 --
 -- Returns  {1, term} when this owner leads (the same term when the request is sent again
---          after its reply was lost); {0, pttl} when another leads.
+--          after its reply was lost, the lease then counted again from now); {0, pttl}
+--          when another leads.
 -- The new term is published on the observers' channel before anything is written (a user
 -- refused the channel changes nothing).
 local token = ARGV[3]
@@ -29,7 +30,12 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {1, term}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    -- This campaign's own earlier grant, its reply lost: the client counts the lease from
+    -- this request's send, so the expiry counts from now too (never shorter).
     unregister_waiter(KEYS[3], token)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return {1, tonumber(redis.call('hget', KEYS[1], 'term'))}
 end
 register_waiter(KEYS[3], token, ARGV[4])

@@ -8,7 +8,8 @@
 -- KEYS[3]  the timeouts sorted set
 -- KEYS[4]  this request's unlock latch
 -- ARGV[1]  release message ("0")
--- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain
+-- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain;
+--          0 when the client holds no more: every hold of the owner goes (see release.lua)
 -- ARGV[3]  owner field
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  wait timeout in milliseconds
@@ -39,7 +40,7 @@ if not holds then
     end
     return nil
 end
-if holds > 1 then
+if holds > 1 and ARGV[2] ~= '0' then
     redis.call('hincrby', lock, ARGV[3], -1)
     redis.call('pexpire', lock, ARGV[2])
     redis.call('set', KEYS[4], 0, 'px', ARGV[4])

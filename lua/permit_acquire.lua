@@ -17,8 +17,18 @@
 local now = server_ms()
 local never = 922337203685477
 -- Sent again after a lost reply, a request whose permits were granted is granted already:
--- the ids are there (taking more would leak permits nobody holds).
+-- the ids are there (taking more would leak permits nobody holds). The client counts their
+-- lease from this send, so their deadlines count from now too (never earlier).
 if redis.call('zscore', KEYS[2], ARGV[4]) then
+    if tonumber(ARGV[2]) >= 0 then
+        local deadline = now + tonumber(ARGV[2])
+        for i = 4, #ARGV do
+            local was = tonumber(redis.call('zscore', KEYS[2], ARGV[i]))
+            if was and was < deadline then
+                redis.call('zadd', KEYS[2], deadline, ARGV[i])
+            end
+        end
+    end
     return nil
 end
 local available = tonumber(redis.call('get', KEYS[1]))

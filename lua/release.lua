@@ -6,7 +6,10 @@
 -- ARGV[1]  release message published when the lock is freed ("0"), or "" for a lock
 --          without messages (the spin lock: nobody waits on a channel, and a deployment
 --          without pub/sub may not grant one)
--- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain
+-- ARGV[2]  lease in milliseconds the owner's remaining holds need, when holds remain;
+--          0 when the client holds no more (its last guard): every hold of the owner goes
+--          then, whatever Redis counted (a resent acquire joined its own lost grant, and no
+--          guard stands for that hold)
 -- ARGV[3]  owner field, "<client uuid>:<thread number>"
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  the release channel
@@ -44,7 +47,7 @@ if not holds then
     end
     return nil
 end
-if holds > 1 then
+if holds > 1 and ARGV[2] ~= '0' then
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[2], 0, 'px', ARGV[4])

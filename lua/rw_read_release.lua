@@ -5,7 +5,9 @@
 -- ARGV[1]  release message ("0": a waiter may now write)
 -- ARGV[2]  owner field
 -- ARGV[3]  latch lifetime in milliseconds
--- ARGV[4]  lease in milliseconds the owner's remaining read holds need, when holds remain
+-- ARGV[4]  lease in milliseconds the owner's remaining read holds need, when holds remain;
+--          0 when the client holds no more: every read hold of the owner goes, its timeout
+--          keys with it (see release.lua)
 -- ARGV[5]  the lock's channel (redisson_rwlock:{name})
 -- ARGV[6]  prefix of this owner's per-hold timeout keys (hold k is ARGV[6] .. ':' .. k)
 -- ARGV[7]  prefix of every owner's timeout keys: "<ARGV[7]><owner>:rwlock_timeout:<k>"
@@ -46,6 +48,9 @@ if not holds then
     return nil
 end
 local left = holds - 1
+if ARGV[4] == '0' then
+    left = 0
+end
 if left == 0 then
     -- This owner's last read hold may free the lock: the channel is needed whether or not
     -- others still read, so that a user refused it is refused every time.
@@ -73,12 +78,17 @@ if read_mode then
         publish(ARGV[5], ARGV[1])
     end
 end
-local hold = ARGV[6] .. ':' .. holds
-may('del', hold)
+-- The hold keys released: the highest one, or all of this owner's above the holds left.
+local released = {}
+for k = left + 1, holds do
+    released[#released + 1] = ARGV[6] .. ':' .. k
+end
+may('del', released[1])
 if outcome == 1 then
     -- The lock is freed, so this owner keeps no hold either (`keep` is at least 1 ms while
     -- it does): the hash goes with its field in it.
-    redis.call('del', hold, KEYS[1])
+    released[#released + 1] = KEYS[1]
+    redis.call('del', unpack(released))
     return 1
 end
 if left > 0 then
@@ -86,7 +96,7 @@ if left > 0 then
 else
     redis.call('hdel', KEYS[1], ARGV[2])
 end
-redis.call('del', hold)
+redis.call('del', unpack(released))
 for k = 1, left do
     redis.call('set', ARGV[6] .. ':' .. k, 1, 'px', keep)
 end

@@ -4,7 +4,9 @@
 -- KEYS[2]  this request's unlock latch
 -- ARGV[1]  release message ("1": every waiting reader may enter)
 -- ARGV[2]  lease in milliseconds the owner's remaining write holds need, when some remain
---          (the hash keeps the longer of it and the owner's downgraded read holds' leases)
+--          (the hash keeps the longer of it and the owner's downgraded read holds' leases);
+--          0 when the client holds no more: every write hold of the owner goes (see
+--          release.lua)
 -- ARGV[3]  the owner's write field, "<owner>:write"
 -- ARGV[4]  latch lifetime in milliseconds
 -- ARGV[5]  the owner's read field, "<owner>"
@@ -48,7 +50,7 @@ local longest = -3
 for k = 1, reads do
     longest = math.max(longest, redis.call('pttl', ARGV[7] .. ':' .. k))
 end
-if holds > 1 then
+if holds > 1 and ARGV[2] ~= '0' then
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), longest))
     redis.call('set', KEYS[2], 0, 'px', ARGV[4])

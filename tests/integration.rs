@@ -6,6 +6,7 @@ mod architecture;
 mod bad_input;
 mod cluster;
 mod connection;
+mod deadline;
 mod election;
 mod exclusion;
 mod failover_storm;

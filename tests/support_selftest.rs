@@ -248,6 +248,25 @@ fn proxy_cut_all_breaks_existing_connections() {
     assert_eq!(proxy.connection_count(), 1);
 }
 
+/// While refusing, a new connection through the proxy fails at its connect, an open one
+/// keeps working, and once the refusal ends new connections work again.
+#[test]
+fn proxy_refusing_fails_new_connections_and_spares_open_ones() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let mut open = connect(&proxy.url(), WAIT);
+    assert_eq!(ping(&mut open).unwrap(), "PONG");
+
+    proxy.set_refusing(true);
+    let refused = redis::Client::open(proxy.url()).unwrap().get_connection_with_timeout(WAIT);
+    assert!(refused.is_err(), "a new connection is refused");
+    assert_eq!(ping(&mut open).unwrap(), "PONG", "the open one is left alone");
+
+    proxy.set_refusing(false);
+    let mut fresh = connect(&proxy.url(), WAIT);
+    assert_eq!(ping(&mut fresh).unwrap(), "PONG");
+}
+
 #[test]
 fn proxy_drop_replies_runs_commands_but_loses_replies() {
     let server = RedisServer::start();

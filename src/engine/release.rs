@@ -41,6 +41,8 @@ pub(crate) struct PendingRelease {
     engine: Arc<Engine>,
     lease: Arc<Lease>,
     kind: Kind,
+    /// The lease the owner's remaining holds need; 0 when none remains (the scripts then
+    /// release every hold of the owner).
     keep_millis: u64,
     request_id: String,
     /// Until when the hold was valid (`None`: no end): a release is not tried again past it.
@@ -149,7 +151,9 @@ impl Hold {
             engine: self.engine,
             lease: self.lease,
             kind: self.kind,
-            keep_millis,
+            // The last guard's release takes every hold of the owner: Redis may count more
+            // than the guards did (a resent acquire that joined its own lost grant).
+            keep_millis: if last { 0 } else { keep_millis },
             request_id,
             valid_until,
             keep_millis_after,

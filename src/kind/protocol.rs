@@ -110,7 +110,9 @@ pub(crate) struct Release<'a> {
     /// The lock's keys and channels, written once per handle (`name`'s), when at hand.
     pub(crate) lock_keys: Option<&'a LockKeys>,
     pub(crate) owner: &'a str,
-    /// Lease the owner's remaining holds need, when holds remain.
+    /// Lease the owner's remaining holds need, when holds remain; 0 for the last guard's
+    /// release, which takes every hold of the owner (Redis may count more than the guards
+    /// did: a resent acquire that joined its own lost grant).
     pub(crate) keep_millis: u64,
     pub(crate) request_id: &'a str,
     pub(crate) latch_millis: u64,

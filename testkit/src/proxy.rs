@@ -1,5 +1,5 @@
 //! `Proxy`: an in-test TCP proxy in front of a server, for fault injection (latency,
-//! black hole, lost replies, cut connections, one frozen connection).
+//! black hole, lost replies, cut connections, refused connections, one frozen connection).
 //!
 //! Each proxied connection has one thread per direction. A direction's thread reads a
 //! chunk at time `t` and writes it at `t + latency` through its own FIFO delay queue,
@@ -31,6 +31,8 @@ struct Shared {
     latency_nanos: AtomicU64,
     blackhole: AtomicBool,
     drop_replies: AtomicBool,
+    /// While set, a new connection is closed as soon as it is accepted, never forwarded.
+    refusing: AtomicBool,
     /// Server→client chunks still to forward before a connection is cut (`-1`: off).
     cut_after: AtomicI64,
     stopping: AtomicBool,
@@ -68,6 +70,7 @@ impl Proxy {
             latency_nanos: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
             drop_replies: AtomicBool::new(false),
+            refusing: AtomicBool::new(false),
             cut_after: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
@@ -117,6 +120,13 @@ impl Proxy {
     /// and discarded.
     pub fn set_drop_replies(&self, on: bool) {
         self.shared.drop_replies.store(on, Ordering::SeqCst);
+    }
+
+    /// While on, every new connection is closed as soon as it is accepted, before anything
+    /// is forwarded: a client's connect (its handshake) fails, as against a server that
+    /// refuses connections. Connections already open are left as they are.
+    pub fn set_refusing(&self, on: bool) {
+        self.shared.refusing.store(on, Ordering::SeqCst);
     }
 
     /// Forwards the next `replies` server→client chunks (on any connection), then closes
@@ -199,6 +209,9 @@ fn spawn_tracked(shared: &Arc<Shared>, name: String, f: impl FnOnce() + Send + '
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     while !shared.stopping.load(Ordering::SeqCst) {
         match listener.accept() {
+            Ok((client, _)) if shared.refusing.load(Ordering::SeqCst) => {
+                let _ = client.shutdown(Shutdown::Both);
+            }
             Ok((client, _)) => {
                 let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
                 let shared2 = shared.clone();
