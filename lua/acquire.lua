@@ -10,10 +10,11 @@
 -- ARGV[5]  "1" for a reentrant lock; "0" for a non-reentrant one, which refuses a second
 --          hold of the same owner with Redisson's error (NON_REENTRANT_REACQUIRE)
 --
--- Returns  nil when acquired (first hold or a reentrant one); otherwise the lock's
---          PTTL in milliseconds (-1 when the key has no expiry), which bounds how long
---          the caller sleeps before it tries again; an error when a non-reentrant lock's
---          owner asks again.
+-- Returns  nil when acquired as the owner's first hold, the status JOINED when the owner
+--          held it already (a reentrant hold, or its own earlier grant whose reply was
+--          lost); otherwise the lock's PTTL in milliseconds (-1 when the key has no
+--          expiry), which bounds how long the caller sleeps before it tries again; an error
+--          when a non-reentrant lock's owner asks again.
 -- A reentrant hold never shortens the lease: the owner's other holds may need a longer one.
 -- A caller that waits registers its client's token when the lock is busy, so that a
 -- release wakes that one client rather than one waiter in every client (see release.lua);
@@ -35,7 +36,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return nil
+    return redis.status_reply('JOINED')
 end
 register_waiter(KEYS[2], token, ARGV[4])
 return redis.call('pttl', KEYS[1])

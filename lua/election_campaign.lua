@@ -13,9 +13,9 @@
 -- ARGV[5]  the value the leader advertises
 -- ARGV[6]  the observers' channel, prefixed("redlease_leader", KEYS[1])
 --
--- Returns  {1, term} when this owner leads (the same term when the request is sent again
---          after its reply was lost, the lease then counted again from now); {0, pttl}
---          when another leads.
+-- Returns  {1, term} when this owner leads now, {2, term} when it led already (the request
+--          sent again after its reply was lost: the same term, the lease then counted again
+--          from now); {0, pttl} when another leads.
 -- The new term is published on the observers' channel before anything is written (a user
 -- refused the channel changes nothing).
 local token = ARGV[3]
@@ -36,7 +36,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return {1, tonumber(redis.call('hget', KEYS[1], 'term'))}
+    return {2, tonumber(redis.call('hget', KEYS[1], 'term'))}
 end
 register_waiter(KEYS[3], token, ARGV[4])
 return {0, redis.call('pttl', KEYS[1])}

@@ -11,7 +11,8 @@
 -- ARGV[6]  "1" for a reentrant lock; "0" for a non-reentrant one, which refuses a second
 --          hold of the same owner with Redisson's error (NON_REENTRANT_REACQUIRE)
 --
--- Returns  nil when acquired (first hold or reentrant); otherwise how many milliseconds
+-- Returns  nil when acquired as the owner's first hold, the status JOINED when the owner
+--          held it already (see acquire.lua); otherwise how many milliseconds
 --          the caller may sleep before it polls again: the head of the queue until the
 --          holder's lease ends (-1 when the lock has no expiry), any other waiter until
 --          the head's deadline, and never longer than the wait timeout.
@@ -132,7 +133,7 @@ elseif redis.call('hexists', lock, owner) == 1 then
     if redis.call('pttl', lock) < tonumber(ARGV[1]) then
         redis.call('pexpire', lock, ARGV[1])
     end
-    return nil
+    return redis.status_reply('JOINED')
 end
 if purged then
     crown()

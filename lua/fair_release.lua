@@ -18,7 +18,8 @@
 --          outcome; finding nothing of the owner in a lock nobody else holds is the release
 --          having happened), else "0"
 --
--- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed). A retry
+-- Returns  nil (not held), 0 (one hold released, others remain), 1 (lock freed), 2 (sent
+--          before, nothing of the owner in a free lock: see release.lua). A retry
 --          of the same request replays a stored 0; after the last hold it finds nothing of
 --          this owner and acts on nothing.
 -- When the lock is freed, the queue is read first (dead heads, past their deadline, are
@@ -36,7 +37,7 @@ if not holds then
     -- Sent before with its outcome unknown: a free lock is this release done (see
     -- release.lua).
     if ARGV[7] == '1' and redis.call('exists', lock) == 0 then
-        return 1
+        return 2
     end
     return nil
 end

@@ -9,8 +9,9 @@
 -- ARGV[3]  the client's wake token when the caller waits for the lock, else ""
 -- ARGV[4]  how long a registration lasts, in milliseconds
 --
--- Returns  {1, token} when acquired; {0, pttl} when someone else holds the lock (pttl is
---          -1 when the key has no expiry).
+-- Returns  {1, token} when acquired as the owner's first hold, {2, token} when the owner
+--          held it already (see acquire.lua); {0, pttl} when someone else holds the lock
+--          (pttl is -1 when the key has no expiry).
 -- A reentrant hold never shortens the lease: the owner's other holds may need a longer one.
 -- A waiting caller registers and a grant unregisters as in acquire.lua.
 local token = ARGV[3]
@@ -28,7 +29,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return {1, redis.call('incr', KEYS[2])}
+    return {2, redis.call('incr', KEYS[2])}
 end
 register_waiter(KEYS[3], token, ARGV[4])
 return {0, redis.call('pttl', KEYS[1])}

@@ -25,6 +25,9 @@
 -- Returns  nil  the owner holds nothing: not held (never was, or the lease was lost)
 --          0    one hold released, the owner still holds the lock
 --          1    the last hold released: the key is deleted and the message published
+--          2    sent before with its outcome unknown, and nothing of the owner is left in a
+--               lock nobody holds: the release happened, or the hold was gone before it (the
+--               client tells them apart by the server's run)
 -- A retry of the same request (same latch) replays the stored 0 without acting again, so
 -- a release whose reply was lost can be sent once more safely. Only a release that leaves
 -- holds behind needs the latch: after the last hold is gone a retry finds no field of this
@@ -43,7 +46,7 @@ if not holds then
     -- Sent before with its outcome unknown: a free lock is this release done (or a lease
     -- that lapsed with nobody after it); one held by another owner may be a loss.
     if ARGV[6] == '1' and redis.call('exists', KEYS[1]) == 0 then
-        return 1
+        return 2
     end
     return nil
 end

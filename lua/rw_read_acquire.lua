@@ -8,7 +8,9 @@
 -- ARGV[4]  prefix of this owner's per-hold timeout keys: hold k is ARGV[4] .. ':' .. k
 --
 -- Returns  nil when granted: no mode is set, the mode is read, or this owner holds the
---          write lock (a downgrade); otherwise the lock's PTTL (-1 when it has no expiry).
+--          write lock (a downgrade); the status JOINED instead when this owner had read holds
+--          already (reentrant, or its own grant whose reply was lost); otherwise the lock's
+--          PTTL (-1 when it has no expiry).
 -- Each read hold gets its own timeout key, so that a dead reader's holds end on their own;
 -- the hash keeps the longest lease of any hold.
 -- A first hold on a free lock (the uncontended acquire) writes the hash in one command and
@@ -23,12 +25,16 @@ if mode == false then
     return nil
 end
 if mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
-    local hold = ARGV[4] .. ':' .. ((tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0) + 1)
+    local held = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0
+    local hold = ARGV[4] .. ':' .. (held + 1)
     may('set', hold, '1', 'px', ARGV[1])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('set', hold, 1, 'px', ARGV[1])
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    if held > 0 then
+        return redis.status_reply('JOINED')
     end
     return nil
 end

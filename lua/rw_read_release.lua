@@ -16,7 +16,8 @@
 --          having happened), else "0"
 --
 -- Returns  nil (this owner holds no read hold), 0 (released; the lock is still held),
---          1 (released; the lock is free and the message was published). While this owner
+--          1 (released; the lock is free and the message was published), 2 (sent before,
+--          nothing of the owner in a lock no writer holds: see release.lua). While this owner
 --          keeps read holds the outcome is stored in the latch, and a retry of the same
 --          request replays it; after its last read hold a retry finds nothing of it.
 -- Hold keys are interchangeable: the release deletes the highest one, and the owner's
@@ -43,7 +44,7 @@ if not holds then
     -- Sent before with its outcome unknown: no writer is this release done (see
     -- release.lua; other readers share the lock with it).
     if ARGV[8] == '1' and fields['mode'] ~= 'write' then
-        return 1
+        return 2
     end
     return nil
 end

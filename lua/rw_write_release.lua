@@ -19,7 +19,8 @@
 -- Returns  nil (not held), 0 (one write hold released, others remain), 1 (the last write
 --          hold released: the lock is deleted, or, when this owner still has read holds
 --          (a downgrade), left in read mode with the longest lease of those holds; the
---          message is published either way).
+--          message is published either way), 2 (sent before, nothing of the owner in a
+--          free lock: see release.lua).
 -- Only a release that leaves write holds stores its outcome in the latch; after the last
 -- one a retry finds no write field of this owner and acts on nothing. The message goes
 -- before the first write: a user refused the channel leaves the lock as it was.
@@ -35,7 +36,7 @@ if found[1] ~= 'write' then
     -- Sent before with its outcome unknown: a free lock is this release done (see
     -- release.lua).
     if ARGV[8] == '1' and not found[1] then
-        return 1
+        return 2
     end
     return nil
 end

@@ -377,6 +377,110 @@ fn a_fixed_lease_that_ran_out_under_its_guard_is_reported_lost_once_on_drop() {
     assert_eq!(recorder.count("release_failed"), 0, "{:?}", recorder.events());
 }
 
+/// Restarts `server` empty under `kind`'s lock `name`, then lets another client take it and
+/// give it back: the lock is free again, and nothing in Redis says that the first holder's
+/// hold ever was.
+fn restart_and_let_another_pass(server: &mut RedisServer, kind: Kind, name: &str) {
+    server.restart();
+    let other = crate::helpers::client(server);
+    let passing = rival(&other, kind, name).try_lock().unwrap().expect("the restart emptied Redis: the lock is free");
+    passing.unlock().unwrap();
+}
+
+/// (f) Redis restarted empty under a held lock of every kind, another client took the lock
+/// and released it, then the first guard is released (by `unlock()` and by a drop, the
+/// last guard and one of two). Each release finds a free lock with its first send's outcome
+/// unknown (it went out on a connection the restart broke); the server that answers it is
+/// not the one that granted the hold, so the hold did not survive: `NotHeld` from
+/// `unlock()`, `lease_lost` once, never `release_failed`.
+///
+/// Breaks if "nothing of the owner in a free lock" after an unknown first outcome is taken
+/// for the release having happened when the server restarted since the grant (it reported
+/// nothing, though two holders had overlapped).
+#[test]
+fn a_release_after_a_restart_and_another_holder_reports_the_loss_on_every_path() {
+    for_every_kind(|kind| {
+        for path in ["unlock", "drop", "inner unlock"] {
+            let mut server = RedisServer::start();
+            let recorder = Arc::new(Recorder::default());
+            let client = client_with(&server, recording(&recorder));
+            let name = format!("restarted-{kind:?}");
+            let outer = handle(&client, kind, &name).lock().unwrap();
+            let inner = (path == "inner unlock").then(|| handle(&client, kind, &name).lock().unwrap());
+            restart_and_let_another_pass(&mut server, kind, &name);
+            match inner {
+                Some(inner) => {
+                    let err = inner.unlock().expect_err("the hold did not survive the restart");
+                    assert!(err.is_not_held(), "{path}: {err} ({:?})", err.kind());
+                    drop(outer);
+                }
+                None if path == "drop" => drop(outer),
+                None => {
+                    let err = outer.unlock().expect_err("the hold did not survive the restart");
+                    assert!(err.is_not_held(), "{path}: {err} ({:?})", err.kind());
+                }
+            }
+            thread::sleep(Duration::from_millis(100));
+            assert_eq!(recorder.count("lease_lost"), 1, "{path}: reported once: {:?}", recorder.events());
+            assert_eq!(recorder.count("release_failed"), 0, "{path}: {:?}", recorder.events());
+        }
+    });
+}
+
+/// (g) The same restart and passing holder, then the thread takes the lock again while its
+/// first guard lives: the acquire finds nothing of the owner (it is a new hold, not a
+/// reentry), so the first guard's hold is lost: it reads so and is reported once, while the
+/// new guard holds the lock and its release frees it.
+///
+/// Breaks if the new grant is taken for a reentry into a hold that Redis no longer had
+/// (the first guard then read held through the other holder's time, and nothing reported
+/// it).
+#[test]
+fn a_reentrant_acquire_that_finds_its_hold_gone_reports_the_first_guard_lost() {
+    for_every_kind(|kind| {
+        let mut server = RedisServer::start();
+        let recorder = Arc::new(Recorder::default());
+        let client = client_with(&server, recording(&recorder));
+        let name = format!("reentered-{kind:?}");
+        let first = handle(&client, kind, &name).lock().unwrap();
+        restart_and_let_another_pass(&mut server, kind, &name);
+        let second = handle(&client, kind, &name).lock().unwrap();
+        assert!(!first.is_held(), "the first guard's hold did not survive the restart");
+        assert!(second.is_held(), "the new grant holds");
+        assert_eq!(recorder.count("lease_lost"), 1, "reported once: {:?}", recorder.events());
+        second.unlock().expect("the new hold is released");
+        assert!(first.unlock().expect_err("lost").is_not_held());
+        assert!(!exists(&mut server.conn(), &name), "nothing left");
+        assert_eq!(recorder.count("lease_lost"), 1, "not again: {:?}", recorder.events());
+        assert_eq!(recorder.count("release_failed"), 0, "{:?}", recorder.events());
+    });
+}
+
+/// (h) A leadership held across a restart, another candidate elected and resigned since:
+/// resigning (and dropping) reports the loss once.
+///
+/// Breaks as (f), for the election's release.
+#[test]
+fn a_leadership_released_after_a_restart_and_another_leader_reports_the_loss() {
+    for resign in [true, false] {
+        let mut server = RedisServer::start();
+        let recorder = Arc::new(Recorder::default());
+        let client = client_with(&server, recording(&recorder));
+        let leadership = client.election("restarted").campaign("first").unwrap();
+        server.restart();
+        let other = crate::helpers::client(&server);
+        other.election("restarted").try_campaign("second").unwrap().expect("nobody leads").resign().unwrap();
+        if resign {
+            assert!(leadership.resign().expect_err("the leadership did not survive").is_not_held());
+        } else {
+            drop(leadership);
+        }
+        thread::sleep(Duration::from_millis(100));
+        assert_eq!(recorder.count("lease_lost"), 1, "resign {resign}: {:?}", recorder.events());
+        assert_eq!(recorder.count("release_failed"), 0, "resign {resign}: {:?}", recorder.events());
+    }
+}
+
 /// (e) An unlock whose release reaches Redis, while its connection breaks before the reply
 /// is read (the proxy forwards the release, drops the reply, then cuts the connection): the
 /// outcome is unknown, and the release sent again finds nothing of the owner. That is the

@@ -32,8 +32,7 @@ use crate::interrupt;
 use crate::keys;
 use crate::kind::{AcquireArgs, Kind, LockKeys, Reply, Role};
 use crate::trace::{self, Tally};
-use crate::transport::Conn;
-use crate::transport::Meaning;
+use crate::transport::{Conn, Meaning, RunId};
 
 /// How long a caller is prepared to wait.
 #[derive(Clone, Copy, Debug)]
@@ -216,11 +215,14 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         // Whether the attempt was granted: an error after that came from confirming the
         // grant, which had its effect.
         let granted = Cell::new(false);
+        // The run of the server that answered (the grant's, for the release to compare).
+        let run = Cell::new(None);
         let reply = engine.pool_for(name).run_handing_off(
             "acquiring",
             None,
             |conn| {
                 granted.set(false);
+                run.set(conn.run());
                 let reply = kind.attempt(conn, name, &owner, args)?;
                 if !matches!(reply, Reply::Granted { .. }) {
                     return Ok((reply, None));
@@ -244,7 +246,9 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             undo,
         );
         match reply {
-            Ok((Reply::Granted { token }, Some(Replication::Confirmed) | None)) => Ok(Attempt::Acquired((sent, token))),
+            Ok((Reply::Granted { token, joined }, Some(Replication::Confirmed) | None)) => {
+                Ok(Attempt::Acquired(Grant { sent, token, joined, held_before, run: run.get() }))
+            }
             Ok((_, Some(Replication::Unconfirmed(why)))) => {
                 if why == Unconfirmed::Superseded && !held_before {
                     // Made on the old master just before or after its replica was promoted:
@@ -282,9 +286,15 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             .run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis, token, always_publish));
     }
     let acquired = result.on_lock(name)?;
-    let hold = acquired.map(|(sent, token)| {
+    let hold = acquired.map(|Grant { sent, token, joined, held_before, run }| {
+        if held_before && !joined {
+            // Redis had nothing of the thread's hold (a restart emptied it, a force unlock):
+            // this grant is a first hold, and the lease of the thread's guards is lost.
+            engine.learned_not_held(request.name, kind.role());
+        }
         let lease = engine.lease_for(kind, request.name, owner, request.per_thread);
         let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
+        lease.shown_on(run);
         // Counted from now, after the grant: the lock is kept at least that long after it.
         let keep_until = request.keep_at_least.and_then(|keep| Instant::now().checked_add(keep));
         Hold::new(Arc::clone(engine), lease, kind, term, token, active)
@@ -347,6 +357,20 @@ pub(crate) fn attempt_within(
 fn hand_off_undo(engine: &Engine, request: Request<'_>, owner: &str, command_timeout: Duration, conn: Conn) {
     let undo = Undo::prepare(engine, request.kind, request.name, owner, engine.watchdog_millis(), command_timeout);
     undos::hand_off(engine.undos(), request.name, owner, conn, move |mut conn| undo.send_on(&mut conn));
+}
+
+/// A lock's grant, as the attempt that got it saw it.
+struct Grant {
+    /// When its request was sent: the hold is valid from then.
+    sent: Instant,
+    /// A fenced lock's token, an election's term.
+    token: Option<u64>,
+    /// The owner held the lock in Redis already.
+    joined: bool,
+    /// The thread held a live lease of the lock when the attempt began.
+    held_before: bool,
+    /// The run of the server that granted it.
+    run: Option<RunId>,
 }
 
 /// What one attempt found.

@@ -82,6 +82,7 @@
 //! sorts a batch's leases by it (one script call per kind).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -92,6 +93,7 @@ use crate::keys;
 use crate::kind::Role;
 use crate::kind::semaphore::PermitId;
 use crate::span::Span;
+use crate::transport::RunId;
 use crate::wheel::WheelKey;
 
 /// What a guard can tell about its lease without asking Redis.
@@ -174,6 +176,10 @@ pub(crate) struct Lease {
     /// The lock's name (a semaphore's, a group's), which is also its Redis key.
     name: Arc<str>,
     renews: Renews,
+    /// The run of the server on which Redis last showed the hold (its grant, a renewal), as
+    /// [`RunId::bits`] (0: not known): a release that finds nothing of it on another run
+    /// cannot take that for its own doing.
+    run: AtomicU64,
     core: Mutex<Core>,
     renewal_done: Condvar,
     /// Notified whenever the state may have changed other than by the clock (a renewal's
@@ -184,7 +190,14 @@ pub(crate) struct Lease {
 impl Lease {
     /// A lease of no hold yet, on `name`, renewing `renews` with the watchdog's `span`.
     pub(crate) fn new(name: Arc<str>, renews: Renews, span: Span) -> Lease {
-        Lease { name, renews, core: Mutex::new(Core::new(span)), renewal_done: Condvar::new(), changed: Condvar::new() }
+        Lease {
+            name,
+            renews,
+            run: AtomicU64::new(0),
+            core: Mutex::new(Core::new(span)),
+            renewal_done: Condvar::new(),
+            changed: Condvar::new(),
+        }
     }
 
     /// The lock's (semaphore's, group's) name.
@@ -194,6 +207,17 @@ impl Lease {
 
     pub(crate) fn renews(&self) -> &Renews {
         &self.renews
+    }
+
+    /// Redis showed the hold on the server's run `run` (a grant, a renewal): the run a
+    /// release compares with its own (`None`, not known, forgets the last one).
+    pub(crate) fn shown_on(&self, run: Option<RunId>) {
+        self.run.store(run.map_or(0, RunId::bits), Ordering::Release);
+    }
+
+    /// The run of the server on which Redis last showed the hold, when known.
+    pub(crate) fn shown_run(&self) -> Option<RunId> {
+        RunId::from_bits(self.run.load(Ordering::Acquire))
     }
 
     /// The owner the holds are recorded under (`None`: permits, which are nobody's).

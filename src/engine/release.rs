@@ -11,7 +11,7 @@ use crate::engine::lease::{Lease, LeaseState, Remaining, Term};
 use crate::engine::retry::with_retries;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::keys;
-use crate::kind::{Kind, LockKeys, Release};
+use crate::kind::{FOUND_FREE, Kind, LockKeys, Release};
 use crate::owner;
 use crate::trace;
 use crate::transport::Conn;
@@ -183,8 +183,11 @@ impl PendingRelease {
         // another owner holds (which may have taken it after this release, or after the
         // lease was lost: taken for a loss, the cautious reading).
         let uncertain = Cell::new(false);
+        // The run of the server that answered.
+        let answered_on = Cell::new(None);
         let send = || {
             engine.pool_for(name).run_within("releasing", limit, |conn| {
+                answered_on.set(conn.run());
                 let release = Release {
                     name,
                     lock_keys: self.lock_keys.as_deref(),
@@ -220,7 +223,23 @@ impl PendingRelease {
         trace::within!(span, {
             let outcome =
                 if retry_timeout { with_retries(engine, self.valid_until, |_| try_once()) } else { try_once() };
+            let restarted = || {
+                let (shown, answered) = (self.lease.shown_run(), answered_on.get());
+                shown.zip(answered).is_some_and(|(shown, answered)| shown != answered)
+            };
             let result = match outcome.on_lock(name) {
+                // Nothing of the owner in a free lock, after a send whose outcome is unknown,
+                // on another run of the server than the one that last showed the hold: the
+                // restart (or failover) between may have taken it, and the lock may have
+                // changed hands since. Not taken for this release's doing.
+                Ok(Some(FOUND_FREE)) if restarted() => {
+                    self.lease.lost(&engine.config().events);
+                    Err(Error::new(
+                        ErrorKind::NotHeld,
+                        "the server restarted (or failed over) since it last showed the hold, and the lock is free: the hold may have been lost before this release",
+                    )
+                    .on_lock(name))
+                }
                 Ok(Some(_)) => Ok(()),
                 Ok(None) => {
                     // Redis says the owner holds nothing: the lease was lost (a restart, an

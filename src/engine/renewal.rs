@@ -44,7 +44,7 @@ use crate::keys;
 use crate::kind::{self, GroupEntry, PermitEntry, RenewEntry, RenewOutcome, Renewal};
 use crate::span::Span;
 use crate::trace;
-use crate::transport::{Pool, Topology};
+use crate::transport::{Conn, Pool, RunId, Topology};
 use crate::wheel::{Wheel, WheelKey};
 
 pub(crate) struct Renewer {
@@ -386,10 +386,14 @@ impl Worker {
             if !chunk.is_empty() {
                 let sent = Instant::now();
                 let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
-                let renewed = outcomes.iter().filter(|o| **o == Answer::Renewed).count();
+                let renewed = outcomes.iter().filter(|(o, _)| *o == Answer::Renewed).count();
                 trace::record!(span, renewed = renewed, round_trips = round_trips);
                 self.count(sent.elapsed(), round_trips, renewed);
-                for ((lease, _), answer) in chunk.iter().zip(outcomes) {
+                for ((lease, _), (answer, run)) in chunk.iter().zip(outcomes) {
+                    if answer == Answer::Renewed {
+                        // Redis showed the hold on this run of the server.
+                        lease.shown_on(run);
+                    }
                     lease.renewal_answered(answer, sent, &*self.shared, &self.config.events);
                 }
             }
@@ -398,9 +402,10 @@ impl Worker {
 
     /// One round trip for the locks of `chunk`, one for its permits and one for its groups
     /// (for those it has), and one more for each lease whose slot its node no longer
-    /// serves: per lease, its answer; and the round trips made.
-    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> (Vec<Answer>, u64) {
-        let mut outcomes = vec![Answer::Failed; chunk.len()];
+    /// serves: per lease, its answer and the run of the server that gave it; and the round
+    /// trips made.
+    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> (Vec<(Answer, Option<RunId>)>, u64) {
+        let mut outcomes = vec![(Answer::Failed, None); chunk.len()];
         let mut round_trips = 0;
         // Each kind's leases, by their place in `chunk`, and what its script is sent.
         let (mut locks, mut permits, mut groups) = (Vec::new(), Vec::new(), Vec::new());
@@ -421,47 +426,45 @@ impl Worker {
         }
         if !locks.is_empty() {
             let (indexes, entries): (Vec<usize>, Vec<RenewEntry<'_>>) = locks.into_iter().unzip();
-            let replies = pool.run_within("renewing leases", self.round_trip_limit(), |conn| {
-                kind::renew(conn, self.lease_millis, &entries)
-            });
+            let replies = self.on(pool, "renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries));
             round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
-                self.topology.pool_for(entries[j].name).run_within(
-                    "renewing a lease",
-                    self.round_trip_limit(),
-                    |conn| kind::renew(conn, self.lease_millis, one),
-                )
+                let pool = self.topology.pool_for(entries[j].name);
+                self.on(&pool, "renewing a lease", |conn| kind::renew(conn, self.lease_millis, one))
             });
         }
         if !permits.is_empty() {
             let (indexes, entries): (Vec<usize>, Vec<PermitEntry<'_>>) = permits.into_iter().unzip();
-            let replies = pool.run_within("renewing permits", self.round_trip_limit(), |conn| {
-                kind::renew_permits(conn, self.lease_millis, &entries)
-            });
+            let replies =
+                self.on(pool, "renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, &entries));
             round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
-                self.topology.pool_for(&keys::permit_timeouts(entries[j].name)).run_within(
-                    "renewing permits",
-                    self.round_trip_limit(),
-                    |conn| kind::renew_permits(conn, self.lease_millis, one),
-                )
+                let pool = self.topology.pool_for(&keys::permit_timeouts(entries[j].name));
+                self.on(&pool, "renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, one))
             });
         }
         if !groups.is_empty() {
             let (indexes, entries): (Vec<usize>, Vec<GroupEntry<'_>>) = groups.into_iter().unzip();
-            let replies = pool.run_within("renewing group leases", self.round_trip_limit(), |conn| {
-                kind::renew_groups(conn, self.lease_millis, &entries)
-            });
+            let replies =
+                self.on(pool, "renewing group leases", |conn| kind::renew_groups(conn, self.lease_millis, &entries));
             round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
                 let one = std::slice::from_ref(&entries[j]);
-                self.topology.pool_for(entries[j].name).run_within(
-                    "renewing a group lease",
-                    self.round_trip_limit(),
-                    |conn| kind::renew_groups(conn, self.lease_millis, one),
-                )
+                let pool = self.topology.pool_for(entries[j].name);
+                self.on(&pool, "renewing a group lease", |conn| kind::renew_groups(conn, self.lease_millis, one))
             });
         }
         (outcomes, round_trips)
+    }
+
+    /// One renew script call, `renew`, on a connection of `pool` within a round trip's
+    /// bound: its replies, and the run of the server that gave them.
+    fn on(
+        &self,
+        pool: &Pool,
+        what: &str,
+        mut renew: impl FnMut(&mut Conn) -> redis::RedisResult<Vec<RenewOutcome>>,
+    ) -> Result<(Vec<RenewOutcome>, Option<RunId>)> {
+        pool.run_within(what, self.round_trip_limit(), |conn| renew(conn).map(|replies| (replies, conn.run())))
     }
 
     /// Records the replies of one renew script for the leases `indexes` of `chunk` into
@@ -472,11 +475,11 @@ impl Worker {
         &self,
         chunk: &[(Arc<Lease>, bool)],
         indexes: &[usize],
-        replies: Result<Vec<RenewOutcome>>,
-        outcomes: &mut [Answer],
-        alone: impl Fn(usize) -> Result<Vec<RenewOutcome>>,
+        replies: Result<(Vec<RenewOutcome>, Option<RunId>)>,
+        outcomes: &mut [(Answer, Option<RunId>)],
+        alone: impl Fn(usize) -> Result<(Vec<RenewOutcome>, Option<RunId>)>,
     ) -> u64 {
-        let replies = match replies {
+        let (replies, run) = match replies {
             Ok(replies) => replies,
             Err(err) => {
                 self.config.events.renewal_failed(&err);
@@ -485,20 +488,20 @@ impl Worker {
         };
         let mut round_trips = 0;
         for (j, (&i, reply)) in indexes.iter().zip(replies).enumerate() {
-            let reply = match reply {
+            let (reply, run) = match reply {
                 RenewOutcome::Elsewhere => {
                     round_trips += 1;
                     match alone(j) {
-                        Ok(mut one) => one.pop().unwrap_or(RenewOutcome::Elsewhere),
+                        Ok((mut one, run)) => (one.pop().unwrap_or(RenewOutcome::Elsewhere), run),
                         Err(err) => {
                             self.config.events.renewal_failed(&err);
                             continue;
                         }
                     }
                 }
-                reply => reply,
+                reply => (reply, run),
             };
-            outcomes[i] = self.outcome(&chunk[i].0, reply);
+            outcomes[i] = (self.outcome(&chunk[i].0, reply), run);
         }
         round_trips
     }

@@ -46,7 +46,8 @@ pub(crate) struct AcquireArgs<'a> {
     /// Redis still has is a leftover (a release or an undo lost in a failover, a lease this
     /// client counts as lost), backed by no guard. A non-reentrant acquire joins it, as a
     /// reentrant one does, rather than refuse it as a reentry: the count goes on, so that a
-    /// late decrement of the leftover still balances.
+    /// late decrement of the leftover still balances, and the last guard's release takes
+    /// every hold of the owner.
     pub(crate) holds_nothing: bool,
     /// What a candidate in an election advertises when it leads ("" for the locks).
     pub(crate) advertise: &'a str,
@@ -83,18 +84,19 @@ impl Kind {
         match self {
             Kind::Reentrant | Kind::NonReentrant => {
                 let reentrant = self.reentrant() || args.holds_nothing;
-                reentrant::acquire(conn, name, owner, lease, token, reentrant, args.lock_keys).map(Reply::from_pttl)
+                reentrant::acquire(conn, name, owner, lease, token, reentrant, args.lock_keys)
+                    .and_then(Reply::from_grant_or_pttl)
             }
             // A spin waiter listens on no channel: it never registers its client.
-            Kind::Spin => {
-                reentrant::acquire(conn, name, owner, lease, None, true, args.lock_keys).map(Reply::from_pttl)
-            }
+            Kind::Spin => reentrant::acquire(conn, name, owner, lease, None, true, args.lock_keys)
+                .and_then(Reply::from_grant_or_pttl),
             Kind::Fair | Kind::NonReentrantFair => {
                 let reentrant = self.reentrant() || args.holds_nothing;
-                fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue, reentrant).map(Reply::from_pttl)
+                fair::acquire(conn, name, owner, lease, args.wait_millis, args.queue, reentrant)
+                    .and_then(Reply::from_grant_or_pttl)
             }
-            Kind::Read => read_write::read_acquire(conn, name, owner, lease).map(Reply::from_pttl),
-            Kind::Write => read_write::write_acquire(conn, name, owner, lease).map(Reply::from_pttl),
+            Kind::Read => read_write::read_acquire(conn, name, owner, lease).and_then(Reply::from_grant_or_pttl),
+            Kind::Write => read_write::write_acquire(conn, name, owner, lease).and_then(Reply::from_grant_or_pttl),
             Kind::Fenced => fenced::acquire(conn, name, owner, lease, token),
             Kind::Election => election::campaign(conn, name, owner, lease, token, args.advertise),
         }

@@ -53,11 +53,7 @@ pub(crate) fn campaign(
         .arg(value)
         .arg(leader_channel(key))
         .invoke(conn)?;
-    Ok(if granted == 1 {
-        Reply::Granted { token: u64::try_from(n).ok() }
-    } else {
-        Reply::Busy { ttl: u64::try_from(n).ok().map(Duration::from_millis) }
-    })
+    Ok(Reply::from_table(granted, n))
 }
 
 /// Who leads the election whose hash is `key`: the value it

@@ -28,7 +28,7 @@ pub(crate) fn acquire(
     wait_millis: u64,
     queue: bool,
     reentrant: bool,
-) -> redis::RedisResult<Option<i64>> {
+) -> redis::RedisResult<redis::Value> {
     scripts::FAIR_ACQUIRE
         .on(conn.pubsub())
         .key(name)

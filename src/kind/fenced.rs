@@ -30,9 +30,5 @@ pub(crate) fn acquire(
         .arg(reentrant::token_arg(token))
         .arg(reentrant::registration_millis())
         .invoke(conn)?;
-    Ok(if granted == 1 {
-        Reply::Granted { token: u64::try_from(value).ok() }
-    } else {
-        Reply::Busy { ttl: u64::try_from(value).ok().map(std::time::Duration::from_millis) }
-    })
+    Ok(Reply::from_table(granted, value))
 }

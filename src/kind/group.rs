@@ -3,8 +3,6 @@
 //! the holder's `expire_time` and `lock_count` beside it; releases publish `0` on the lock
 //! channel of the group's name. The fields of one acquisition travel concatenated.
 
-use std::time::Duration;
-
 use crate::keys;
 use crate::kind::protocol::Reply;
 use crate::scripts;
@@ -31,12 +29,10 @@ pub(crate) fn acquire(
     fields: &str,
     lease_millis: u64,
 ) -> redis::RedisResult<Reply> {
-    let reply: Option<i64> =
+    // Each attempt has an owner of its own: its grant is never a reentry.
+    let reply =
         scripts::GROUP_ACQUIRE.on(conn.pubsub()).key(group).arg(lease_millis).arg(owner).arg(fields).invoke(conn)?;
-    Ok(match reply {
-        None => Reply::Granted { token: None },
-        Some(ms) => Reply::Busy { ttl: u64::try_from(ms).ok().map(Duration::from_millis) },
-    })
+    Reply::from_grant_or_pttl(reply)
 }
 
 /// Releases `owner`'s values of `fields` and wakes the group's waiters.

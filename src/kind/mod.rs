@@ -19,7 +19,7 @@ pub(crate) mod wake;
 pub(crate) use dispatch::{AcquireArgs, Kind};
 pub(crate) use inspect::{inspect, is_beside_a_lock};
 pub(crate) use presence::{announce, read as read_identity};
-pub(crate) use protocol::{LockKeys, Release, Reply, Role};
+pub(crate) use protocol::{FOUND_FREE, LockKeys, Release, Reply, Role};
 pub(crate) use renew::{
     Entry as RenewEntry, GroupEntry, Outcome as RenewOutcome, PermitEntry, Renewal, renew, renew_groups, renew_permits,
 };

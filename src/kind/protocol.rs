@@ -18,22 +18,51 @@ pub(crate) enum Role {
 /// What one acquire script call answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// Acquired, with the fencing token of a fenced lock.
-    Granted { token: Option<u64> },
+    /// Acquired, with the fencing token of a fenced lock; `joined` when the owner held the
+    /// lock already in Redis (a reentrant hold, or its own earlier grant whose reply was
+    /// lost), not when this is its first hold there.
+    Granted { token: Option<u64>, joined: bool },
     /// Held by someone else; how long the caller may sleep before trying again (`None`:
     /// no expiry known).
     Busy { ttl: Option<Duration> },
 }
 
+/// The status an acquire script answers with when the owner held the lock already.
+const JOINED: &str = "JOINED";
+
 impl Reply {
-    /// Reads the reply of a script that returns nil when acquired and a PTTL otherwise.
-    pub(crate) fn from_pttl(reply: Option<i64>) -> Reply {
+    /// Reads the reply of a script that answers a grant with nil (the owner's first hold) or
+    /// the status `JOINED` (the owner held it already), and anything else with the lock's
+    /// PTTL.
+    pub(crate) fn from_grant_or_pttl(reply: redis::Value) -> redis::RedisResult<Reply> {
         match reply {
-            None => Reply::Granted { token: None },
-            Some(ms) => Reply::Busy { ttl: u64::try_from(ms).ok().map(Duration::from_millis) },
+            redis::Value::Nil => Ok(Reply::Granted { token: None, joined: false }),
+            redis::Value::SimpleString(status) if status == JOINED => Ok(Reply::Granted { token: None, joined: true }),
+            other => Ok(Reply::busy(redis::from_redis_value(other)?)),
         }
     }
+
+    /// Reads the reply of a script that answers `{1, n}` for the owner's first hold, `{2, n}`
+    /// when it held the lock already (`n` its token or term), and `{0, pttl}` when another
+    /// holds it.
+    pub(crate) fn from_table(granted: i64, n: i64) -> Reply {
+        match granted {
+            1 | 2 => Reply::Granted { token: u64::try_from(n).ok(), joined: granted == 2 },
+            _ => Reply::busy(n),
+        }
+    }
+
+    /// Held by someone else, for `pttl` ms more (negative: no expiry known).
+    fn busy(pttl: i64) -> Reply {
+        Reply::Busy { ttl: u64::try_from(pttl).ok().map(Duration::from_millis) }
+    }
 }
+
+/// What a release script answers when it was sent before with its outcome unknown and
+/// finds nothing of the owner in a lock nobody holds: the release happened, or the hold was
+/// gone before it (a restart emptied Redis, and the lock changed hands meanwhile). The
+/// client tells them apart by the server's run.
+pub(crate) const FOUND_FREE: i64 = 2;
 
 /// The prefix of the sorted set of a plain (or fenced) lock's waiting redlease clients.
 pub(crate) const WAITERS: &str = "redlease_waiters";

@@ -27,7 +27,7 @@ pub(crate) fn read_acquire(
     name: &str,
     owner: &str,
     lease_millis: u64,
-) -> redis::RedisResult<Option<i64>> {
+) -> redis::RedisResult<redis::Value> {
     scripts::RW_READ_ACQUIRE
         .on(conn.pubsub())
         .key(name)
@@ -43,7 +43,7 @@ pub(crate) fn write_acquire(
     name: &str,
     owner: &str,
     lease_millis: u64,
-) -> redis::RedisResult<Option<i64>> {
+) -> redis::RedisResult<redis::Value> {
     scripts::RW_WRITE_ACQUIRE.on(conn.pubsub()).key(name).arg(lease_millis).arg(write_field(owner)).invoke(conn)
 }
 

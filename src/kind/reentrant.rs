@@ -38,7 +38,7 @@ pub(crate) fn acquire(
     token: Option<u64>,
     reentrant: bool,
     lock_keys: Option<&LockKeys>,
-) -> redis::RedisResult<Option<i64>> {
+) -> redis::RedisResult<redis::Value> {
     let call = conn
         .script(&scripts::ACQUIRE)
         .key(lock_arg(lock_keys, Part::Name, name))

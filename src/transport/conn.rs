@@ -15,6 +15,8 @@ pub(crate) struct Conn {
     inner: Wire,
     pubsub: PubSub,
     origin: Origin,
+    /// Which run of its server it reached (`None`: the server did not say).
+    run: Option<RunId>,
     /// Where script calls are written (see [`Conn::script`]), kept from one call to the next.
     buf: Vec<u8>,
 }
@@ -26,6 +28,41 @@ pub(crate) struct Origin {
     pub(crate) pool: u64,
     pub(crate) generation: u64,
     pub(crate) current: Arc<AtomicU64>,
+}
+
+/// Which run of a server a connection reached: the server's `run_id`, a random name it takes
+/// at every start, here by its first 64 bits. A restart (or a failover to another server)
+/// changes it, so a hold confirmed on one run and found missing on another may have been lost
+/// with it: what the server held before a restart without persistence is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunId(u64);
+
+impl RunId {
+    /// Reads it from the text of `INFO server` (its `run_id:` line, 40 hex digits).
+    pub(crate) fn from_info(info: &str) -> Option<RunId> {
+        let hex = info.lines().find_map(|line| line.strip_prefix("run_id:"))?.trim();
+        hex.get(..16).and_then(|head| u64::from_str_radix(head, 16).ok()).map(RunId)
+    }
+
+    /// As one word, never 0 (kept in an atomic).
+    pub(crate) fn bits(self) -> u64 {
+        self.0.max(1)
+    }
+
+    /// From [`bits`](RunId::bits); 0 is none.
+    pub(crate) fn from_bits(bits: u64) -> Option<RunId> {
+        (bits != 0).then_some(RunId(bits))
+    }
+
+    /// Asks the server on `conn`: `Ok(None)` when it refuses to say (a user without the
+    /// right to `INFO`), an error only when the connection failed.
+    pub(crate) fn read(conn: &mut redis::Connection) -> redis::RedisResult<Option<RunId>> {
+        match redis::cmd("INFO").arg("server").query::<String>(conn) {
+            Ok(info) => Ok(RunId::from_info(&info)),
+            Err(err) if err.is_io_error() || err.is_timeout() || err.is_connection_dropped() => Err(err),
+            Err(_) => Ok(None),
+        }
+    }
 }
 
 /// The `redis` crate's connection, and whether a reply was read on it since the pool
@@ -96,8 +133,14 @@ impl redis::ConnectionLike for Wire {
 }
 
 impl Conn {
-    pub(crate) fn new(inner: redis::Connection, pubsub: PubSub, origin: Origin) -> Conn {
-        Conn { inner: Wire { inner, heard: false }, pubsub, origin, buf: Vec::new() }
+    pub(crate) fn new(inner: redis::Connection, pubsub: PubSub, origin: Origin, run: Option<RunId>) -> Conn {
+        Conn { inner: Wire { inner, heard: false }, pubsub, origin, run, buf: Vec::new() }
+    }
+
+    /// Which run of its server it reached, read when it was opened (`None`: the server
+    /// did not say).
+    pub(crate) fn run(&self) -> Option<RunId> {
+        self.run
     }
 
     /// Handed out by the pool for a call: nothing heard on it yet.
@@ -385,6 +428,19 @@ impl DerefMut for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The run is the `run_id` line's first 16 hex digits; a server that names none, or
+    /// not in hex, has none.
+    #[test]
+    fn a_run_is_read_from_the_run_id_line() {
+        let info =
+            "# Server\r\nredis_version:7.0.15\r\nrun_id:3f0e0c2b9d3e4a1f5b6c7d8e9f0a1b2c3d4e5f60\r\ntcp_port:6379\r\n";
+        assert_eq!(RunId::from_info(info), Some(RunId(0x3f0e_0c2b_9d3e_4a1f)));
+        assert_ne!(RunId::from_info(info), RunId::from_info(&info.replace("run_id:3f", "run_id:4f")));
+        assert_eq!(RunId::from_info("# Server\r\nredis_version:7.0.15\r\n"), None);
+        assert_eq!(RunId::from_info("run_id:not-hex-at-all-not-hex-at-all-00000\r\n"), None);
+        assert_eq!(RunId::from_info("run_id:abc\r\n"), None, "too short");
+    }
 
     /// A call written here is byte for byte what the `redis` crate packs for the same
     /// `EVALSHA`, whether the header fits the room or not.

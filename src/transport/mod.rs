@@ -16,7 +16,7 @@ mod tls;
 mod topology;
 mod url;
 
-pub(crate) use conn::{Arg, Conn, Joined, Prewritten, Written};
+pub(crate) use conn::{Arg, Conn, Joined, Prewritten, RunId, Written};
 pub(crate) use pool::Pool;
 pub(crate) use subscriber::SubscriberStats;
 pub(crate) use subscriptions::{Delivery, Meaning};

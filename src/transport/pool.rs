@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::trace;
-use crate::transport::conn::{Conn, Origin, PubSub};
+use crate::transport::conn::{Conn, Origin, PubSub, RunId};
 use crate::transport::sentinel::Sentinels;
 
 /// Where new connections go.
@@ -431,24 +431,49 @@ impl Pool {
 
     /// Opens a connection, connect and handshake bounded by `patience`.
     fn connect_within(&self, patience: Duration) -> Result<Conn> {
-        let (conn, master) = self.connector.connect(patience).map_err(|err| {
+        let started = Instant::now();
+        let timed_out = || {
+            let which = if patience == self.connect_timeout { "the connect timeout" } else { "the per-call limit" };
+            Error::new(ErrorKind::Timeout, format!("no connection within {which} ({patience:?})")).connection().unsent()
+        };
+        let (mut conn, master) = self.connector.connect(patience).map_err(|err| {
             if err.is_timeout() {
-                let which = if patience == self.connect_timeout { "the connect timeout" } else { "the per-call limit" };
-                Error::new(ErrorKind::Timeout, format!("no connection within {which} ({patience:?})"))
-                    .connection()
-                    .unsent()
+                timed_out()
             } else {
                 let what = format!("connecting to {}", self.connector.describe());
                 Error::from_redis(err, &what, self.command_timeout).connection().unsent()
             }
         })?;
-        let timeout = Some(self.command_timeout);
-        conn.set_read_timeout(timeout)
-            .and_then(|()| conn.set_write_timeout(timeout))
-            .map_err(|err| Error::from_redis(err, "configuring a connection", self.command_timeout).connection())?;
+        let configure = |conn: &redis::Connection, timeout| {
+            conn.set_read_timeout(Some(timeout))
+                .and_then(|()| conn.set_write_timeout(Some(timeout)))
+                .map_err(|err| Error::from_redis(err, "configuring a connection", self.command_timeout).connection())
+        };
+        // The handshake's last step, within what is left of the patience: which run of the
+        // server this is (a hold Redis showed on another run may be gone).
+        let left = patience.saturating_sub(started.elapsed()).min(self.command_timeout).max(Duration::from_millis(1));
+        configure(&conn, left)?;
+        let run = RunId::read(&mut conn).map_err(|err| {
+            // Named by the bound that fired: the patience when it is the shorter, else the
+            // command timeout (the reply to a command, as any other).
+            if err.is_timeout() && patience < self.command_timeout {
+                timed_out()
+            } else if err.is_timeout() {
+                let limit = self.command_timeout;
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!("no reply within the command timeout ({limit:?}) while connecting"),
+                )
+                .connection()
+                .unsent()
+            } else {
+                Error::from_redis(err, "connecting", self.command_timeout).connection().unsent()
+            }
+        })?;
+        configure(&conn, self.command_timeout)?;
         let generation = self.generation_of(master);
         let origin = Origin { pool: self.id, generation, current: Arc::clone(&self.current) };
-        Ok(Conn::new(conn, self.pubsub, origin))
+        Ok(Conn::new(conn, self.pubsub, origin, run))
     }
 
     /// The generation of a new connection to `master` (behind sentinels; `None` for one
