@@ -11,8 +11,8 @@ use redlease::{Client, ErrorKind};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
+use crate::support::foreign::{self, Publish};
 use crate::support::history::{self, Section};
-use crate::support::redisson;
 use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] =
@@ -464,15 +464,15 @@ fn a_timed_acquire_on_a_semaphore_that_has_no_permits_says_so() {
     assert!(psem.try_acquire_for(1, short).expect("contention is not an error").is_none());
 }
 
-/// Redisson's newer semaphore calls, in redlease and against Redisson 4.7's own scripts on
-/// the same keys (`RedissonSemaphore.releaseIfExists` and `trySetPermits(int, Duration)`;
-/// `RedissonPermitExpirableSemaphore.getLeaseTime` for the permit's lease): `release_if_exists` gives back only to a semaphore that exists (and wakes
+/// Redisson's newer semaphore calls in redlease (`RedissonSemaphore.releaseIfExists` and
+/// `trySetPermits(int, Duration)`; `RedissonPermitExpirableSemaphore.getLeaseTime` for the
+/// permit's lease): `release_if_exists` gives back only to a semaphore that exists (and wakes
 /// its waiters), `try_set_permits_with_ttl` sets a count that expires (and only once), and a
-/// permit's remaining lease is read from Redis.
+/// permit's remaining lease is read from Redis. A foreign client's, on the same keys, in the
+/// test after it.
 ///
 /// Breaks if a late give-back brings a deleted semaphore back, if the time to live is not
-/// set or a second set overwrites the first, if a bad time to live is sent at all, or if
-/// the layouts differ from Redisson's.
+/// set or a second set overwrites the first, or if a bad time to live is sent at all.
 #[test]
 fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     let server = RedisServer::start();
@@ -499,22 +499,6 @@ fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     assert!(served, "woken, and served");
     let took = at.duration_since(given);
     assert!(took < Duration::from_secs(2), "woken by the give-back's message, not a re-check: {took:?}");
-    // Redisson's own scripts on redlease's semaphore, and the other way round.
-    let java_release: i64 = eval(redisson::SEMAPHORE_RELEASE_IF_EXISTS, &["newer", "redisson_sc:{newer}"])
-        .arg(1)
-        .arg("publish")
-        .query(&mut conn)
-        .unwrap();
-    assert_eq!(java_release, 1, "Redisson's releaseIfExists sees redlease's semaphore");
-    let java_set: i64 = eval(redisson::SEMAPHORE_TRY_SET_PERMITS_WITH_TTL, &["java-set", "redisson_sc:{java-set}"])
-        .arg(3)
-        .arg("publish")
-        .arg(20_000)
-        .query(&mut conn)
-        .unwrap();
-    assert_eq!(java_set, 1);
-    assert!(!client.semaphore("java-set").try_set_permits_with_ttl(9, Duration::from_secs(5)).unwrap(), "set by Java");
-    assert_eq!(client.semaphore("java-set").available_permits().unwrap(), 3);
     // Bad times to live are refused before anything is sent.
     let before = commands_served(&mut conn);
     for ttl in [Duration::ZERO, Duration::from_secs(u64::MAX / 1000)] {
@@ -532,4 +516,52 @@ fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     let later = permit.remaining_lease().unwrap().unwrap();
     assert!(later < left, "counting down: {left:?} then {later:?}");
     permit.release().expect("released");
+}
+
+/// Each foreign client's `releaseIfExists` and `trySetPermits` with a time to live and
+/// redlease's on the same semaphores, both ways: each gives back only to a semaphore that
+/// exists, sets a count only where none is, sees the other's count and time to live, and
+/// the foreign give-back wakes a redlease waiter whose permits it makes enough.
+///
+/// Breaks if the semaphore's key, its channel or the count published differ from
+/// Redisson's.
+#[test]
+fn foreign_semaphore_calls_and_redlease_share_a_semaphore() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let who = peer.who();
+        let (ours, theirs, gone) = (format!("ours-{i}"), format!("theirs-{i}"), format!("gone-{i}"));
+        // redlease's semaphore: the peer gives back to it, and cannot set it again.
+        assert!(client.semaphore(&ours).try_set_permits_with_ttl(1, Duration::from_secs(20)).unwrap());
+        assert!(peer.semaphore_release_if_exists(&mut conn, &ours, 1, Publish::Classic).unwrap(), "{who}");
+        assert_eq!(client.semaphore(&ours).available_permits().unwrap(), 2, "{who}: its give-back counted");
+        let set_again = peer.semaphore_try_set_permits_with_ttl(&mut conn, &ours, 9, 5_000, Publish::Classic).unwrap();
+        assert!(!set_again, "{who}: set by redlease already");
+        assert_eq!(client.semaphore(&ours).available_permits().unwrap(), 2, "{who}: unchanged");
+        // No semaphore: neither side's give-back creates one.
+        assert!(!peer.semaphore_release_if_exists(&mut conn, &gone, 1, Publish::Classic).unwrap(), "{who}");
+        assert!(!client.semaphore(&gone).release_if_exists(1).unwrap(), "{who}");
+        assert!(!exists(&mut conn, &gone), "{who}: nothing was created");
+        // The peer's semaphore: redlease sees its count and time to live, and cannot set it.
+        assert!(peer.semaphore_try_set_permits_with_ttl(&mut conn, &theirs, 3, 20_000, Publish::Classic).unwrap());
+        let ttl = pttl(&mut conn, &theirs);
+        assert!(ttl > 15_000 && ttl <= 20_000, "{who}: the count expires: PTTL {ttl}");
+        let sem = client.semaphore(&theirs);
+        assert!(!sem.try_set_permits_with_ttl(9, Duration::from_secs(5)).unwrap(), "{who}: set by the peer");
+        assert_eq!(sem.available_permits().unwrap(), 3, "{who}");
+        // A redlease waiter for 5 is woken by the peer's give-back of 2.
+        let waiting = sem.clone();
+        let waiter = thread::spawn(move || {
+            waiting.try_acquire_for(5, Duration::from_secs(10)).map(|g| (g.is_some(), Instant::now()))
+        });
+        assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "{who}: the waiter parks");
+        let given = Instant::now();
+        assert!(peer.semaphore_release_if_exists(&mut conn, &theirs, 2, Publish::Classic).unwrap(), "{who}");
+        let (served, at) = waiter.join().unwrap().expect("no error");
+        assert!(served, "{who}: woken, and served");
+        let took = at.duration_since(given);
+        assert!(took < Duration::from_secs(2), "{who}: woken by the give-back's message, not a re-check: {took:?}");
+    }
 }
