@@ -19,8 +19,8 @@ pub fn announcement_key(client_id: &str) -> String {
     format!("redlease_client:{{{client_id}}}")
 }
 
-/// `EVAL script numkeys keys…`, for the caller to add the arguments: how the tests send
-/// Redisson's own scripts.
+/// `EVAL script numkeys keys…`, for the caller to add the arguments: how a test sends a
+/// script of its own.
 pub fn eval(script: &str, keys: &[&str]) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(keys.len()).arg(keys);

@@ -114,7 +114,7 @@ fn a_client_announces_itself_only_while_it_holds_or_waits() {
 
 /// Every kind reads as its layout shows it, with its holders (hold counts, roles, clients),
 /// a fair lock's queue in order with deadlines, a fenced lock's token, a semaphore's
-/// permits, a group's holder; an owner written by Redisson's own script shows with no
+/// permits, a group's holder; an owner written by a foreign client shows with no
 /// client (unknown), not as an error; a key that is not a lock is foreign; a free name is
 /// empty.
 ///

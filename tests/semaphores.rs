@@ -11,7 +11,8 @@ use redlease::{Client, ErrorKind};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
-use crate::support::foreign::{self, Publish};
+use crate::support::foreign::wait::{Waited, semaphore_wake, wait_for};
+use crate::support::foreign::{self, Acquire, Publish};
 use crate::support::history::{self, Section};
 use crate::support::server::RedisServer;
 
@@ -243,69 +244,83 @@ fn the_latch_lets_every_waiter_through_once_when_it_opens() {
     assert!(latch.await_for(Duration::ZERO).unwrap(), "open");
 }
 
-/// Another client speaking Redisson's protocol (GET/DECRBY to take, INCRBY and the count on
-/// `redisson_sc:{name}` to give back; `redisson_countdownlatch__channel__{name}` with `0`
-/// to open a latch) on the same semaphore and latch: each side excludes and wakes the
-/// other.
+/// Each foreign client's semaphore and latch calls on redlease's semaphore and latch: the
+/// foreign take excludes redlease and its give-back wakes a parked redlease waiter;
+/// redlease's release publishes the count a foreign waiter reads; the foreign count-down
+/// opens the latch for a redlease waiter.
 ///
 /// Breaks if the layout, channel or message of either primitive differs from Redisson's
 /// (the foreign release would not wake the redlease waiter, or its take would not see the
 /// permits).
 #[test]
-fn redissons_protocol_and_redlease_share_semaphores_and_latches() {
+fn foreign_semaphores_and_latches_and_redlease_exclude_and_wake_each_other() {
     let server = RedisServer::start();
     let client = client_with(&server, |b| b.watchdog_timeout(Duration::from_secs(30)));
     let mut foreign = server.conn();
-    let semaphore = client.semaphore("shared-sem");
-    assert!(semaphore.try_set_permits(1).unwrap());
-    // Redisson takes the only permit.
-    let take: i64 =eval("local v = redis.call('get', KEYS[1]); if v ~= false and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]); return 1 end return 0", &["shared-sem"])
-        .arg(1)
-        .query(&mut foreign)
-        .unwrap();
-    assert_eq!(take, 1);
-    assert!(semaphore.try_acquire(1).unwrap().is_none(), "Redisson's permit excludes redlease");
-    let waiter = {
-        let semaphore = semaphore.clone();
-        thread::spawn(move || {
-            let started = Instant::now();
-            let got = semaphore.try_acquire_for(1, Duration::from_secs(20)).unwrap();
-            (got.map(|g| g.release().is_ok()), started.elapsed())
-        })
-    };
-    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), "redisson_sc:{shared-sem}") == 1));
-    thread::sleep(Duration::from_millis(100));
-    // Redisson gives it back: INCRBY, then the count on the channel.
-    let count: i64 = redis::cmd("INCRBY").arg("shared-sem").arg(1).query(&mut foreign).unwrap();
-    let _: i64 = redis::cmd("PUBLISH").arg("redisson_sc:{shared-sem}").arg(count).query(&mut foreign).unwrap();
-    let (got, waited) = waiter.join().unwrap();
-    assert_eq!(got, Some(true), "woken by Redisson's release message");
-    assert!(waited < Duration::from_secs(5), "by the message, not the re-check: {waited:?}");
-    // redlease's release wakes a Redisson waiter: it sees the count on the channel.
-    let guard = semaphore.acquire(1).unwrap();
-    let mut pubsub_conn = server.conn();
-    let mut pubsub = pubsub_conn.as_pubsub();
-    pubsub.subscribe("redisson_sc:{shared-sem}").unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    guard.release().unwrap();
-    let message = pubsub.get_message().expect("redlease's release message");
-    assert_eq!(message.get_payload::<i64>().unwrap(), 1, "the count available, as Redisson sends it");
-    drop(pubsub);
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, name) = (peer.who(), format!("shared-sem-{i}"));
+        let channel = foreign::keys::semaphore_channel(&name);
+        let semaphore = client.semaphore(&name);
+        assert!(semaphore.try_set_permits(1).unwrap());
+        // The peer takes the only permit.
+        assert!(peer.semaphore_try_acquire(&mut foreign, &name, 1).unwrap(), "{who} takes it");
+        assert!(!peer.semaphore_try_acquire(&mut foreign, &name, 1).unwrap(), "{who}: none left");
+        assert!(semaphore.try_acquire(1).unwrap().is_none(), "{who}: the peer's permit excludes redlease");
+        let waiter = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || {
+                let started = Instant::now();
+                let got = semaphore.try_acquire_for(1, Duration::from_secs(20)).unwrap();
+                (got.map(|g| g.release().is_ok()), started.elapsed())
+            })
+        };
+        assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), &channel) == 1));
+        thread::sleep(Duration::from_millis(100));
+        assert!(
+            peer.semaphore_release_if_exists(&mut foreign, &name, 1, Publish::Classic).unwrap(),
+            "{who} gives back"
+        );
+        let (got, waited) = waiter.join().unwrap();
+        assert_eq!(got, Some(true), "{who}: woken by the peer's give-back");
+        assert!(waited < Duration::from_secs(5), "{who}: by the message, not the re-check: {waited:?}");
+        // redlease's release wakes a foreign waiter: it sees the count on the channel.
+        let guard = semaphore.acquire(1).unwrap();
+        let (released, waited) = thread::scope(|scope| {
+            let waiting = scope.spawn(|| {
+                let mut conn = server.conn();
+                let attempt = || {
+                    let taken = peer.semaphore_try_acquire(&mut conn, &name, 1)?;
+                    Ok(if taken { Acquire::Granted } else { Acquire::Busy(20_000) })
+                };
+                wait_for(|| server.conn(), &channel, Publish::Classic, semaphore_wake, Duration::from_secs(20), attempt)
+            });
+            assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), &channel) == 1), "{who}");
+            thread::sleep(Duration::from_millis(100));
+            let released = Instant::now();
+            guard.release().unwrap();
+            (released, waiting.join().unwrap().unwrap())
+        });
+        match waited {
+            Waited::Granted(at) => assert!(at - released < Duration::from_secs(3), "{who}: woken: {:?}", at - released),
+            other => panic!("{who}: the foreign waiter got nothing: {other:?}"),
+        }
+        assert_eq!(semaphore.available_permits().unwrap(), 0, "{who}: the peer holds the permit");
 
-    // A latch opened by Redisson's count-down wakes a redlease waiter.
-    let latch = client.count_down_latch("shared-latch");
-    assert!(latch.try_set_count(1).unwrap());
-    let waiter = {
-        let latch = latch.clone();
-        thread::spawn(move || latch.await_for(Duration::from_secs(20)).unwrap())
-    };
-    let channel = "redisson_countdownlatch__channel__{shared-latch}";
-    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), channel) == 1));
-    let left: i64 = redis::cmd("DECR").arg("shared-latch").query(&mut foreign).unwrap();
-    assert_eq!(left, 0);
-    let _: i64 = redis::cmd("DEL").arg("shared-latch").query(&mut foreign).unwrap();
-    let _: i64 = redis::cmd("PUBLISH").arg(channel).arg(0).query(&mut foreign).unwrap();
-    assert!(waiter.join().unwrap(), "woken by Redisson's opening");
+        // A latch opened by the peer's count-downs wakes a redlease waiter, at zero only.
+        let latch = client.count_down_latch(format!("shared-latch-{i}"));
+        assert!(latch.try_set_count(2).unwrap());
+        let waiter = {
+            let latch = latch.clone();
+            thread::spawn(move || latch.await_for(Duration::from_secs(20)).unwrap())
+        };
+        let channel = foreign::keys::latch_channel(&format!("shared-latch-{i}"));
+        assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), &channel) == 1));
+        peer.latch_count_down(&mut foreign, &format!("shared-latch-{i}"), Publish::Classic).unwrap();
+        assert_eq!(latch.count().unwrap(), 1, "{who}: one count-down");
+        peer.latch_count_down(&mut foreign, &format!("shared-latch-{i}"), Publish::Classic).unwrap();
+        assert!(waiter.join().unwrap(), "{who}: woken by the peer's opening");
+        assert_eq!(latch.count().unwrap(), 0, "{who}: open");
+    }
 }
 
 /// Bad input is `InvalidInput` before anything is sent; a name that is a lock of another

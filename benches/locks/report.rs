@@ -1101,7 +1101,10 @@ pub(crate) fn uncontended_section(out: &mut String, limit: &Limit, u: &Uncontend
     let _ = writeln!(out);
     match &u.redisson_scripts {
         Ok((_, who)) => {
-            let _ = writeln!(out, "The row of Redisson's own scripts: {who}, read from its Java sources by the test kit.\n");
+            let _ = writeln!(
+                out,
+                "The row of Redisson's own scripts: {who}, read from its Java sources by the test kit.\n"
+            );
         }
         Err(why) => {
             let _ = writeln!(out, "Redisson's own two scripts: {why} (docs/design.md, \"Interop\").\n");

@@ -37,6 +37,11 @@ pub fn semaphore_channel(name: &str) -> String {
     prefixed("redisson_sc", name)
 }
 
+/// A count-down latch's channel: `0` when it opens (whatever braces the name holds).
+pub fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
 /// A group lock's field for `owner`'s lease end on the value whose field is `field`.
 pub fn expire_field(field: &str, owner: &str) -> String {
     format!("{field}:{owner}:expire_time")

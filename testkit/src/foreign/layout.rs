@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use redis::{Connection, Pipeline, RedisResult, Value};
 
 use super::keys::{
-    UNLOCK, count_field, expire_field, fair_channel, fair_deadlines, fair_queue, lock_channel, semaphore_channel,
+    UNLOCK, count_field, expire_field, fair_channel, fair_deadlines, fair_queue, latch_channel, lock_channel,
+    semaphore_channel,
 };
 use super::{Acquire, FAIR_WAIT_MS, Foreign, LEASE_MS, Publish, Release};
 
@@ -219,6 +220,34 @@ impl Foreign for LayoutPeer {
         publish: Publish,
     ) -> RedisResult<Release> {
         give_back_fair(conn, name, owner, now_ms, publish)
+    }
+
+    fn semaphore_try_acquire(&self, conn: &mut Connection, name: &str, permits: u32) -> RedisResult<bool> {
+        redis::transaction(conn, &[name], |conn, pipe| {
+            let count: Option<i64> = redis::cmd("GET").arg(name).query(conn)?;
+            if count.unwrap_or(0) < i64::from(permits) {
+                return Ok(Some(false));
+            }
+            pipe.cmd("DECRBY").arg(name).arg(permits);
+            commit(conn, pipe, true)
+        })
+    }
+
+    fn latch_count_down(&self, conn: &mut Connection, name: &str, publish: Publish) -> RedisResult<()> {
+        redis::transaction(conn, &[name], |conn, pipe| {
+            let count: Option<i64> = redis::cmd("GET").arg(name).query(conn)?;
+            match count {
+                // No latch: open already, nothing to count.
+                None => return Ok(Some(())),
+                Some(count) if count > 1 => {
+                    pipe.cmd("DECR").arg(name);
+                }
+                Some(_) => {
+                    pipe.cmd("DEL").arg(name).cmd(publish.command()).arg(latch_channel(name)).arg(UNLOCK);
+                }
+            }
+            commit(conn, pipe, ())
+        })
     }
 
     fn semaphore_release_if_exists(

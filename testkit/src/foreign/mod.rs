@@ -113,6 +113,10 @@ pub trait Foreign: Send + Sync {
         now_ms: u64,
         publish: Publish,
     ) -> RedisResult<Release>;
+    /// A semaphore's `tryAcquire(permits)`: taken when that many are available.
+    fn semaphore_try_acquire(&self, conn: &mut Connection, name: &str, permits: u32) -> RedisResult<bool>;
+    /// A count-down latch's `countDown`: one fewer, and at zero the latch goes and opens.
+    fn latch_count_down(&self, conn: &mut Connection, name: &str, publish: Publish) -> RedisResult<()>;
     /// A semaphore's `releaseIfExists`: `permits` back only while the semaphore exists.
     fn semaphore_release_if_exists(
         &self,

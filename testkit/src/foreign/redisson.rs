@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use redis::{Connection, RedisResult, Script};
 
-use super::keys::{REENTRY_ERROR, UNLOCK, fair_deadlines, fair_queue, lock_channel, semaphore_channel, unlock_latch};
+use super::keys::{
+    REENTRY_ERROR, UNLOCK, fair_deadlines, fair_queue, latch_channel, lock_channel, semaphore_channel, unlock_latch,
+};
 use super::{Acquire, FAIR_WAIT_MS, Foreign, LATCH_MS, LEASE_MS, Publish, Release, java, request_id};
 
 /// The variable that names a Redisson source checkout (the repository's root).
@@ -23,14 +25,16 @@ enum Which {
     FairRelease,
     SpinAcquire,
     SpinRelease,
+    SemaphoreTryAcquire,
     SemaphoreReleaseIfExists,
     SemaphoreTrySetPermitsWithTtl,
+    LatchCountDown,
     GroupAcquire,
     GroupRelease,
     GroupIsLocked,
 }
 
-const SCRIPTS: [(Which, &str, &str); 12] = [
+const SCRIPTS: [(Which, &str, &str); 14] = [
     (Which::LockAcquire, "RedissonLock", "tryLockInnerAsync"),
     (Which::LockRelease, "RedissonLock", "unlockInnerAsync"),
     (Which::NonReentrantAcquire, "RedissonNonReentrantLock", "tryLockInnerAsync"),
@@ -38,8 +42,10 @@ const SCRIPTS: [(Which, &str, &str); 12] = [
     (Which::FairRelease, "RedissonFairLock", "unlockInnerAsync"),
     (Which::SpinAcquire, "RedissonSpinLock", "tryLockInnerAsync"),
     (Which::SpinRelease, "RedissonSpinLock", "unlockInnerAsync"),
+    (Which::SemaphoreTryAcquire, "RedissonSemaphore", "tryAcquireAsync0"),
     (Which::SemaphoreReleaseIfExists, "RedissonSemaphore", "releaseIfExistsAsync"),
     (Which::SemaphoreTrySetPermitsWithTtl, "RedissonSemaphore", "trySetPermitsAsync"),
+    (Which::LatchCountDown, "RedissonCountDownLatch", "countDownAsync"),
     (Which::GroupAcquire, "RedissonFasterMultiLock", "tryLockInnerAsync"),
     (Which::GroupRelease, "RedissonFasterMultiLock", "unlockInnerAsync"),
     (Which::GroupIsLocked, "RedissonFasterMultiLock", "isLockedAsync"),
@@ -257,6 +263,18 @@ impl Foreign for RedissonScripts {
             .arg(LATCH_MS)
             .invoke(conn)?;
         released(reply)
+    }
+
+    fn semaphore_try_acquire(&self, conn: &mut Connection, name: &str, permits: u32) -> RedisResult<bool> {
+        let taken: i64 = self.script(Which::SemaphoreTryAcquire).key(name).arg(permits).invoke(conn)?;
+        Ok(taken == 1)
+    }
+
+    fn latch_count_down(&self, conn: &mut Connection, name: &str, publish: Publish) -> RedisResult<()> {
+        let script = self.script(Which::LatchCountDown);
+        let _: redis::Value =
+            script.key(name).key(latch_channel(name)).arg(UNLOCK).arg(publish.command()).invoke(conn)?;
+        Ok(())
     }
 
     fn semaphore_release_if_exists(
