@@ -12,7 +12,7 @@ use redlease::{Client, ErrorKind, MultiLock, RedLock};
 use crate::helpers::*;
 use crate::support::child::{self, Child};
 use crate::support::cluster::ClusterGroup;
-use crate::support::foreign::wait::{Waited, lock_wake, wait_for};
+use crate::support::foreign::wait::lock_wake;
 use crate::support::foreign::{self, Acquire, Publish, Release, keys};
 use crate::support::server::RedisServer;
 
@@ -352,17 +352,11 @@ fn foreign_locks_and_redlease_wake_each_other_through_sharded_pubsub() {
         let channel = keys::lock_channel(&name);
         let mut foreign = group.conn_for(&name);
         assert_eq!(peer.lock_acquire(&mut foreign, &name, JAVA_OWNER).unwrap(), Acquire::Granted, "{who}");
-        let shard_subscribers = |conn: &mut redis::Connection| -> i64 {
-            let reply: Vec<redis::Value> = redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(&channel).query(conn).unwrap();
-            match reply.get(1) {
-                Some(redis::Value::Int(n)) => *n,
-                _ => 0,
-            }
-        };
         thread::scope(|scope| {
             let rx = parked_waiter(scope, &client, &name, Duration::from_secs(20));
             let mut master = group.conn_for(&name);
-            assert!(wait_until(Duration::from_secs(5), || shard_subscribers(&mut master) == 1), "redlease SSUBSCRIBEs");
+            let subscribed = || listeners(&mut master, &channel, Publish::Sharded) == 1;
+            assert!(wait_until(Duration::from_secs(5), subscribed), "redlease SSUBSCRIBEs");
             thread::sleep(Duration::from_millis(200));
             let released = Instant::now();
             let freed = peer.lock_release(&mut foreign, &name, JAVA_OWNER, Publish::Sharded).unwrap();
@@ -376,30 +370,15 @@ fn foreign_locks_and_redlease_wake_each_other_through_sharded_pubsub() {
         });
         // The other way: a foreign waiter on the shard channel is woken by redlease's release.
         let guard = client.lock(&name).lock().expect("free");
-        let (released, waited) = thread::scope(|scope| {
-            let waiting = scope.spawn(|| {
-                let mut conn = group.conn_for(&name);
-                let attempt = || peer.lock_acquire(&mut conn, &name, JAVA_OWNER);
-                wait_for(
-                    || group.conn_for(&name),
-                    &channel,
-                    Publish::Sharded,
-                    lock_wake,
-                    Duration::from_secs(20),
-                    attempt,
-                )
-            });
-            let mut master = group.conn_for(&name);
-            assert!(wait_until(Duration::from_secs(5), || shard_subscribers(&mut master) == 1), "{who}: SSUBSCRIBEd");
-            thread::sleep(Duration::from_millis(200));
-            let released = Instant::now();
-            guard.unlock().expect("released");
-            (released, waiting.join().unwrap().expect("no error"))
-        });
-        match waited {
-            Waited::Granted(at) => assert!(at - released < Duration::from_secs(3), "{who}: woken: {:?}", at - released),
-            other => panic!("{who}: the foreign waiter got nothing: {other:?}"),
-        }
+        let attempt = |conn: &mut redis::Connection| peer.lock_acquire(conn, &name, JAVA_OWNER);
+        let release = || guard.unlock().expect("released");
+        assert_foreign_woken(
+            &who,
+            &|| group.conn_for(&name),
+            (&channel, Publish::Sharded, lock_wake),
+            &attempt,
+            release,
+        );
         assert_eq!(peer.lock_release(&mut foreign, &name, JAVA_OWNER, Publish::Sharded).unwrap(), Release::Freed);
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redlease::{ErrorKind, GroupGuard, MultiLock};
 
 use crate::helpers::*;
-use crate::support::foreign::wait::{Waited, lock_wake, wait_for};
+use crate::support::foreign::wait::lock_wake;
 use crate::support::foreign::{self, Acquire, Publish, Release, keys};
 use crate::support::server::RedisServer;
 
@@ -265,24 +265,11 @@ fn foreign_group_locks_and_redlease_share_a_group() {
         );
         let locked = peer.group_is_locked(&mut conn, &course, now_ms(), &[JACK.1]).unwrap();
         assert!(locked, "{who}: isLocked sees redlease's hold");
-        let (released, waited) = thread::scope(|scope| {
-            let waiting = scope.spawn(|| {
-                let mut conn = server.conn();
-                let attempt = || peer.group_acquire(&mut conn, &course, JAVA_OWNER, now_ms(), &[JACK.1, MARY.1]);
-                let channel = keys::lock_channel(&course);
-                wait_for(|| server.conn(), &channel, Publish::Classic, lock_wake, Duration::from_secs(20), attempt)
-            });
-            let channel = keys::lock_channel(&course);
-            assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, &channel) == 1), "{who}: parked");
-            thread::sleep(Duration::from_millis(100));
-            let released = Instant::now();
-            guard.unlock().unwrap();
-            (released, waiting.join().unwrap().unwrap())
-        });
-        match waited {
-            Waited::Granted(at) => assert!(at - released < Duration::from_secs(2), "{who}: woken: {:?}", at - released),
-            other => panic!("{who}: the foreign waiter got nothing: {other:?}"),
-        }
+        let attempt =
+            |conn: &mut redis::Connection| peer.group_acquire(conn, &course, JAVA_OWNER, now_ms(), &[JACK.1, MARY.1]);
+        let channel = keys::lock_channel(&course);
+        let release = || guard.unlock().unwrap();
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, lock_wake), &attempt, release);
         assert!(both.try_lock().unwrap().is_none(), "{who}: and redlease waits for the peer");
     }
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use redlease::{AnyLock, Client, ErrorKind};
 
 use crate::helpers::*;
-use crate::support::foreign::wait::{Waited, lock_wake, wait_for};
-use crate::support::foreign::{self, Acquire, Foreign, Publish, Release, keys};
+use crate::support::foreign::wait::lock_wake;
+use crate::support::foreign::{self, Acquire, Publish, Release, keys};
 use crate::support::server::RedisServer;
 
 /// The one owner field of the lock hash `name` that `client` wrote.
@@ -86,42 +86,6 @@ fn a_holder_asking_again_is_would_deadlock_at_once_and_nothing_is_sent() {
     drop(plain);
 }
 
-/// `peer` waits up to 20 s, on `channel`, for its `attempt` at `name` while redlease holds
-/// it, and redlease's `release` (after the peer has parked) wakes it: the peer got it within
-/// 3 s of the release, well before the holder's 30 s lease could run out.
-fn assert_peer_woken(
-    server: &RedisServer,
-    peer: &dyn Foreign,
-    channel: &str,
-    attempt: impl Fn(&mut redis::Connection) -> redis::RedisResult<Acquire> + Send + Sync,
-    release: impl FnOnce(),
-) {
-    let who = peer.who();
-    let (released_at, waited) = thread::scope(|scope| {
-        let waiting = scope.spawn(|| {
-            let mut conn = server.conn();
-            wait_for(
-                || server.conn(),
-                channel,
-                Publish::Classic,
-                lock_wake,
-                Duration::from_secs(20),
-                || attempt(&mut conn),
-            )
-        });
-        let mut conn = server.conn();
-        assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, channel) == 1), "{who}: subscribed");
-        thread::sleep(Duration::from_millis(100));
-        let released_at = Instant::now();
-        release();
-        (released_at, waiting.join().unwrap().expect("no error"))
-    });
-    match waited {
-        Waited::Granted(at) => assert!(at.duration_since(released_at) < Duration::from_secs(3), "{who}: woken"),
-        other => panic!("{who}: the foreign waiter got nothing: {other:?}"),
-    }
-}
-
 /// Each foreign client's non-reentrant lock and redlease's on one lock, both ways: each
 /// finds the other's hold busy, refuses the other's holder a second hold, and a release by
 /// one wakes the other's parked waiter (well before the holder's 30 s lease could run out).
@@ -143,7 +107,10 @@ fn foreign_non_reentrant_locks_and_redlease_exclude_refuse_and_wake_each_other()
         assert_eq!(peer.non_reentrant_acquire(&mut conn, &name, &owner).unwrap(), Acquire::Refused, "{who}");
         // The peer parks; redlease's release wakes it.
         let attempt = |conn: &mut redis::Connection| peer.non_reentrant_acquire(conn, &name, JAVA_OWNER);
-        assert_peer_woken(&server, peer.as_ref(), &keys::lock_channel(&name), attempt, || drop(guard));
+        let channel = keys::lock_channel(&name);
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, lock_wake), &attempt, || {
+            drop(guard)
+        });
         assert_eq!(peer.non_reentrant_acquire(&mut conn, &name, JAVA_OWNER).unwrap(), Acquire::Refused, "{who}");
 
         // The peer holds: redlease finds it busy, parks, and the peer's release wakes it.
@@ -180,7 +147,9 @@ fn foreign_fair_non_reentrant_locks_and_redlease_share_a_queue() {
         // Queued at the head, the peer waits on its own channel; redlease's release wakes it.
         let attempt = |conn: &mut redis::Connection| peer.non_reentrant_fair_acquire(conn, &name, JAVA_OWNER, now_ms());
         let channel = keys::fair_channel(&name, JAVA_OWNER);
-        assert_peer_woken(&server, peer.as_ref(), &channel, attempt, || drop(guard));
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, lock_wake), &attempt, || {
+            drop(guard)
+        });
         assert_eq!(llen(&mut conn, &queue), 0, "{who}: the head left the queue with the lock");
 
         // The peer holds; redlease's waiter queues, and the peer's release wakes it on its own

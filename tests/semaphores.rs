@@ -11,7 +11,7 @@ use redlease::{Client, ErrorKind};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
-use crate::support::foreign::wait::{Waited, semaphore_wake, wait_for};
+use crate::support::foreign::wait::semaphore_wake;
 use crate::support::foreign::{self, Acquire, Publish};
 use crate::support::history::{self, Section};
 use crate::support::server::RedisServer;
@@ -285,25 +285,12 @@ fn foreign_semaphores_and_latches_and_redlease_exclude_and_wake_each_other() {
         assert!(waited < Duration::from_secs(5), "{who}: by the message, not the re-check: {waited:?}");
         // redlease's release wakes a foreign waiter: it sees the count on the channel.
         let guard = semaphore.acquire(1).unwrap();
-        let (released, waited) = thread::scope(|scope| {
-            let waiting = scope.spawn(|| {
-                let mut conn = server.conn();
-                let attempt = || {
-                    let taken = peer.semaphore_try_acquire(&mut conn, &name, 1)?;
-                    Ok(if taken { Acquire::Granted } else { Acquire::Busy(20_000) })
-                };
-                wait_for(|| server.conn(), &channel, Publish::Classic, semaphore_wake, Duration::from_secs(20), attempt)
-            });
-            assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), &channel) == 1), "{who}");
-            thread::sleep(Duration::from_millis(100));
-            let released = Instant::now();
-            guard.release().unwrap();
-            (released, waiting.join().unwrap().unwrap())
-        });
-        match waited {
-            Waited::Granted(at) => assert!(at - released < Duration::from_secs(3), "{who}: woken: {:?}", at - released),
-            other => panic!("{who}: the foreign waiter got nothing: {other:?}"),
-        }
+        let attempt = |conn: &mut redis::Connection| {
+            let taken = peer.semaphore_try_acquire(conn, &name, 1)?;
+            Ok(if taken { Acquire::Granted } else { Acquire::Busy(20_000) })
+        };
+        let release = || guard.release().unwrap();
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, semaphore_wake), &attempt, release);
         assert_eq!(semaphore.available_permits().unwrap(), 0, "{who}: the peer holds the permit");
 
         // A latch opened by the peer's count-downs wakes a redlease waiter, at zero only.

@@ -101,73 +101,6 @@ impl Queue {
     }
 }
 
-/// A non-reentrant fair lock's acquire: dead heads dropped; the lock taken when it is free
-/// and nobody live is queued ahead; otherwise the owner queued once, its deadline a wait
-/// after the last waiter's (or after the holder's lease when nobody waits).
-fn take_fair(conn: &mut Connection, name: &str, owner: &str, now_ms: u64) -> RedisResult<Acquire> {
-    let (queue_key, deadlines_key) = (fair_queue(name), fair_deadlines(name));
-    let now = now_ms as i64;
-    redis::transaction(conn, &[name, &queue_key, &deadlines_key], |conn, pipe| {
-        let queue = Queue::read(conn, name)?;
-        let dead = queue.dead_heads(now_ms);
-        let live = &queue.owners[dead..];
-        let held = exists(conn, name)?;
-        if !held && live.first().is_none_or(|head| head == owner) {
-            queue.drop_first(name, dead, pipe);
-            if !live.is_empty() {
-                pipe.cmd("LPOP").arg(&queue_key).cmd("ZREM").arg(&deadlines_key).arg(owner);
-            }
-            // Everyone behind moves up one place: their deadlines one wait earlier.
-            for behind in live.iter().skip(1) {
-                pipe.cmd("ZINCRBY").arg(&deadlines_key).arg(-(FAIR_WAIT_MS as i64)).arg(behind);
-            }
-            pipe.cmd("HSET").arg(name).arg(owner).arg(1).cmd("PEXPIRE").arg(name).arg(LEASE_MS);
-            return commit(conn, pipe, Acquire::Granted);
-        }
-        if holds(conn, name, owner)?.is_some() {
-            return Ok(Some(Acquire::Refused));
-        }
-        let ttl = pttl(conn, name)?.max(0);
-        if queue.deadlines.contains_key(owner) {
-            return Ok(Some(Acquire::Busy(ttl)));
-        }
-        let last = live.iter().rev().find(|o| *o != owner).and_then(|o| queue.deadlines.get(o));
-        let wait = last.map_or(ttl, |&at| at - now);
-        pipe.cmd("ZADD").arg(&deadlines_key).arg(now + wait + FAIR_WAIT_MS as i64).arg(owner);
-        pipe.cmd("RPUSH").arg(&queue_key).arg(owner);
-        commit(conn, pipe, Acquire::Busy(wait))
-    })
-}
-
-/// A fair lock's release: one hold fewer; at the last the lock goes, dead heads are dropped,
-/// and the head (only) is told on its own channel.
-fn give_back_fair(
-    conn: &mut Connection,
-    name: &str,
-    owner: &str,
-    now_ms: u64,
-    publish: Publish,
-) -> RedisResult<Release> {
-    let (queue_key, deadlines_key) = (fair_queue(name), fair_deadlines(name));
-    redis::transaction(conn, &[name, &queue_key, &deadlines_key], |conn, pipe| match holds(conn, name, owner)? {
-        None => Ok(Some(Release::NotHeld)),
-        Some(n) if n > 1 => {
-            pipe.cmd("HINCRBY").arg(name).arg(owner).arg(-1).cmd("PEXPIRE").arg(name).arg(LEASE_MS);
-            commit(conn, pipe, Release::HoldsRemain)
-        }
-        Some(_) => {
-            let queue = Queue::read(conn, name)?;
-            let dead = queue.dead_heads(now_ms);
-            queue.drop_first(name, dead, pipe);
-            pipe.cmd("DEL").arg(name);
-            if let Some(head) = queue.owners.get(dead) {
-                pipe.cmd(publish.command()).arg(fair_channel(name, head)).arg(UNLOCK);
-            }
-            commit(conn, pipe, Release::Freed)
-        }
-    })
-}
-
 /// The holder of a group's value (by its field) and when that holder's lease ends.
 fn group_holder(conn: &mut Connection, group: &str, field: &str) -> RedisResult<Option<(String, Option<i64>)>> {
     let holder: Option<String> = redis::cmd("HGET").arg(group).arg(field).query(conn)?;
@@ -201,6 +134,9 @@ impl Foreign for LayoutPeer {
         take_hash(conn, name, owner, false)
     }
 
+    /// A non-reentrant fair lock's acquire: dead heads dropped; the lock taken when it is free
+    /// and nobody live is queued ahead; otherwise the owner queued once, its deadline a wait
+    /// after the last waiter's (or after the holder's lease when nobody waits).
     fn non_reentrant_fair_acquire(
         &self,
         conn: &mut Connection,
@@ -208,9 +144,42 @@ impl Foreign for LayoutPeer {
         owner: &str,
         now_ms: u64,
     ) -> RedisResult<Acquire> {
-        take_fair(conn, name, owner, now_ms)
+        let (queue_key, deadlines_key) = (fair_queue(name), fair_deadlines(name));
+        let now = now_ms as i64;
+        redis::transaction(conn, &[name, &queue_key, &deadlines_key], |conn, pipe| {
+            let queue = Queue::read(conn, name)?;
+            let dead = queue.dead_heads(now_ms);
+            let live = &queue.owners[dead..];
+            let held = exists(conn, name)?;
+            if !held && live.first().is_none_or(|head| head == owner) {
+                queue.drop_first(name, dead, pipe);
+                if !live.is_empty() {
+                    pipe.cmd("LPOP").arg(&queue_key).cmd("ZREM").arg(&deadlines_key).arg(owner);
+                }
+                // Everyone behind moves up one place: their deadlines one wait earlier.
+                for behind in live.iter().skip(1) {
+                    pipe.cmd("ZINCRBY").arg(&deadlines_key).arg(-(FAIR_WAIT_MS as i64)).arg(behind);
+                }
+                pipe.cmd("HSET").arg(name).arg(owner).arg(1).cmd("PEXPIRE").arg(name).arg(LEASE_MS);
+                return commit(conn, pipe, Acquire::Granted);
+            }
+            if holds(conn, name, owner)?.is_some() {
+                return Ok(Some(Acquire::Refused));
+            }
+            let ttl = pttl(conn, name)?.max(0);
+            if queue.deadlines.contains_key(owner) {
+                return Ok(Some(Acquire::Busy(ttl)));
+            }
+            let last = live.iter().rev().find(|o| *o != owner).and_then(|o| queue.deadlines.get(o));
+            let wait = last.map_or(ttl, |&at| at - now);
+            pipe.cmd("ZADD").arg(&deadlines_key).arg(now + wait + FAIR_WAIT_MS as i64).arg(owner);
+            pipe.cmd("RPUSH").arg(&queue_key).arg(owner);
+            commit(conn, pipe, Acquire::Busy(wait))
+        })
     }
 
+    /// A fair lock's release: one hold fewer; at the last the lock goes, dead heads are dropped,
+    /// and the head (only) is told on its own channel.
     fn fair_release(
         &self,
         conn: &mut Connection,
@@ -219,7 +188,24 @@ impl Foreign for LayoutPeer {
         now_ms: u64,
         publish: Publish,
     ) -> RedisResult<Release> {
-        give_back_fair(conn, name, owner, now_ms, publish)
+        let (queue_key, deadlines_key) = (fair_queue(name), fair_deadlines(name));
+        redis::transaction(conn, &[name, &queue_key, &deadlines_key], |conn, pipe| match holds(conn, name, owner)? {
+            None => Ok(Some(Release::NotHeld)),
+            Some(n) if n > 1 => {
+                pipe.cmd("HINCRBY").arg(name).arg(owner).arg(-1).cmd("PEXPIRE").arg(name).arg(LEASE_MS);
+                commit(conn, pipe, Release::HoldsRemain)
+            }
+            Some(_) => {
+                let queue = Queue::read(conn, name)?;
+                let dead = queue.dead_heads(now_ms);
+                queue.drop_first(name, dead, pipe);
+                pipe.cmd("DEL").arg(name);
+                if let Some(head) = queue.owners.get(dead) {
+                    pipe.cmd(publish.command()).arg(fair_channel(name, head)).arg(UNLOCK);
+                }
+                commit(conn, pipe, Release::Freed)
+            }
+        })
     }
 
     fn semaphore_try_acquire(&self, conn: &mut Connection, name: &str, permits: u32) -> RedisResult<bool> {
