@@ -89,6 +89,8 @@ pub fn wait_for(
         let busy_for = match attempt()? {
             Acquire::Granted => return Ok(Waited::Granted(Instant::now())),
             Acquire::Refused => return Ok(Waited::Refused),
+            // A lock without expiry (-1) answers no time: only a message ends the sleep.
+            Acquire::Busy(ms) if ms < 0 => Duration::MAX,
             Acquire::Busy(ms) => Duration::from_millis(ms.max(1) as u64),
         };
         loop {
