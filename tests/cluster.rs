@@ -12,7 +12,8 @@ use redlease::{Client, ErrorKind, MultiLock, RedLock};
 use crate::helpers::*;
 use crate::support::child::{self, Child};
 use crate::support::cluster::ClusterGroup;
-use crate::support::redisson;
+use crate::support::foreign::wait::lock_wake;
+use crate::support::foreign::{self, Acquire, Publish, Release, keys};
 use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] = &[("cluster_worker", cluster_worker)];
@@ -335,65 +336,50 @@ fn bad_cluster_input_is_refused_clearly() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
 }
 
-/// Redisson's own lock scripts, as its `RedissonLock` sends them on a Redis 7 cluster
-/// (`SPUBLISH` as the publish command, since the cluster has sharded pub/sub), and a
-/// Redisson-style listener (`SSUBSCRIBE` on the lock's channel, on the slot's master), on
-/// the same lock as redlease: Redisson's release wakes a redlease waiter, and redlease's
-/// release reaches the Redisson listener with Redisson's unlock message `0`.
+/// Each foreign client's plain lock on a Redis 7 cluster (publishing with `SPUBLISH`, since
+/// the cluster has sharded pub/sub, and waiting with `SSUBSCRIBE` on the slot's master, as
+/// Redisson does there) and redlease's, both ways: the foreign release wakes a parked
+/// redlease waiter, and redlease's release wakes a parked foreign waiter.
 ///
 /// Breaks if redlease publishes or subscribes classically on a cluster (neither would hear
 /// the other), or on another channel or slot.
 #[test]
-fn redissons_scripts_and_redlease_wake_each_other_through_sharded_pubsub() {
+fn foreign_locks_and_redlease_wake_each_other_through_sharded_pubsub() {
     let group = ClusterGroup::start();
     let client = client(&group, Duration::from_secs(30));
-    let name = "interop";
-    let channel = "redisson_lock__channel:{interop}";
-    let latch = "redisson_unlock_latch:{interop}:java-request";
-    let java = "7a5e0f1c-java:1";
-    let mut foreign = group.conn_for(name);
-    let granted: Option<i64> = eval(redisson::LOCK_ACQUIRE, &[name]).arg(30_000).arg(java).query(&mut foreign).unwrap();
-    assert_eq!(granted, None, "Redisson's acquire");
-    thread::scope(|scope| {
-        let rx = parked_waiter(scope, &client, name, Duration::from_secs(20));
-        let mut master = group.conn_for(name);
-        let shard_subscribers = |conn: &mut redis::Connection| -> i64 {
-            let reply: Vec<redis::Value> = redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(channel).query(conn).unwrap();
-            match reply.get(1) {
-                Some(redis::Value::Int(n)) => *n,
-                _ => 0,
-            }
-        };
-        assert!(wait_until(Duration::from_secs(5), || shard_subscribers(&mut master) == 1), "redlease SSUBSCRIBEs");
-        thread::sleep(Duration::from_millis(200));
-        let released = Instant::now();
-        let freed: Option<i64> = eval(redisson::LOCK_RELEASE, &[name, channel, latch])
-            .arg(0)
-            .arg(30_000)
-            .arg(java)
-            .arg("spublish")
-            .arg(5_000)
-            .query(&mut foreign)
-            .unwrap();
-        assert_eq!(freed, Some(1), "Redisson's unlock freed it");
-        let woken = rx.recv_timeout(Duration::from_secs(15)).expect("the redlease waiter got the lock");
-        assert!(woken - released < Duration::from_secs(3), "woken by Redisson's message: {:?}", woken - released);
-    });
-    // A Redisson listener on the shard channel hears redlease's release.
-    let mut listener = group.conn_for(name);
-    listener.send_packed_command(&redis::cmd("SSUBSCRIBE").arg(channel).get_packed_command()).unwrap();
-    listener.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let confirmed = listener.recv_response().expect("SSUBSCRIBE confirmed");
-    assert!(format!("{confirmed:?}").contains("ssubscribe"), "{confirmed:?}");
-    client.lock(name).lock().expect("free").unlock().expect("released");
-    let message = listener.recv_response().expect("redlease's release message");
-    let text = format!("{message:?}");
-    assert!(text.contains("smessage") && text.contains(channel), "{text}");
-    match message {
-        redis::Value::Array(items) | redis::Value::Push { data: items, .. } => {
-            assert_eq!(items.get(2), Some(&redis::Value::BulkString(b"0".to_vec())), "Redisson's unlock message");
-        }
-        other => panic!("not a message: {other:?}"),
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, name) = (peer.who(), format!("interop-{i}"));
+        let channel = keys::lock_channel(&name);
+        let mut foreign = group.conn_for(&name);
+        assert_eq!(peer.lock_acquire(&mut foreign, &name, JAVA_OWNER).unwrap(), Acquire::Granted, "{who}");
+        thread::scope(|scope| {
+            let rx = parked_waiter(scope, &client, &name, Duration::from_secs(20));
+            let mut master = group.conn_for(&name);
+            let subscribed = || listeners(&mut master, &channel, Publish::Sharded) == 1;
+            assert!(wait_until(Duration::from_secs(5), subscribed), "redlease SSUBSCRIBEs");
+            thread::sleep(Duration::from_millis(200));
+            let released = Instant::now();
+            let freed = peer.lock_release(&mut foreign, &name, JAVA_OWNER, Publish::Sharded).unwrap();
+            assert_eq!(freed, Release::Freed, "{who}: the foreign unlock freed it");
+            let woken = rx.recv_timeout(Duration::from_secs(15)).expect("the redlease waiter got the lock");
+            assert!(
+                woken - released < Duration::from_secs(3),
+                "{who}: woken by the foreign message: {:?}",
+                woken - released
+            );
+        });
+        // The other way: a foreign waiter on the shard channel is woken by redlease's release.
+        let guard = client.lock(&name).lock().expect("free");
+        let attempt = |conn: &mut redis::Connection| peer.lock_acquire(conn, &name, JAVA_OWNER);
+        let release = || guard.unlock().expect("released");
+        assert_foreign_woken(
+            &who,
+            &|| group.conn_for(&name),
+            (&channel, Publish::Sharded, lock_wake),
+            &attempt,
+            release,
+        );
+        assert_eq!(peer.lock_release(&mut foreign, &name, JAVA_OWNER, Publish::Sharded).unwrap(), Release::Freed);
     }
 }
 

@@ -1,7 +1,7 @@
 //! The group lock (Redisson's `RedissonFasterMultiLock`, `getMultiLock(group, values)`):
 //! values taken all or none in one script call; exclusion on shared values only; every
-//! waiter woken by a release; leases renewed and lost; bad input; and Redisson 4.7's own
-//! scripts (`support::redisson`) and redlease on the same hash, both ways.
+//! waiter woken by a release; leases renewed and lost; bad input; and a foreign client
+//! (`support::foreign`) and redlease on the same hash, both ways.
 
 use std::sync::mpsc;
 use std::thread;
@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use redlease::{ErrorKind, GroupGuard, MultiLock};
 
 use crate::helpers::*;
-use crate::support::redisson;
+use crate::support::foreign::wait::lock_wake;
+use crate::support::foreign::{self, Acquire, Publish, Release, keys};
 use crate::support::server::RedisServer;
 
 /// Fields Redisson computes for these values (`StringCodec`), as its `Hash.hash128toBase64`.
@@ -19,38 +20,6 @@ const MARY: (&str, &str) = ("Mary_002", "kIX2DFOX4IWct7G7K6tV9A");
 
 fn holder(conn: &mut redis::Connection, group: &str, field: &str) -> Option<String> {
     redis::cmd("HGET").arg(group).arg(field).query(conn).unwrap()
-}
-
-/// Redisson's `lock()` of `fields` for `owner`: `None` taken, `Some(ms)` busy for that long.
-fn redisson_acquire(conn: &mut redis::Connection, group: &str, owner: &str, fields: &[&str]) -> Option<i64> {
-    eval(redisson::FAST_MULTI_LOCK_ACQUIRE, &[group])
-        .arg(30_000)
-        .arg(now_ms())
-        .arg(owner)
-        .arg(fields)
-        .query(conn)
-        .unwrap()
-}
-
-/// Redisson's `unlock()` of `fields` for `owner`: 1 freed, 0 holds remain, nil not held.
-fn redisson_release(conn: &mut redis::Connection, group: &str, owner: &str, fields: &[&str]) -> Option<i64> {
-    eval(
-        redisson::FAST_MULTI_LOCK_RELEASE,
-        &[
-            group,
-            &format!("redisson_lock__channel:{{{group}}}"),
-            &format!("redisson_unlock_latch:{{{group}}}:0123456789abcdef0123456789abcdef"),
-        ],
-    )
-    .arg(owner)
-    .arg(0)
-    .arg(30_000)
-    .arg("publish")
-    .arg(20_000)
-    .arg(now_ms())
-    .arg(fields)
-    .query(conn)
-    .unwrap()
 }
 
 /// Two group locks exclude each other on the values they share and on nothing else; a
@@ -253,40 +222,54 @@ fn bad_groups_are_refused_before_anything_is_sent() {
     assert!(err.to_string().contains("value 3 is value 1 again"), "{err}");
 }
 
-/// Redisson 4.7's own `RedissonFasterMultiLock` scripts and redlease on the same hash: a
-/// Java holder excludes redlease on shared values and not on others; its release wakes a
-/// redlease waiter; redlease's hold makes Java's acquire wait, Java's `isLocked` sees it,
-/// and redlease's release lets Java in.
+/// Each foreign client's group lock (Redisson's `RedissonFasterMultiLock`) and redlease's on
+/// the same hash, both ways: a foreign holder excludes redlease on shared values and not on
+/// others, and its release wakes a redlease waiter; redlease's hold makes the foreign
+/// acquire wait for its lease, the foreign `isLocked` sees it, and redlease's release wakes
+/// a parked foreign waiter, after which redlease waits for it.
 ///
 /// Breaks if the fields, owners' `expire_time` or the channel differ from Redisson's.
 #[test]
-fn redissons_group_scripts_and_redlease_share_a_group() {
+fn foreign_group_locks_and_redlease_share_a_group() {
     let server = RedisServer::start();
     let client = client(&server);
     let mut conn = server.conn();
-    assert_eq!(redisson_acquire(&mut conn, "course", JAVA_OWNER, &[JACK.1]), None, "Java takes Jack");
-    let both = client.group_lock("course", [JACK.0, MARY.0]);
-    assert!(both.try_lock().unwrap().is_none(), "Jack is Java's");
-    let mary = client.group_lock("course", [MARY.0]).try_lock().unwrap().expect("Mary is free");
-    drop(mary);
-    let waiting = both.clone();
-    let waiter = thread::spawn(move || {
-        let guard = waiting.try_lock_for(Duration::from_secs(20)).unwrap();
-        (Instant::now(), guard)
-    });
-    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parked");
-    let released = Instant::now();
-    assert_eq!(redisson_release(&mut conn, "course", JAVA_OWNER, &[JACK.1]), Some(1), "Java frees Jack");
-    let (at, guard) = waiter.join().unwrap();
-    let guard = guard.expect("served");
-    assert!(at.saturating_duration_since(released) < Duration::from_secs(2), "woken by Java's message");
-    // The other way round.
-    let wait = redisson_acquire(&mut conn, "course", JAVA_OWNER, &[MARY.1]).expect("busy for Java");
-    assert!(wait > 20_000 && wait <= 30_000, "Java waits for redlease's lease: {wait} ms");
-    let locked: i64 =
-        eval(redisson::FAST_MULTI_LOCK_IS_LOCKED, &["course"]).arg(now_ms()).arg(JACK.1).query(&mut conn).unwrap();
-    assert_eq!(locked, 1, "Java's isLocked sees redlease's hold");
-    guard.unlock().unwrap();
-    assert_eq!(redisson_acquire(&mut conn, "course", JAVA_OWNER, &[JACK.1, MARY.1]), None, "Java takes both now");
-    assert!(both.try_lock().unwrap().is_none(), "and redlease waits for Java");
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, course) = (peer.who(), format!("course-{i}"));
+        let acquire = |conn: &mut redis::Connection, fields: &[&str]| {
+            peer.group_acquire(conn, &course, JAVA_OWNER, now_ms(), fields).unwrap()
+        };
+        assert_eq!(acquire(&mut conn, &[JACK.1]), Acquire::Granted, "{who} takes Jack");
+        let both = client.group_lock(&course, [JACK.0, MARY.0]);
+        assert!(both.try_lock().unwrap().is_none(), "{who}: Jack is the peer's");
+        let mary = client.group_lock(&course, [MARY.0]).try_lock().unwrap().expect("Mary is free");
+        drop(mary);
+        let waiting = both.clone();
+        let waiter = thread::spawn(move || {
+            let guard = waiting.try_lock_for(Duration::from_secs(20)).unwrap();
+            (Instant::now(), guard)
+        });
+        assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "{who}: the waiter parked");
+        let released = Instant::now();
+        let freed = peer.group_release(&mut conn, &course, JAVA_OWNER, now_ms(), &[JACK.1], Publish::Classic).unwrap();
+        assert_eq!(freed, Release::Freed, "{who} frees Jack");
+        let (at, guard) = waiter.join().unwrap();
+        let guard = guard.expect("served");
+        assert!(at.saturating_duration_since(released) < Duration::from_secs(2), "{who}: woken by its message");
+
+        // The other way round.
+        let busy = acquire(&mut conn, &[MARY.1]);
+        assert!(
+            matches!(busy, Acquire::Busy(ms) if ms > 20_000 && ms <= 30_000),
+            "{who} waits for the lease: {busy:?}"
+        );
+        let locked = peer.group_is_locked(&mut conn, &course, now_ms(), &[JACK.1]).unwrap();
+        assert!(locked, "{who}: isLocked sees redlease's hold");
+        let attempt =
+            |conn: &mut redis::Connection| peer.group_acquire(conn, &course, JAVA_OWNER, now_ms(), &[JACK.1, MARY.1]);
+        let channel = keys::lock_channel(&course);
+        let release = || guard.unlock().unwrap();
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, lock_wake), &attempt, release);
+        assert!(both.try_lock().unwrap().is_none(), "{who}: and redlease waits for the peer");
+    }
 }

@@ -4,6 +4,8 @@ use std::time::{Duration, Instant};
 
 use redlease::{Client, ClientBuilder};
 
+use crate::support::foreign::wait::{Waited, wait_for};
+use crate::support::foreign::{Acquire, Publish};
 use crate::support::server::RedisServer;
 
 /// A Redisson owner field (`<uuid>:<thread id>`), as a Java client writes it.
@@ -19,8 +21,8 @@ pub fn announcement_key(client_id: &str) -> String {
     format!("redlease_client:{{{client_id}}}")
 }
 
-/// `EVAL script numkeys keys…`, for the caller to add the arguments: how the tests send
-/// Redisson's own scripts.
+/// `EVAL script numkeys keys…`, for the caller to add the arguments: how a test sends a
+/// script of its own.
 pub fn eval(script: &str, keys: &[&str]) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(keys.len()).arg(keys);
@@ -129,4 +131,48 @@ pub fn build_patiently(within: Duration, builder: impl Fn() -> ClientBuilder) ->
 pub fn announced(client: &Client, conn: &mut redis::Connection) {
     let key = announcement_key(client.id());
     assert!(wait_until(Duration::from_secs(5), || exists(conn, &key)), "the client announced itself");
+}
+
+/// Listeners of `channel` on the server `conn` is connected to: classic subscribers
+/// (`PUBSUB NUMSUB`) or sharded ones (`PUBSUB SHARDNUMSUB`), as `publish` reaches them.
+pub fn listeners(conn: &mut redis::Connection, channel: &str, publish: Publish) -> u64 {
+    let which = if publish == Publish::Sharded { "SHARDNUMSUB" } else { "NUMSUB" };
+    let reply: (String, u64) = redis::cmd("PUBSUB").arg(which).arg(channel).query(conn).expect("PUBSUB");
+    reply.1
+}
+
+/// Where a foreign waiter listens: the channel, how it is published to, and which of its
+/// messages wake the waiter.
+pub type WaitsOn<'a> = (&'a str, Publish, fn(&[u8]) -> bool);
+
+/// A foreign client's waiter, parked on `channel` (opened by `open`, woken by the messages
+/// `wakes` accepts) with `attempt`, is woken by `release`, run once it is subscribed: it got
+/// what it waited for within 3 s of the release, well before any holder's 30 s lease could
+/// run out.
+pub fn assert_foreign_woken(
+    who: &str,
+    open: &(dyn Fn() -> redis::Connection + Sync),
+    (channel, publish, wakes): WaitsOn,
+    attempt: &(dyn Fn(&mut redis::Connection) -> redis::RedisResult<Acquire> + Sync),
+    release: impl FnOnce(),
+) {
+    let (released_at, waited) = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let mut conn = open();
+            wait_for(open, channel, publish, wakes, Duration::from_secs(20), || attempt(&mut conn))
+        });
+        let mut conn = open();
+        assert!(wait_until(Duration::from_secs(5), || listeners(&mut conn, channel, publish) == 1), "{who}: parked");
+        std::thread::sleep(Duration::from_millis(100));
+        let released_at = Instant::now();
+        release();
+        (released_at, waiting.join().unwrap().expect("no error"))
+    });
+    match waited {
+        Waited::Granted(at) => {
+            let took = at.saturating_duration_since(released_at);
+            assert!(took < Duration::from_secs(3), "{who}: woken by the release: {took:?}");
+        }
+        other => panic!("{who}: the foreign waiter got nothing: {other:?}"),
+    }
 }

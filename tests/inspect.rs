@@ -10,7 +10,7 @@ use redlease::{ErrorKind, HolderRole, LockKind};
 use crate::helpers::*;
 use crate::support::child::{self, Child};
 use crate::support::cluster::ClusterGroup;
-use crate::support::redisson;
+use crate::support::foreign::{self, Acquire};
 use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] = &[("inspect_holder", holder)];
@@ -114,7 +114,7 @@ fn a_client_announces_itself_only_while_it_holds_or_waits() {
 
 /// Every kind reads as its layout shows it, with its holders (hold counts, roles, clients),
 /// a fair lock's queue in order with deadlines, a fenced lock's token, a semaphore's
-/// permits, a group's holder; an owner written by Redisson's own script shows with no
+/// permits, a group's holder; an owner written by a foreign client shows with no
 /// client (unknown), not as an error; a key that is not a lock is foreign; a free name is
 /// empty.
 ///
@@ -210,13 +210,16 @@ fn every_kind_reads_as_its_layout_shows_it() {
     assert!(info.holders[0].owner.starts_with(client.id()));
     drop(held);
 
-    // An owner written by Redisson's own script: unknown client, no error.
+    // An owner written by a foreign client (the layout peer, Redisson's own script): unknown
+    // client, no error.
     let java_owner = "2c3c9a4e-0d5e-4c5e-9d6a-7f1b2a3c4d5e:1";
-    let _: Option<i64> =
-        redis::Script::new(redisson::LOCK_ACQUIRE).key("k:java").arg(30_000).arg(java_owner).invoke(&mut conn).unwrap();
-    let info = client.inspect("k:java").unwrap();
-    assert_eq!((info.kind, info.holders[0].owner.as_str()), (Some(LockKind::Lock), java_owner));
-    assert_eq!(info.holders[0].client, None, "Redisson announces nothing");
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, name) = (peer.who(), format!("k:java-{i}"));
+        assert_eq!(peer.lock_acquire(&mut conn, &name, java_owner).unwrap(), Acquire::Granted, "{who}");
+        let info = client.inspect(&name).unwrap();
+        assert_eq!((info.kind, info.holders[0].owner.as_str()), (Some(LockKind::Lock), java_owner), "{who}");
+        assert_eq!((info.holders[0].holds, info.holders[0].client.as_ref()), (1, None), "{who}: announces nothing");
+    }
 
     // Someone else's keys are foreign.
     let _: () = redis::cmd("SET").arg("k:text").arg("hello").query(&mut conn).unwrap();

@@ -1,7 +1,7 @@
 //! The non-reentrant locks (Redisson's `RNonReentrantLock` and `RNonReentrantFairLock`): a
-//! second acquire by the holder is refused at once, and Redisson's own scripts
-//! (`support::redisson`, as Redisson 4.7 sends them) and redlease exclude each other, wake
-//! each other's waiters, and refuse each other's owner a second hold.
+//! second acquire by the holder is refused at once, and a foreign client
+//! (`support::foreign`) and redlease exclude each other, wake each other's waiters, and
+//! refuse each other's owner a second hold.
 
 use std::sync::mpsc;
 use std::thread;
@@ -10,31 +10,9 @@ use std::time::{Duration, Instant};
 use redlease::{AnyLock, Client, ErrorKind};
 
 use crate::helpers::*;
-use crate::support::redisson;
+use crate::support::foreign::wait::lock_wake;
+use crate::support::foreign::{self, Acquire, Publish, Release, keys};
 use crate::support::server::RedisServer;
-
-/// Redisson's error for a second hold, as its scripts answer it.
-const REENTRY: &str = "NON_REENTRANT_REACQUIRE";
-
-/// Redisson's non-reentrant acquire for `owner`: `Ok(None)` acquired, `Ok(Some(pttl))` busy,
-/// `Err` its error reply.
-fn redisson_acquire(conn: &mut redis::Connection, name: &str, owner: &str) -> redis::RedisResult<Option<i64>> {
-    eval(redisson::NON_REENTRANT_LOCK_ACQUIRE, &[name]).arg(30_000).arg(owner).arg(REENTRY).query(conn)
-}
-
-/// Redisson's fair non-reentrant acquire for `owner` (with a wait of 300 s, its default).
-fn redisson_fair_acquire(conn: &mut redis::Connection, name: &str, owner: &str) -> redis::RedisResult<Option<i64>> {
-    eval(
-        redisson::NON_REENTRANT_FAIR_LOCK_ACQUIRE,
-        &[name, &format!("redisson_lock_queue:{{{name}}}"), &format!("redisson_lock_timeout:{{{name}}}")],
-    )
-    .arg(30_000)
-    .arg(owner)
-    .arg(300_000)
-    .arg(now_ms())
-    .arg(REENTRY)
-    .query(conn)
-}
 
 /// The one owner field of the lock hash `name` that `client` wrote.
 fn owner_of(conn: &mut redis::Connection, name: &str, client: &Client) -> String {
@@ -108,95 +86,81 @@ fn a_holder_asking_again_is_would_deadlock_at_once_and_nothing_is_sent() {
     drop(plain);
 }
 
-/// Redisson's non-reentrant scripts and redlease's on one lock: each excludes the other,
-/// refuses the other's holder a second hold with the same error, and a release by one
-/// wakes the other's parked waiter (well before the holder's 30 s lease could run out).
+/// Each foreign client's non-reentrant lock and redlease's on one lock, both ways: each
+/// finds the other's hold busy, refuses the other's holder a second hold, and a release by
+/// one wakes the other's parked waiter (well before the holder's 30 s lease could run out).
 ///
-/// Breaks if the layouts, the error or the messages differ from Redisson's (a Java and a
-/// Rust service could then both hold the lock, or a waiter would sleep out the lease).
+/// Breaks if the layouts, the reentry check or the messages differ from Redisson's (a Java
+/// and a Rust service could then both hold the lock, or a waiter would sleep out the lease).
 #[test]
-fn redissons_non_reentrant_scripts_and_redlease_exclude_and_wake_each_other() {
+fn foreign_non_reentrant_locks_and_redlease_exclude_refuse_and_wake_each_other() {
     let server = RedisServer::start();
     let client = client(&server);
     let mut conn = server.conn();
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, name) = (peer.who(), format!("nr-x-{i}"));
+        // redlease holds: the peer finds it busy, and would refuse redlease's own owner.
+        let guard = client.non_reentrant_lock(&name).lock().expect("redlease holds");
+        let busy = peer.non_reentrant_acquire(&mut conn, &name, JAVA_OWNER).unwrap();
+        assert!(matches!(busy, Acquire::Busy(ttl) if ttl > 0), "{who}: {busy:?}");
+        let owner = owner_of(&mut conn, &name, &client);
+        assert_eq!(peer.non_reentrant_acquire(&mut conn, &name, &owner).unwrap(), Acquire::Refused, "{who}");
+        // The peer parks; redlease's release wakes it.
+        let attempt = |conn: &mut redis::Connection| peer.non_reentrant_acquire(conn, &name, JAVA_OWNER);
+        let channel = keys::lock_channel(&name);
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, lock_wake), &attempt, || {
+            drop(guard)
+        });
+        assert_eq!(peer.non_reentrant_acquire(&mut conn, &name, JAVA_OWNER).unwrap(), Acquire::Refused, "{who}");
 
-    // redlease holds: Redisson finds it busy, and its own owner field would be refused.
-    let guard = client.non_reentrant_lock("nr-x").lock().expect("redlease holds");
-    assert!(matches!(redisson_acquire(&mut conn, "nr-x", JAVA_OWNER), Ok(Some(ttl)) if ttl > 0), "busy for Java");
-    let owner = owner_of(&mut conn, "nr-x", &client);
-    let refused = redisson_acquire(&mut conn, "nr-x", &owner).expect_err("the same owner again");
-    assert!(refused.to_string().contains(REENTRY), "{refused}");
-    drop(guard);
-
-    // Redisson holds: redlease finds it busy, parks, and Redisson's release wakes it.
-    assert_eq!(redisson_acquire(&mut conn, "nr-y", JAVA_OWNER).expect("Java acquires"), None);
-    assert!(client.non_reentrant_lock("nr-y").try_lock().expect("busy").is_none());
-    let parked = waiter(client.non_reentrant_lock("nr-y").into());
-    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parked");
-    let released_at = Instant::now();
-    let freed: i64 = eval(
-        redisson::LOCK_RELEASE,
-        &["nr-y", "redisson_lock__channel:{nr-y}", "redisson_unlock_latch:{nr-y}:0123456789abcdef0123456789abcdef"],
-    )
-    .arg(0)
-    .arg(30_000)
-    .arg(JAVA_OWNER)
-    .arg("publish")
-    .arg(16_000)
-    .query(&mut conn)
-    .expect("Java releases");
-    assert_eq!(freed, 1);
-    assert_woken(parked, released_at);
+        // The peer holds: redlease finds it busy, parks, and the peer's release wakes it.
+        assert!(client.non_reentrant_lock(&name).try_lock().expect("busy").is_none(), "{who}");
+        let parked = waiter(client.non_reentrant_lock(&name).into());
+        assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "{who}: the waiter parked");
+        let released_at = Instant::now();
+        assert_eq!(peer.lock_release(&mut conn, &name, JAVA_OWNER, Publish::Classic).unwrap(), Release::Freed, "{who}");
+        assert_woken(parked, released_at);
+    }
 }
 
-/// The fair variant: Redisson's fair non-reentrant acquire and redlease's queue in one
-/// queue; redlease's holder is refused a second hold by Redisson's script with the same
-/// error; Redisson's holder's release wakes redlease's head on its own channel.
+/// The fair variant, both ways: the foreign client's fair non-reentrant acquire and
+/// redlease's queue in one queue; redlease's holder is refused a second hold by the peer;
+/// redlease's release wakes the peer, queued at the head, on its own channel; the peer's
+/// release wakes redlease's head on its own.
 ///
 /// Breaks if the fair layouts, the per-waiter channels or the reentry check differ.
 #[test]
-fn redissons_fair_non_reentrant_scripts_and_redlease_share_a_queue() {
+fn foreign_fair_non_reentrant_locks_and_redlease_share_a_queue() {
     let server = RedisServer::start();
     let client = client(&server);
     let mut conn = server.conn();
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, name) = (peer.who(), format!("nrf-x-{i}"));
+        let queue = keys::fair_queue(&name);
+        let guard = client.non_reentrant_fair_lock(&name).lock().expect("redlease holds");
+        let owner = owner_of(&mut conn, &name, &client);
+        let refused = peer.non_reentrant_fair_acquire(&mut conn, &name, &owner, now_ms()).unwrap();
+        assert_eq!(refused, Acquire::Refused, "{who}: the same owner again");
+        let queued = peer.non_reentrant_fair_acquire(&mut conn, &name, JAVA_OWNER, now_ms()).unwrap();
+        assert!(matches!(queued, Acquire::Busy(_)), "{who}: queues: {queued:?}");
+        assert_eq!(llen(&mut conn, &queue), 1, "{who}: one queue, the peer in it");
+        // Queued at the head, the peer waits on its own channel; redlease's release wakes it.
+        let attempt = |conn: &mut redis::Connection| peer.non_reentrant_fair_acquire(conn, &name, JAVA_OWNER, now_ms());
+        let channel = keys::fair_channel(&name, JAVA_OWNER);
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, lock_wake), &attempt, || {
+            drop(guard)
+        });
+        assert_eq!(llen(&mut conn, &queue), 0, "{who}: the head left the queue with the lock");
 
-    let guard = client.non_reentrant_fair_lock("nrf-x").lock().expect("redlease holds");
-    let owner = owner_of(&mut conn, "nrf-x", &client);
-    let refused = redisson_fair_acquire(&mut conn, "nrf-x", &owner).expect_err("the same owner again");
-    assert!(refused.to_string().contains(REENTRY), "{refused}");
-    assert!(matches!(redisson_fair_acquire(&mut conn, "nrf-x", JAVA_OWNER), Ok(Some(_))), "Java queues");
-    assert_eq!(llen(&mut conn, "redisson_lock_queue:{nrf-x}"), 1, "one queue, Java in it");
-    drop(guard);
-    assert!(
-        wait_until(Duration::from_secs(5), || redisson_fair_acquire(&mut conn, "nrf-x", JAVA_OWNER) == Ok(None)),
-        "Java, the head, takes the lock redlease released"
-    );
-
-    // Java holds; redlease's waiter queues, and Java's release wakes it on its own channel.
-    let parked = waiter(client.non_reentrant_fair_lock("nrf-x").into());
-    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, "redisson_lock_queue:{nrf-x}") == 1), "queued");
-    let released_at = Instant::now();
-    let freed: i64 = eval(
-        redisson::FAIR_LOCK_RELEASE,
-        &[
-            "nrf-x",
-            "redisson_lock_queue:{nrf-x}",
-            "redisson_lock_timeout:{nrf-x}",
-            "redisson_lock__channel:{nrf-x}",
-            "redisson_unlock_latch:{nrf-x}:0123456789abcdef0123456789abcdef",
-        ],
-    )
-    .arg(0)
-    .arg(30_000)
-    .arg(JAVA_OWNER)
-    .arg(now_ms())
-    .arg("publish")
-    .arg(16_000)
-    .query(&mut conn)
-    .expect("Java releases");
-    assert_eq!(freed, 1);
-    // Woken on its own channel: the fair release publishes nowhere else.
-    assert_woken(parked, released_at);
+        // The peer holds; redlease's waiter queues, and the peer's release wakes it on its own
+        // channel: the fair release publishes nowhere else.
+        let parked = waiter(client.non_reentrant_fair_lock(&name).into());
+        assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, &queue) == 1), "{who}: queued");
+        let released_at = Instant::now();
+        let freed = peer.fair_release(&mut conn, &name, JAVA_OWNER, now_ms(), Publish::Classic).unwrap();
+        assert_eq!(freed, Release::Freed, "{who}");
+        assert_woken(parked, released_at);
+    }
 }
 
 /// A hold of the thread's own owner that Redis still has after the client let go of it (a

@@ -11,8 +11,9 @@ use redlease::{Client, ErrorKind};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
+use crate::support::foreign::wait::semaphore_wake;
+use crate::support::foreign::{self, Acquire, Publish};
 use crate::support::history::{self, Section};
-use crate::support::redisson;
 use crate::support::server::RedisServer;
 
 pub const ROLES: &[crate::support::child::Role] =
@@ -243,69 +244,70 @@ fn the_latch_lets_every_waiter_through_once_when_it_opens() {
     assert!(latch.await_for(Duration::ZERO).unwrap(), "open");
 }
 
-/// Another client speaking Redisson's protocol (GET/DECRBY to take, INCRBY and the count on
-/// `redisson_sc:{name}` to give back; `redisson_countdownlatch__channel__{name}` with `0`
-/// to open a latch) on the same semaphore and latch: each side excludes and wakes the
-/// other.
+/// Each foreign client's semaphore and latch calls on redlease's semaphore and latch: the
+/// foreign take excludes redlease and its give-back wakes a parked redlease waiter;
+/// redlease's release publishes the count a foreign waiter reads; the foreign count-down
+/// opens the latch for a redlease waiter.
 ///
 /// Breaks if the layout, channel or message of either primitive differs from Redisson's
 /// (the foreign release would not wake the redlease waiter, or its take would not see the
 /// permits).
 #[test]
-fn redissons_protocol_and_redlease_share_semaphores_and_latches() {
+fn foreign_semaphores_and_latches_and_redlease_exclude_and_wake_each_other() {
     let server = RedisServer::start();
     let client = client_with(&server, |b| b.watchdog_timeout(Duration::from_secs(30)));
     let mut foreign = server.conn();
-    let semaphore = client.semaphore("shared-sem");
-    assert!(semaphore.try_set_permits(1).unwrap());
-    // Redisson takes the only permit.
-    let take: i64 =eval("local v = redis.call('get', KEYS[1]); if v ~= false and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]); return 1 end return 0", &["shared-sem"])
-        .arg(1)
-        .query(&mut foreign)
-        .unwrap();
-    assert_eq!(take, 1);
-    assert!(semaphore.try_acquire(1).unwrap().is_none(), "Redisson's permit excludes redlease");
-    let waiter = {
-        let semaphore = semaphore.clone();
-        thread::spawn(move || {
-            let started = Instant::now();
-            let got = semaphore.try_acquire_for(1, Duration::from_secs(20)).unwrap();
-            (got.map(|g| g.release().is_ok()), started.elapsed())
-        })
-    };
-    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), "redisson_sc:{shared-sem}") == 1));
-    thread::sleep(Duration::from_millis(100));
-    // Redisson gives it back: INCRBY, then the count on the channel.
-    let count: i64 = redis::cmd("INCRBY").arg("shared-sem").arg(1).query(&mut foreign).unwrap();
-    let _: i64 = redis::cmd("PUBLISH").arg("redisson_sc:{shared-sem}").arg(count).query(&mut foreign).unwrap();
-    let (got, waited) = waiter.join().unwrap();
-    assert_eq!(got, Some(true), "woken by Redisson's release message");
-    assert!(waited < Duration::from_secs(5), "by the message, not the re-check: {waited:?}");
-    // redlease's release wakes a Redisson waiter: it sees the count on the channel.
-    let guard = semaphore.acquire(1).unwrap();
-    let mut pubsub_conn = server.conn();
-    let mut pubsub = pubsub_conn.as_pubsub();
-    pubsub.subscribe("redisson_sc:{shared-sem}").unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    guard.release().unwrap();
-    let message = pubsub.get_message().expect("redlease's release message");
-    assert_eq!(message.get_payload::<i64>().unwrap(), 1, "the count available, as Redisson sends it");
-    drop(pubsub);
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, name) = (peer.who(), format!("shared-sem-{i}"));
+        let channel = foreign::keys::semaphore_channel(&name);
+        let semaphore = client.semaphore(&name);
+        assert!(semaphore.try_set_permits(1).unwrap());
+        // The peer takes the only permit.
+        assert!(peer.semaphore_try_acquire(&mut foreign, &name, 1).unwrap(), "{who} takes it");
+        assert!(!peer.semaphore_try_acquire(&mut foreign, &name, 1).unwrap(), "{who}: none left");
+        assert!(semaphore.try_acquire(1).unwrap().is_none(), "{who}: the peer's permit excludes redlease");
+        let waiter = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || {
+                let started = Instant::now();
+                let got = semaphore.try_acquire_for(1, Duration::from_secs(20)).unwrap();
+                (got.map(|g| g.release().is_ok()), started.elapsed())
+            })
+        };
+        assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), &channel) == 1));
+        thread::sleep(Duration::from_millis(100));
+        assert!(
+            peer.semaphore_release_if_exists(&mut foreign, &name, 1, Publish::Classic).unwrap(),
+            "{who} gives back"
+        );
+        let (got, waited) = waiter.join().unwrap();
+        assert_eq!(got, Some(true), "{who}: woken by the peer's give-back");
+        assert!(waited < Duration::from_secs(5), "{who}: by the message, not the re-check: {waited:?}");
+        // redlease's release wakes a foreign waiter: it sees the count on the channel.
+        let guard = semaphore.acquire(1).unwrap();
+        let attempt = |conn: &mut redis::Connection| {
+            let taken = peer.semaphore_try_acquire(conn, &name, 1)?;
+            Ok(if taken { Acquire::Granted } else { Acquire::Busy(20_000) })
+        };
+        let release = || guard.release().unwrap();
+        assert_foreign_woken(&who, &|| server.conn(), (&channel, Publish::Classic, semaphore_wake), &attempt, release);
+        assert_eq!(semaphore.available_permits().unwrap(), 0, "{who}: the peer holds the permit");
 
-    // A latch opened by Redisson's count-down wakes a redlease waiter.
-    let latch = client.count_down_latch("shared-latch");
-    assert!(latch.try_set_count(1).unwrap());
-    let waiter = {
-        let latch = latch.clone();
-        thread::spawn(move || latch.await_for(Duration::from_secs(20)).unwrap())
-    };
-    let channel = "redisson_countdownlatch__channel__{shared-latch}";
-    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), channel) == 1));
-    let left: i64 = redis::cmd("DECR").arg("shared-latch").query(&mut foreign).unwrap();
-    assert_eq!(left, 0);
-    let _: i64 = redis::cmd("DEL").arg("shared-latch").query(&mut foreign).unwrap();
-    let _: i64 = redis::cmd("PUBLISH").arg(channel).arg(0).query(&mut foreign).unwrap();
-    assert!(waiter.join().unwrap(), "woken by Redisson's opening");
+        // A latch opened by the peer's count-downs wakes a redlease waiter, at zero only.
+        let latch = client.count_down_latch(format!("shared-latch-{i}"));
+        assert!(latch.try_set_count(2).unwrap());
+        let waiter = {
+            let latch = latch.clone();
+            thread::spawn(move || latch.await_for(Duration::from_secs(20)).unwrap())
+        };
+        let channel = foreign::keys::latch_channel(&format!("shared-latch-{i}"));
+        assert!(wait_until(Duration::from_secs(5), || subscribers(&mut server.conn(), &channel) == 1));
+        peer.latch_count_down(&mut foreign, &format!("shared-latch-{i}"), Publish::Classic).unwrap();
+        assert_eq!(latch.count().unwrap(), 1, "{who}: one count-down");
+        peer.latch_count_down(&mut foreign, &format!("shared-latch-{i}"), Publish::Classic).unwrap();
+        assert!(waiter.join().unwrap(), "{who}: woken by the peer's opening");
+        assert_eq!(latch.count().unwrap(), 0, "{who}: open");
+    }
 }
 
 /// Bad input is `InvalidInput` before anything is sent; a name that is a lock of another
@@ -464,15 +466,15 @@ fn a_timed_acquire_on_a_semaphore_that_has_no_permits_says_so() {
     assert!(psem.try_acquire_for(1, short).expect("contention is not an error").is_none());
 }
 
-/// Redisson's newer semaphore calls, in redlease and against Redisson 4.7's own scripts on
-/// the same keys (`RedissonSemaphore.releaseIfExists` and `trySetPermits(int, Duration)`;
-/// `RedissonPermitExpirableSemaphore.getLeaseTime` for the permit's lease): `release_if_exists` gives back only to a semaphore that exists (and wakes
+/// Redisson's newer semaphore calls in redlease (`RedissonSemaphore.releaseIfExists` and
+/// `trySetPermits(int, Duration)`; `RedissonPermitExpirableSemaphore.getLeaseTime` for the
+/// permit's lease): `release_if_exists` gives back only to a semaphore that exists (and wakes
 /// its waiters), `try_set_permits_with_ttl` sets a count that expires (and only once), and a
-/// permit's remaining lease is read from Redis.
+/// permit's remaining lease is read from Redis. A foreign client's, on the same keys, in the
+/// test after it.
 ///
 /// Breaks if a late give-back brings a deleted semaphore back, if the time to live is not
-/// set or a second set overwrites the first, if a bad time to live is sent at all, or if
-/// the layouts differ from Redisson's.
+/// set or a second set overwrites the first, or if a bad time to live is sent at all.
 #[test]
 fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     let server = RedisServer::start();
@@ -499,22 +501,6 @@ fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     assert!(served, "woken, and served");
     let took = at.duration_since(given);
     assert!(took < Duration::from_secs(2), "woken by the give-back's message, not a re-check: {took:?}");
-    // Redisson's own scripts on redlease's semaphore, and the other way round.
-    let java_release: i64 = eval(redisson::SEMAPHORE_RELEASE_IF_EXISTS, &["newer", "redisson_sc:{newer}"])
-        .arg(1)
-        .arg("publish")
-        .query(&mut conn)
-        .unwrap();
-    assert_eq!(java_release, 1, "Redisson's releaseIfExists sees redlease's semaphore");
-    let java_set: i64 = eval(redisson::SEMAPHORE_TRY_SET_PERMITS_WITH_TTL, &["java-set", "redisson_sc:{java-set}"])
-        .arg(3)
-        .arg("publish")
-        .arg(20_000)
-        .query(&mut conn)
-        .unwrap();
-    assert_eq!(java_set, 1);
-    assert!(!client.semaphore("java-set").try_set_permits_with_ttl(9, Duration::from_secs(5)).unwrap(), "set by Java");
-    assert_eq!(client.semaphore("java-set").available_permits().unwrap(), 3);
     // Bad times to live are refused before anything is sent.
     let before = commands_served(&mut conn);
     for ttl in [Duration::ZERO, Duration::from_secs(u64::MAX / 1000)] {
@@ -532,4 +518,52 @@ fn release_if_exists_ttl_permits_and_a_permits_lease_as_redisson_has_them() {
     let later = permit.remaining_lease().unwrap().unwrap();
     assert!(later < left, "counting down: {left:?} then {later:?}");
     permit.release().expect("released");
+}
+
+/// Each foreign client's `releaseIfExists` and `trySetPermits` with a time to live and
+/// redlease's on the same semaphores, both ways: each gives back only to a semaphore that
+/// exists, sets a count only where none is, sees the other's count and time to live, and
+/// the foreign give-back wakes a redlease waiter whose permits it makes enough.
+///
+/// Breaks if the semaphore's key, its channel or the count published differ from
+/// Redisson's.
+#[test]
+fn foreign_semaphore_calls_and_redlease_share_a_semaphore() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let mut conn = server.conn();
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let who = peer.who();
+        let (ours, theirs, gone) = (format!("ours-{i}"), format!("theirs-{i}"), format!("gone-{i}"));
+        // redlease's semaphore: the peer gives back to it, and cannot set it again.
+        assert!(client.semaphore(&ours).try_set_permits_with_ttl(1, Duration::from_secs(20)).unwrap());
+        assert!(peer.semaphore_release_if_exists(&mut conn, &ours, 1, Publish::Classic).unwrap(), "{who}");
+        assert_eq!(client.semaphore(&ours).available_permits().unwrap(), 2, "{who}: its give-back counted");
+        let set_again = peer.semaphore_try_set_permits_with_ttl(&mut conn, &ours, 9, 5_000, Publish::Classic).unwrap();
+        assert!(!set_again, "{who}: set by redlease already");
+        assert_eq!(client.semaphore(&ours).available_permits().unwrap(), 2, "{who}: unchanged");
+        // No semaphore: neither side's give-back creates one.
+        assert!(!peer.semaphore_release_if_exists(&mut conn, &gone, 1, Publish::Classic).unwrap(), "{who}");
+        assert!(!client.semaphore(&gone).release_if_exists(1).unwrap(), "{who}");
+        assert!(!exists(&mut conn, &gone), "{who}: nothing was created");
+        // The peer's semaphore: redlease sees its count and time to live, and cannot set it.
+        assert!(peer.semaphore_try_set_permits_with_ttl(&mut conn, &theirs, 3, 20_000, Publish::Classic).unwrap());
+        let ttl = pttl(&mut conn, &theirs);
+        assert!(ttl > 15_000 && ttl <= 20_000, "{who}: the count expires: PTTL {ttl}");
+        let sem = client.semaphore(&theirs);
+        assert!(!sem.try_set_permits_with_ttl(9, Duration::from_secs(5)).unwrap(), "{who}: set by the peer");
+        assert_eq!(sem.available_permits().unwrap(), 3, "{who}");
+        // A redlease waiter for 5 is woken by the peer's give-back of 2.
+        let waiting = sem.clone();
+        let waiter = thread::spawn(move || {
+            waiting.try_acquire_for(5, Duration::from_secs(10)).map(|g| (g.is_some(), Instant::now()))
+        });
+        assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "{who}: the waiter parks");
+        let given = Instant::now();
+        assert!(peer.semaphore_release_if_exists(&mut conn, &theirs, 2, Publish::Classic).unwrap(), "{who}");
+        let (served, at) = waiter.join().unwrap().expect("no error");
+        assert!(served, "{who}: woken, and served");
+        let took = at.duration_since(given);
+        assert!(took < Duration::from_secs(2), "{who}: woken by the give-back's message, not a re-check: {took:?}");
+    }
 }

@@ -1,6 +1,6 @@
 //! The spin lock (Redisson's `RSpinLock`): no pub/sub at all, waiters that poll by a
-//! back-off, the reentrant lock's key, and Redisson 4.7's own spin scripts
-//! (`support::redisson`) on the same keys.
+//! back-off, the reentrant lock's key, and a foreign client's spin lock (`support::foreign`)
+//! on the same keys.
 
 use std::sync::mpsc;
 use std::thread;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redlease::{BackOff, Client};
 
 use crate::helpers::*;
-use crate::support::redisson;
+use crate::support::foreign::{self, Acquire, Release};
 use crate::support::server::RedisServer;
 
 /// Holds `name` on a thread of `holder`'s for `hold`, then releases; returns when it holds.
@@ -84,38 +84,52 @@ fn a_user_without_channels_can_use_the_spin_lock() {
     assert!(err.is_permission_denied(), "{err}");
 }
 
-/// Redisson's spin scripts and redlease's spin lock on one key: each finds the other's hold
-/// busy, and redlease's waiter gets the lock after Redisson's (silent) release by polling.
+/// Each foreign client's spin lock and redlease's on one key, both ways: each finds the
+/// other's hold busy; the foreign client, polling, gets the lock after redlease's release;
+/// redlease's waiter, polling, gets it after the foreign (silent) release.
 ///
 /// Breaks if the spin lock's layout differs from Redisson's (a Java and a Rust holder at
 /// once), or if its waiter relies on a message Redisson's spin release never sends.
 #[test]
-fn redissons_spin_scripts_and_redlease_exclude_each_other() {
+fn foreign_spin_locks_and_redlease_exclude_each_other() {
     let server = RedisServer::start();
     let client = client(&server);
     let mut conn = server.conn();
-    let java_acquire = |conn: &mut redis::Connection, owner: &str| -> Option<i64> {
-        eval(redisson::SPIN_LOCK_ACQUIRE, &["spin-x"]).arg(30_000).arg(owner).query(conn).unwrap()
-    };
-    let guard = client.spin_lock("spin-x").lock().expect("redlease holds");
-    assert!(matches!(java_acquire(&mut conn, JAVA_OWNER), Some(ttl) if ttl > 0), "busy for Java");
-    drop(guard);
-    assert_eq!(java_acquire(&mut conn, JAVA_OWNER), None, "Java acquires once redlease released");
-    assert!(client.spin_lock("spin-x").try_lock().unwrap().is_none(), "busy for redlease");
-    let lock = client.spin_lock("spin-x").with_backoff(BackOff::constant(Duration::from_millis(10)));
-    let waiter = thread::spawn(move || lock.try_lock_for(Duration::from_secs(5)).map(|g| g.is_some()));
-    thread::sleep(Duration::from_millis(100));
-    let freed: i64 = eval(
-        redisson::SPIN_LOCK_RELEASE,
-        &["spin-x", "redisson_unlock_latch:{spin-x}:0123456789abcdef0123456789abcdef"],
-    )
-    .arg(30_000)
-    .arg(JAVA_OWNER)
-    .arg(16_000)
-    .query(&mut conn)
-    .unwrap();
-    assert_eq!(freed, 1);
-    assert_eq!(waiter.join().unwrap().map_err(|e| e.to_string()), Ok(true), "redlease's waiter polled it free");
+    for (i, peer) in foreign::peers().iter().enumerate() {
+        let (who, name) = (peer.who(), format!("spin-x-{i}"));
+        let guard = client.spin_lock(&name).lock().expect("redlease holds");
+        assert!(matches!(peer.spin_acquire(&mut conn, &name, JAVA_OWNER), Ok(Acquire::Busy(ttl)) if ttl > 0), "{who}");
+        // The foreign client polls (as a spin lock does) while redlease holds, then gets it.
+        let (released_at, got_at) = thread::scope(|scope| {
+            let polling = scope.spawn(|| {
+                let mut conn = server.conn();
+                let until = Instant::now() + Duration::from_secs(5);
+                while Instant::now() < until {
+                    if peer.spin_acquire(&mut conn, &name, JAVA_OWNER).expect("no error") == Acquire::Granted {
+                        return Some(Instant::now());
+                    }
+                    thread::sleep(Duration::from_millis(10));
+                }
+                None
+            });
+            thread::sleep(Duration::from_millis(100));
+            let released_at = Instant::now();
+            drop(guard);
+            (released_at, polling.join().unwrap())
+        });
+        let got_at = got_at.unwrap_or_else(|| panic!("{who}: polled the lock free"));
+        assert!(got_at > released_at, "{who}: not before redlease released");
+        assert!(client.spin_lock(&name).try_lock().unwrap().is_none(), "{who}: busy for redlease");
+        let lock = client.spin_lock(&name).with_backoff(BackOff::constant(Duration::from_millis(10)));
+        let waiter = thread::spawn(move || lock.try_lock_for(Duration::from_secs(5)).map(|g| g.is_some()));
+        thread::sleep(Duration::from_millis(100));
+        assert_eq!(peer.spin_release(&mut conn, &name, JAVA_OWNER).unwrap(), Release::Freed, "{who}");
+        assert_eq!(
+            waiter.join().unwrap().map_err(|e| e.to_string()),
+            Ok(true),
+            "{who}: redlease's waiter polled it free"
+        );
+    }
 }
 
 /// A spin wait ends at its deadline and at an interrupt, within a sleep; back-off settings

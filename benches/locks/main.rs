@@ -7,6 +7,7 @@
 //! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 50 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
+//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, or 1,12)
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
@@ -86,8 +87,8 @@ use experiments::writer::measure_writer_under_readers;
 use machine::Machine;
 use meter::CpuMeter;
 use placement::Placement;
-use plan::{Plan, WRITE_DOC_ENV};
-use report::{Results, write_doc};
+use plan::{Plan, WRITE_DOC_ENV, only_steps};
+use report::{Results, group_section, limit_section, uncontended_section, write_doc};
 
 /// The roles of the child processes, by the name a parent spawns them under.
 const ROLES: &[Role] = &[
@@ -110,6 +111,11 @@ fn main() {
     println!("redlease benchmark ({} run)", if plan.quick { "quick" } else { "full" });
     let server = RedisServer::start();
     let placement = Placement::apply(&server);
+    if let Some(steps) = only_steps() {
+        run_alone(&server, &plan, &steps);
+        println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
+        return;
+    }
 
     let mut meter = CpuMeter::new(&server);
     meter.step("0. physical limit");
@@ -188,4 +194,20 @@ fn main() {
     if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
         write_doc(&report);
     }
+}
+
+/// The limit, then each of `steps` (those of [`plan::ALONE_STEPS`]), their sections
+/// printed and nothing written to the docs: for comparing two builds step by step.
+fn run_alone(server: &RedisServer, plan: &Plan, steps: &[u32]) {
+    let mut report = String::new();
+    let limit = measure_limit(server, plan);
+    limit_section(&mut report, &limit);
+    for step in steps {
+        match step {
+            1 => uncontended_section(&mut report, &limit, &measure_uncontended(server, plan)),
+            12 => group_section(&mut report, &measure_group_locks(server, plan)),
+            _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
+        }
+    }
+    println!("\n{report}");
 }

@@ -723,62 +723,7 @@ impl Results {
     }
 
     fn report_group(&self, out: &mut String) {
-        let g = &self.group_locks;
-        let _ = writeln!(
-            out,
-            "### 12. Group lock: uncontended `try_lock()` + `unlock()` of n values, one thread: a `GroupLock` (one \
-             script call each way, whatever n) against a `MultiLock` over n plain locks (one round trip per lock each \
-             way), {PAIR_BLOCKS} blocks per kind, interleaved with the limit pair, for each n\n"
-        );
-        let _ = writeln!(
-            out,
-            "Redis calls and µs per pair: the `EVALSHA`s Redis ran, their scripts' commands included (`INFO \
-             commandstats`, read around each block). The limit of a pair is the limit pair for the group lock, \
-             whatever n, and n limit pairs for the `MultiLock` (\"its limit\"). The group of {} values (the most a \
-             group lock takes) is measured pair by pair, each after a limit pair, with Redis's counters read \
-             around each of its two calls.\n",
-            g.largest.values
-        );
-        let _ = writeln!(
-            out,
-            "| values | pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | Redis calls, µs per pair | mean / limit pair | mean / its limit |"
-        );
-        let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for r in &g.runs {
-            let limit_pair = r.trivial.pair.mean;
-            let multi = format!("**`MultiLock` over {} plain lock{}**", r.values, if r.values == 1 { "" } else { "s" });
-            group_row(out, r.values, "two trivial `EVALSHA`s (the limit pair)", &r.trivial, limit_pair, 1);
-            group_row(out, r.values, "**group lock**", &r.group, limit_pair, 1);
-            group_row(out, r.values, &multi, &r.multi, limit_pair, r.values);
-        }
-        let l = &g.largest;
-        let limit_pair = l.trivial.pair.mean;
-        let before = "two trivial `EVALSHA`s (the limit pair), before each pair below";
-        group_row(out, l.values, before, &l.trivial, limit_pair, 1);
-        group_row(out, l.values, "**group lock**", &l.group, limit_pair, 1);
-        let _ = writeln!(out);
-        let ratios: Vec<String> =
-            g.runs.iter().map(|r| format!("{}: {:.3}", r.values, r.group.pair.mean / r.multi.pair.mean)).collect();
-        let _ = writeln!(
-            out,
-            "Group lock pair ÷ `MultiLock` pair, by n: {}. A group lock of {} values: the pair took {:.2} ms ({:.1} × \
-             the limit pair); Redis ran its acquire script for {:.0} µs per call (p50 {:.0}, max {:.0}) and its \
-             release script for {:.0} µs (p50 {:.0}, max {:.0}), serving nothing else meanwhile (`INFO \
-             commandstats`, around each call); `redis-server`'s CPU time around the calls (`/proc`, ticks of 10 ms \
-             added up): {:.0} µs per acquire, {:.0} µs per release.\n",
-            ratios.join("; "),
-            l.values,
-            l.group.pair.mean / 1e3,
-            l.group.pair.mean / limit_pair,
-            l.acquire_script.mean,
-            l.acquire_script.p50,
-            l.acquire_script.max,
-            l.release_script.mean,
-            l.release_script.p50,
-            l.release_script.max,
-            l.acquire_cpu_us,
-            l.release_cpu_us
-        );
+        group_section(out, &self.group_locks);
     }
 
     fn report_elections(&self, out: &mut String) {
@@ -797,59 +742,11 @@ impl Results {
     }
 
     fn report_limit(&self, out: &mut String) {
-        let l = &self.limit;
-        let _ = writeln!(out, "### 0. Physical limit: `EVALSHA` of `return 1` on a plain `redis::Connection`\n");
-        let _ = writeln!(
-            out,
-            "| calls | mean µs | p50 µs | p99 µs | server µs/call | pipelined, {PIPELINE} per pipeline |"
-        );
-        let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
-        let _ = writeln!(
-            out,
-            "| {} | **{:.1}** | {:.1} | {:.1} | {:.2} | **{:.0} calls/s** |\n",
-            l.rtt.n, l.rtt.mean, l.rtt.p50, l.rtt.p99, l.server_usec, l.pipelined_per_sec
-        );
-        let _ = writeln!(out, "RTT in the ratios below is this mean, {:.1} µs.\n", l.rtt.mean);
+        limit_section(out, &self.limit);
     }
 
     fn report_uncontended(&self, out: &mut String) {
-        let (u, rtt) = (&self.uncontended, self.limit.rtt.mean);
-        let limit_pair = u.trivial.pair.mean;
-        let _ = writeln!(
-            out,
-            "### 1. Uncontended acquire + release, one thread ({PAIR_BLOCKS} blocks per kind, interleaved)\n"
-        );
-        let _ = writeln!(
-            out,
-            "Ratios: to 2 × the RTT of step 0, and to the pair of trivial calls measured in the blocks \
-             in between (the same limit, free of the machine's drift between steps). Target ≤ {TARGET_PAIR_RATIO} \
-             for every lock kind (each is one acquire and one release round trip). Watchdog lease unless \
-             stated.\n"
-        );
-        let _ = writeln!(
-            out,
-            "| pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | server µs/`EVALSHA` | mean / (2 × RTT) | mean / limit pair | target |"
-        );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-        let rows = [
-            ("two trivial `EVALSHA`s (the limit pair)", &u.trivial, false),
-            ("the two scripts sent raw", &u.raw_scripts, false),
-            ("Redisson's own two scripts for the same lock, sent raw", &u.redisson_scripts, false),
-            ("**`try_lock()` + `unlock()`, watchdog lease**", &u.watchdog, true),
-            ("**`try_lock()` + `unlock()`, `with_lease(30 s)`**", &u.fixed, true),
-            ("**fair lock `try_lock()` + `unlock()`**", &u.fair, true),
-            ("**read lock `try_lock()` + `unlock()`**", &u.read, true),
-            ("**write lock `try_lock()` + `unlock()`**", &u.write, true),
-        ];
-        for (what, x, judged) in rows {
-            let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
-            let _ = writeln!(
-                out,
-                "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
-                x.pair.n, x.pair.mean, x.pair.p50, x.pair.p99, x.acquire.mean, x.release.mean, x.server_usec
-            );
-        }
-        let _ = writeln!(out);
+        uncontended_section(out, &self.limit, &self.uncontended);
     }
 
     fn report_handoff(&self, out: &mut String) {
@@ -1147,6 +1044,133 @@ impl Results {
 
 /// One row of a hand-off table, judged against the hand-off targets when `label` names
 /// them.
+/// Step 0's section.
+pub(crate) fn limit_section(out: &mut String, l: &Limit) {
+    let _ = writeln!(out, "### 0. Physical limit: `EVALSHA` of `return 1` on a plain `redis::Connection`\n");
+    let _ =
+        writeln!(out, "| calls | mean µs | p50 µs | p99 µs | server µs/call | pipelined, {PIPELINE} per pipeline |");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| {} | **{:.1}** | {:.1} | {:.1} | {:.2} | **{:.0} calls/s** |\n",
+        l.rtt.n, l.rtt.mean, l.rtt.p50, l.rtt.p99, l.server_usec, l.pipelined_per_sec
+    );
+    let _ = writeln!(out, "RTT in the ratios below is this mean, {:.1} µs.\n", l.rtt.mean);
+}
+
+/// Step 1's section, its ratios to `limit`.
+pub(crate) fn uncontended_section(out: &mut String, limit: &Limit, u: &Uncontended) {
+    let rtt = limit.rtt.mean;
+    let limit_pair = u.trivial.pair.mean;
+    let _ = writeln!(
+        out,
+        "### 1. Uncontended acquire + release, one thread ({PAIR_BLOCKS} blocks per kind, interleaved)\n"
+    );
+    let _ = writeln!(
+        out,
+        "Ratios: to 2 × the RTT of step 0, and to the pair of trivial calls measured in the blocks \
+         in between (the same limit, free of the machine's drift between steps). Target ≤ {TARGET_PAIR_RATIO} \
+         for every lock kind (each is one acquire and one release round trip). Watchdog lease unless \
+         stated.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | server µs/`EVALSHA` | mean / (2 × RTT) | mean / limit pair | target |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let redisson = u.redisson_scripts.as_ref().ok().map(|(stats, _)| stats);
+    let rows = [
+        ("two trivial `EVALSHA`s (the limit pair)", Some(&u.trivial), false),
+        ("the two scripts sent raw", Some(&u.raw_scripts), false),
+        ("Redisson's own two scripts for the same lock, sent raw", redisson, false),
+        ("**`try_lock()` + `unlock()`, watchdog lease**", Some(&u.watchdog), true),
+        ("**`try_lock()` + `unlock()`, `with_lease(30 s)`**", Some(&u.fixed), true),
+        ("**fair lock `try_lock()` + `unlock()`**", Some(&u.fair), true),
+        ("**read lock `try_lock()` + `unlock()`**", Some(&u.read), true),
+        ("**write lock `try_lock()` + `unlock()`**", Some(&u.write), true),
+    ];
+    for (what, x, judged) in rows {
+        let Some(x) = x else { continue };
+        let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
+        let _ = writeln!(
+            out,
+            "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
+            x.pair.n, x.pair.mean, x.pair.p50, x.pair.p99, x.acquire.mean, x.release.mean, x.server_usec
+        );
+    }
+    let _ = writeln!(out);
+    match &u.redisson_scripts {
+        Ok((_, who)) => {
+            let _ = writeln!(
+                out,
+                "The row of Redisson's own scripts: {who}, read from its Java sources by the test kit.\n"
+            );
+        }
+        Err(why) => {
+            let _ = writeln!(out, "Redisson's own two scripts: {why} (docs/design.md, \"Interop\").\n");
+        }
+    }
+}
+
+/// Step 12's section.
+pub(crate) fn group_section(out: &mut String, g: &GroupLocks) {
+    let _ = writeln!(
+        out,
+        "### 12. Group lock: uncontended `try_lock()` + `unlock()` of n values, one thread: a `GroupLock` (one \
+         script call each way, whatever n) against a `MultiLock` over n plain locks (one round trip per lock each \
+         way), {PAIR_BLOCKS} blocks per kind, interleaved with the limit pair, for each n\n"
+    );
+    let _ = writeln!(
+        out,
+        "Redis calls and µs per pair: the `EVALSHA`s Redis ran, their scripts' commands included (`INFO \
+         commandstats`, read around each block). The limit of a pair is the limit pair for the group lock, \
+         whatever n, and n limit pairs for the `MultiLock` (\"its limit\"). The group of {} values (the most a \
+         group lock takes) is measured pair by pair, each after a limit pair, with Redis's counters read \
+         around each of its two calls.\n",
+        g.largest.values
+    );
+    let _ = writeln!(
+        out,
+        "| values | pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | Redis calls, µs per pair | mean / limit pair | mean / its limit |"
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &g.runs {
+        let limit_pair = r.trivial.pair.mean;
+        let multi = format!("**`MultiLock` over {} plain lock{}**", r.values, if r.values == 1 { "" } else { "s" });
+        group_row(out, r.values, "two trivial `EVALSHA`s (the limit pair)", &r.trivial, limit_pair, 1);
+        group_row(out, r.values, "**group lock**", &r.group, limit_pair, 1);
+        group_row(out, r.values, &multi, &r.multi, limit_pair, r.values);
+    }
+    let l = &g.largest;
+    let limit_pair = l.trivial.pair.mean;
+    let before = "two trivial `EVALSHA`s (the limit pair), before each pair below";
+    group_row(out, l.values, before, &l.trivial, limit_pair, 1);
+    group_row(out, l.values, "**group lock**", &l.group, limit_pair, 1);
+    let _ = writeln!(out);
+    let ratios: Vec<String> =
+        g.runs.iter().map(|r| format!("{}: {:.3}", r.values, r.group.pair.mean / r.multi.pair.mean)).collect();
+    let _ = writeln!(
+        out,
+        "Group lock pair ÷ `MultiLock` pair, by n: {}. A group lock of {} values: the pair took {:.2} ms ({:.1} × \
+         the limit pair); Redis ran its acquire script for {:.0} µs per call (p50 {:.0}, max {:.0}) and its \
+         release script for {:.0} µs (p50 {:.0}, max {:.0}), serving nothing else meanwhile (`INFO \
+         commandstats`, around each call); `redis-server`'s CPU time around the calls (`/proc`, ticks of 10 ms \
+         added up): {:.0} µs per acquire, {:.0} µs per release.\n",
+        ratios.join("; "),
+        l.values,
+        l.group.pair.mean / 1e3,
+        l.group.pair.mean / limit_pair,
+        l.acquire_script.mean,
+        l.acquire_script.p50,
+        l.acquire_script.max,
+        l.release_script.mean,
+        l.release_script.p50,
+        l.release_script.max,
+        l.acquire_cpu_us,
+        l.release_cpu_us
+    );
+}
+
 fn handoff_row(out: &mut String, what: &str, h: &Summary, rtt: f64, label: Option<&str>) {
     let (p50, p99) = (h.p50 / rtt, h.p99 / rtt);
     let judged = |ratio: f64, target: f64| match label {

@@ -3,14 +3,16 @@
 //! child worker processes ([`child::Child`]) and histories of critical sections
 //! ([`history`]), certificates for TLS servers ([`pki::Pki`]), a master with a replica
 //! under three sentinels ([`sentinel::SentinelGroup`]) and a cluster of three masters with
-//! a replica each ([`cluster::ClusterGroup`]), and Redisson's own lock scripts
-//! ([`redisson`]). Depends only on std, `redis`, `nix` and `rcgen`.
+//! a replica each ([`cluster::ClusterGroup`]), and foreign clients of Redisson's layout for
+//! the interop tests ([`foreign`]: a peer written from the layout, and Redisson's own scripts
+//! read from a Redisson checkout when one is named). Depends only on std, `redis`, `nix` and
+//! `rcgen`.
 
 pub mod child;
 pub mod cluster;
+pub mod foreign;
 pub mod history;
 pub mod pki;
 pub mod proxy;
-pub mod redisson;
 pub mod sentinel;
 pub mod server;

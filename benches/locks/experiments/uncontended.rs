@@ -1,11 +1,13 @@
 //! Step 1, uncontended acquire + release of every lock kind, interleaved with two trivial
 //! calls, with the plain lock's two scripts sent raw, and with Redisson's own two scripts
-//! for the same lock sent raw.
+//! for the same lock sent raw when a Redisson checkout is named (`REDLEASE_REDISSON_SRC`:
+//! the test kit reads them out of its Java sources; docs/design.md, "Interop").
 
 use std::time::{Duration, Instant};
 
 use redlease::{AnyLock, Client};
-use redlease_testkit::redisson;
+use redlease_testkit::foreign::Foreign;
+use redlease_testkit::foreign::redisson::{RedissonScripts, SOURCE_ENV};
 use redlease_testkit::server::RedisServer;
 
 use crate::experiments::limit::trivial_call;
@@ -92,13 +94,9 @@ struct RedissonPair {
 }
 
 impl RedissonPair {
-    fn new(name: &str) -> RedissonPair {
-        RedissonPair {
-            acquire: redis::Script::new(redisson::LOCK_ACQUIRE),
-            release: redis::Script::new(redisson::LOCK_RELEASE),
-            name: name.to_string(),
-            request: 0,
-        }
+    fn new(scripts: &RedissonScripts, name: &str) -> RedissonPair {
+        let (acquire, release) = scripts.lock_pair();
+        RedissonPair { acquire, release, name: name.to_string(), request: 0 }
     }
 
     /// One acquire and one release on `conn`; returns how long the acquire took.
@@ -143,8 +141,8 @@ pub(crate) struct Uncontended {
     /// arguments the library sends: the scripts' cost without the library's own work.
     pub(crate) raw_scripts: PairStats,
     /// Redisson's own scripts for the same pair, sent raw: the layout's cost with Redisson's
-    /// scripts.
-    pub(crate) redisson_scripts: PairStats,
+    /// scripts, and which Redisson they came from; or why they were left out.
+    pub(crate) redisson_scripts: Result<(PairStats, String), String>,
     pub(crate) watchdog: PairStats,
     pub(crate) fixed: PairStats,
     pub(crate) fair: PairStats,
@@ -166,7 +164,12 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
     let mut redisson_conn = server.conn();
     let trivial = trivial_call(&mut trivial_conn);
     let mut raw = RawPair::new(client.id(), "bench:uncontended:raw", false);
-    let mut redisson = RedissonPair::new("bench:uncontended:redisson");
+    let redisson_scripts = match RedissonScripts::from_env() {
+        Ok(Some(scripts)) => Ok(scripts),
+        Ok(None) => Err(format!("left out: {SOURCE_ENV} names no Redisson checkout to read them from")),
+        Err(problem) => panic!("{SOURCE_ENV}: {problem}"),
+    };
+    let mut redisson = redisson_scripts.as_ref().ok().map(|s| RedissonPair::new(s, "bench:uncontended:redisson"));
 
     let mut ops: Vec<PairOp> = vec![
         Box::new(|| {
@@ -177,8 +180,10 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
             first
         }),
         Box::new(|| raw.run(&mut raw_conn)),
-        Box::new(|| redisson.run(&mut redisson_conn)),
     ];
+    if let Some(redisson) = redisson.as_mut() {
+        ops.push(Box::new(|| redisson.run(&mut redisson_conn)));
+    }
     for lock in &locks {
         ops.push(Box::new(move || library_pair(lock)));
     }
@@ -189,7 +194,7 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
     Uncontended {
         trivial: next(),
         raw_scripts: next(),
-        redisson_scripts: next(),
+        redisson_scripts: redisson_scripts.map(|scripts| (next(), scripts.who())),
         watchdog: next(),
         fixed: next(),
         fair: next(),
