@@ -53,6 +53,8 @@ pub(crate) struct Activity {
     releases_failed: AtomicU64,
     wake_ups: AtomicU64,
     wasted_wake_ups: AtomicU64,
+    retries: AtomicU64,
+    waits_through_outage: AtomicU64,
     wait_time: Histogram,
     hold_time: Histogram,
     /// Acquisitions under way plus holds granted and not yet let go: while it is above
@@ -74,6 +76,8 @@ pub(crate) struct ActivityStats {
     pub(crate) releases_failed: u64,
     pub(crate) wake_ups: u64,
     pub(crate) wasted_wake_ups: u64,
+    pub(crate) retries: u64,
+    pub(crate) waits_through_outage: u64,
     pub(crate) wait_time: DurationHistogram,
     pub(crate) hold_time: DurationHistogram,
 }
@@ -136,6 +140,16 @@ impl Activity {
         bump(&self.releases_failed);
     }
 
+    /// A call tried again after a failure that passes by itself.
+    pub(crate) fn retried(&self) {
+        bump(&self.retries);
+    }
+
+    /// A wait kept trying past the retry budget.
+    pub(crate) fn waiting_through_outage(&self) {
+        bump(&self.waits_through_outage);
+    }
+
     /// A waiter was woken by a message; `wasted` when its next attempt found the lock (or
     /// the permits, or the values) taken again.
     pub(crate) fn woken(&self, wasted: bool) {
@@ -159,6 +173,8 @@ impl Activity {
             releases_failed: get(&self.releases_failed),
             wake_ups: get(&self.wake_ups),
             wasted_wake_ups: get(&self.wasted_wake_ups),
+            retries: get(&self.retries),
+            waits_through_outage: get(&self.waits_through_outage),
             wait_time: self.wait_time.snapshot(),
             hold_time: self.hold_time.snapshot(),
         }

@@ -103,6 +103,12 @@ pub struct ClientStats {
     pub wake_ups: u64,
     /// Wake-ups whose next attempt found the lock (permits, values) taken again.
     pub wasted_wake_ups: u64,
+    /// Tries sent again after a failure that passes by itself (Redis unreachable for a
+    /// moment, a failover, a replica that had not confirmed a grant yet).
+    pub retries: u64,
+    /// Waits that kept trying past the retry budget, through an outage longer than it
+    /// ([`LockEvents::waiting_through_outage`]).
+    pub waits_through_outage: u64,
 }
 
 impl Client {
@@ -363,6 +369,8 @@ impl Client {
             releases_failed: stats.activity.releases_failed,
             wake_ups: stats.activity.wake_ups,
             wasted_wake_ups: stats.activity.wasted_wake_ups,
+            retries: stats.activity.retries,
+            waits_through_outage: stats.activity.waits_through_outage,
         }
     }
 }
@@ -520,13 +528,17 @@ impl ClientBuilder {
         self
     }
 
-    /// How long an operation keeps trying when its command cannot reach Redis (the
-    /// connection is refused, breaks, or cannot be made: a restart, a failover), pausing
-    /// 50 ms to 1 s (jittered) between tries, and never past the caller's own deadline
-    /// (`try_lock_for`, `try_lock_until`). A command that got no reply within the command
-    /// timeout is not tried again: its outcome is unknown. An acquire that may have been
-    /// granted before its connection broke is undone before it is tried again. `ZERO`
-    /// returns the first error.
+    /// How long an operation that does not wait (`try_lock`, `unlock()`, a query) keeps
+    /// trying when its command cannot reach Redis (the connection is refused, breaks, or
+    /// cannot be made: a restart, a failover), pausing 50 ms to 1 s (jittered) between
+    /// tries. A wait (`lock`, `try_lock_for`, `try_lock_until`, the semaphores', the
+    /// latch's, a campaign) keeps trying until its own deadline instead (`lock()`: until
+    /// held), a grant no replica confirmed included, and tells
+    /// [`LockEvents::waiting_through_outage`] once it has failed for this long. A command
+    /// that got no reply within the command timeout is not tried again: its outcome is
+    /// unknown. An acquire that may have been granted before its connection broke is undone
+    /// before it is tried again. `ZERO` returns the first error of a call that does not
+    /// wait.
     ///
     /// Defaults to 3 seconds.
     pub fn retry_budget(mut self, budget: Duration) -> ClientBuilder {

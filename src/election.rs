@@ -315,7 +315,7 @@ impl LeaderObserver {
         let engine = &election.handle.engine;
         let channel = layout::leader_channel(&election.handle.name);
         // Not an acquisition: not counted as one.
-        let changed = wait_loop(engine, || (channel, &wake::EVERYONE, 1), wait, attempt, None)
+        let changed = wait_loop(engine, election.name(), || (channel, &wake::EVERYONE, 1), wait, attempt, None)
             .map_err(|e| election.renamed(e))?;
         match changed {
             Some(now) => {

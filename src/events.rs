@@ -3,7 +3,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::activity::{Active, Activity};
 use crate::error::Error;
@@ -80,6 +80,15 @@ pub trait LockEvents: Send + Sync {
     /// The pub/sub connection is back and every channel is subscribed again; every waiter
     /// was woken to check its lock, since release messages may have been missed.
     fn subscriber_reconnected(&self) {}
+
+    /// A wait for `lock` (a lock's, permits', a latch's, a campaign's: `lock` names it) has
+    /// met failures that pass by themselves (Redis unreachable, a failover under way, a
+    /// replica that has not confirmed a grant) for as long as the retry budget, where a
+    /// call that does not wait gives up, and keeps trying until its own deadline (`lock()`:
+    /// until held). `error` is the latest failure. Called once per wait.
+    fn waiting_through_outage(&self, lock: &str, error: &Error) {
+        let _ = (lock, error);
+    }
 }
 
 /// The hook used when none is configured.
@@ -164,6 +173,12 @@ impl Events {
     pub(crate) fn subscriber_reconnected(&self) {
         trace::event!(INFO, "subscriber reconnected");
         self.call(|e| e.subscriber_reconnected());
+    }
+
+    pub(crate) fn waiting_through_outage(&self, lock: &str, failing: Duration, error: &Error) {
+        trace::event!(WARN, "waiting through an outage", lock = lock, failing_ms = trace::millis(failing); error = error);
+        self.activity.waiting_through_outage();
+        self.call(|e| e.waiting_through_outage(lock, error));
     }
 
     fn call(&self, hook: impl FnOnce(&dyn LockEvents)) {

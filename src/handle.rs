@@ -174,8 +174,12 @@ macro_rules! lock_handle {
 macro_rules! acquire_ladder {
     ($handle:ident, $guard:ty) => {
         impl $handle {
-            /// Blocks until the lock is held. Returns `Err` when that cannot be done: Redis
-            /// unreachable, a timeout, bad input, or [`Client::shutdown`](crate::Client::shutdown).
+            /// Blocks until the lock is held, riding out failures that pass by themselves (Redis
+            /// unreachable, a failover, a replica that has not confirmed a grant yet) however
+            /// long they last; [`LockEvents::waiting_through_outage`](crate::LockEvents::waiting_through_outage)
+            /// tells when one outlasts the retry budget. Returns `Err` for what waiting does
+            /// not mend: bad input, a permission refused, a command with no reply in time, an
+            /// interrupt, or [`Client::shutdown`](crate::Client::shutdown).
             pub fn lock(&self) -> $crate::Result<$guard> {
                 self.0.lock()
             }

@@ -764,3 +764,66 @@ fn calls_ride_out_a_restart_within_the_retry_budget_and_never_past_their_deadlin
     let server = restarter.join().expect("restarter");
     assert!(!exists(&mut server.conn(), "restart-new"));
 }
+
+/// Counts the waits that outlasted the retry budget.
+#[derive(Default)]
+struct Outages(AtomicUsize);
+
+impl LockEvents for Outages {
+    fn waiting_through_outage(&self, _lock: &str, _error: &redlease::Error) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Redis is down for 1.5 s, six times a 250 ms retry budget. `lock()` (no deadline) rides
+/// it out and gets the lock once Redis is back, having said once that it waits through an
+/// outage; a `try_lock()` gives up within the budget; a second `lock()`, interrupted while
+/// Redis is down, ends at once.
+///
+/// Breaks if a wait without deadline gives up at the retry budget (it returned the
+/// connection error after 250 ms), if it never says it is riding an outage out, if calls
+/// that do not wait lose their budget, or if an interrupt waits for Redis.
+#[test]
+fn lock_rides_out_an_outage_longer_than_the_budget_and_says_so() {
+    let mut server = RedisServer::start();
+    let outages = Arc::new(Outages::default());
+    let events: Arc<dyn LockEvents> = outages.clone();
+    let budget = Duration::from_millis(250);
+    let client = client_with(&server, |b| b.retry_budget(budget).events(events));
+    client.lock("outage-warm").lock().unwrap().unlock().unwrap();
+    server.kill();
+    let waiting = {
+        let lock = client.lock("outage");
+        thread::spawn(move || {
+            let started = Instant::now();
+            let got = lock.lock().and_then(|guard| guard.unlock());
+            (got, started.elapsed())
+        })
+    };
+    let (interrupter_tx, interrupter_rx) = std::sync::mpsc::channel();
+    let interrupted = {
+        let lock = client.lock("outage-interrupted");
+        thread::spawn(move || {
+            interrupter_tx.send(redlease::Interrupter::current()).unwrap();
+            let started = Instant::now();
+            (lock.lock().map(drop), started.elapsed())
+        })
+    };
+    let started = Instant::now();
+    let err = client.lock("outage-single").try_lock().expect_err("down");
+    assert!(err.is_connection_error(), "{err}");
+    assert!(started.elapsed() < budget + SLACK, "a single attempt keeps the budget: {:?}", started.elapsed());
+    thread::sleep(Duration::from_millis(700));
+    let interrupt_sent = Instant::now();
+    interrupter_rx.recv().unwrap().interrupt();
+    let (result, _) = interrupted.join().unwrap();
+    assert!(result.expect_err("interrupted").is_interrupted());
+    assert!(interrupt_sent.elapsed() < SLACK, "at once: {:?}", interrupt_sent.elapsed());
+    thread::sleep(Duration::from_millis(800));
+    server.start_again();
+    let (got, took) = waiting.join().unwrap();
+    got.expect("lock() got the lock once Redis was back");
+    assert!(took >= Duration::from_millis(1400), "it waited for Redis: {took:?}");
+    assert_eq!(outages.0.load(Ordering::SeqCst), 2, "each wait said it once (the interrupted one too)");
+    assert_eq!(client.stats().waits_through_outage, 2);
+}

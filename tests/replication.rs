@@ -3,6 +3,7 @@
 //! replica has it, so a failover right after it cannot lose it; without it, a grant and an
 //! immediate failover give the lock twice.
 
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -255,4 +256,62 @@ fn a_server_turned_replica_is_asked_again_within_the_budget_not_forever() {
     );
     let sent = calls_of(&mut conn, "evalsha") - before;
     assert!((2..200).contains(&sent), "a few tries, paused between: {sent}");
+}
+
+/// Counts the waits that outlasted the retry budget.
+#[derive(Default)]
+struct Outages(std::sync::atomic::AtomicUsize);
+
+impl redlease::LockEvents for Outages {
+    fn waiting_through_outage(&self, _lock: &str, error: &redlease::Error) {
+        assert!(error.is_transient(), "{error}");
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A waiter parked in `try_lock_for(30 s)` is woken by the holder's release while the
+/// replica cannot acknowledge (its link lags 2.5 s each way: every grant is refused as
+/// unconfirmed within the 1 s sync timeout, and undone). The wait treats that as part of
+/// itself: it tries again, says once that it is waiting through an outage, and gets the
+/// lock once the replica confirms again, with 25 s left. A single `try_lock()` meanwhile
+/// still returns the refusal at once.
+///
+/// Breaks if a refusal that passes (a replica that has not acknowledged yet) ends a wait
+/// that has time left: each waiter got `NotReplicated` ("none of the master's 1 replica(s)
+/// confirmed it within 1s") across a failover, with 88 s left to wait.
+#[test]
+fn a_wait_rides_out_a_replica_that_cannot_confirm_until_it_can() {
+    let pair = Pair::start();
+    let outages = Arc::new(Outages::default());
+    let events: Arc<dyn redlease::LockEvents> = outages.clone();
+    let client = Client::builder(pair.master.url())
+        .command_timeout(Duration::from_secs(2))
+        .replica_sync_timeout(Duration::from_secs(1))
+        .retry_budget(Duration::from_secs(1))
+        .events(events)
+        .build()
+        .expect("client");
+    let holder = client.lock("ridden").lock().expect("granted");
+    let waiting = {
+        let lock = client.lock("ridden");
+        thread::spawn(move || {
+            let started = Instant::now();
+            let got = lock.try_lock_for(Duration::from_secs(30)).map(|guard| guard.map(|g| g.unlock()));
+            (got.map(|released| released.map(|r| r.is_ok())), started.elapsed())
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "the waiter parked");
+    pair.link.set_latency(Duration::from_millis(2500));
+    holder.unlock().expect("a release waits for no replica");
+    let err = client.lock("single").try_lock().expect_err("no replica confirms it in time");
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "a call that does not wait gives up: {err}");
+    thread::sleep(Duration::from_secs(3));
+    pair.link.set_latency(Duration::ZERO);
+    let (got, took) = waiting.join().expect("waiter");
+    assert_eq!(got.map_err(|e| e.to_string()), Ok(Some(true)), "the wait got the lock (after {took:?})");
+    assert!(took < Duration::from_secs(25), "well before its deadline: {took:?}");
+    assert_eq!(outages.0.load(std::sync::atomic::Ordering::SeqCst), 1, "said once");
+    let stats = client.stats();
+    assert_eq!(stats.waits_through_outage, 1);
+    assert!(stats.retries >= 2, "tried again, paused between: {stats:?}");
 }

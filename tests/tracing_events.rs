@@ -452,6 +452,35 @@ fn a_retry_is_traced_and_counted_as_an_attempt() {
     assert!(retried.iter().all(|e| e.within.contains(&after_restart.id)), "{retried:?}");
 }
 
+/// A wait whose failures outlast the retry budget (Redis down 800 ms, a 200 ms budget) goes
+/// on, and says so once: a WARN event with the lock and how long it has been failing,
+/// inside the acquire's span.
+///
+/// Breaks if the wait gives up at the budget, or rides the outage out without a word.
+#[test]
+fn a_wait_through_an_outage_is_traced_once() {
+    let capture = Capture::start();
+    let mut server = RedisServer::start();
+    let client = client_with(&server, |b| b.retry_budget(Duration::from_millis(200)));
+    let lock = client.lock("traced-outage");
+    drop(lock.lock().unwrap());
+    server.kill();
+    let acquirer = thread::spawn(move || lock.lock().map(drop).is_ok());
+    thread::sleep(Duration::from_millis(800));
+    server.start_again();
+    assert!(acquirer.join().unwrap(), "lock() got the lock once the server was back");
+
+    let outage = capture.events_of("waiting through an outage", "traced-outage");
+    assert_eq!(outage.len(), 1, "once: {:?}", capture.events());
+    assert_eq!((outage[0].level, outage[0].target.as_str()), (Level::WARN, "redlease::events"));
+    let failing = outage[0].field("failing_ms").and_then(|f| f.parse::<f64>().ok());
+    assert!(failing.is_some_and(|f| f >= 200.0), "{:?}", outage[0]);
+    assert!(outage[0].field("error").is_some_and(|e| !e.is_empty()));
+    let acquires = capture.spans("acquire", "traced-outage");
+    assert_eq!(acquires.len(), 2, "{acquires:?}");
+    assert!(outage[0].within.contains(&acquires[1].id), "inside the wait's span: {:?}", outage[0]);
+}
+
 /// The server turned replica (a failover, as the old master sees it): the write it refuses
 /// with READONLY is traced as a failover followed (INFO), and the tries again as retries.
 /// (No other test of this module makes a replica.)

@@ -25,7 +25,7 @@ use crate::clock;
 use crate::engine::core::Engine;
 use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
 use crate::engine::replicas::{Replication, Unconfirmed};
-use crate::engine::retry::{with_retries, with_retries_interruptibly};
+use crate::engine::retry::{riding_out, with_retries};
 use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::interrupt;
@@ -58,22 +58,24 @@ impl Wait {
     }
 }
 
-/// What both wait loops begin with: a wait (not a single attempt) that another thread
-/// interrupted before it began fails at once; then `attempt`, tried again when it could not
-/// reach Redis within the retry budget and the caller's deadline (an uncertain attempt was
-/// undone first), an interrupt ending the pauses between tries.
-fn begin_waiting<T>(
-    engine: &Engine,
+/// What both wait loops begin with: a wait (not a single attempt) on `name` that another
+/// thread interrupted before it began fails at once; then `attempt`, tried again after a
+/// failure that passes by itself (an uncertain attempt was undone first): a single attempt
+/// within the retry budget, a wait until its own deadline (`engine::retry`), an interrupt
+/// ending the pauses between tries.
+fn begin_waiting<'a, T>(
+    engine: &'a Engine,
+    name: &'a str,
     wait: Wait,
-    mut attempt: impl FnMut() -> Result<Attempt<T>>,
-) -> Result<impl FnMut() -> Result<Attempt<T>>> {
+    mut attempt: impl FnMut() -> Result<Attempt<T>> + 'a,
+) -> Result<impl FnMut() -> Result<Attempt<T>> + 'a> {
     if wait.waits() && interrupt::take() {
         return Err(Error::interrupted());
     }
     let deadline = wait.deadline();
     Ok(move || {
         if wait.waits() {
-            with_retries_interruptibly(engine, deadline, |_| attempt())
+            riding_out(engine, name, deadline, |_| attempt())
         } else {
             with_retries(engine, deadline, |_| attempt())
         }
@@ -393,7 +395,9 @@ pub(crate) fn spin_for<T>(
     wait: Wait,
     attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
-    counted(engine, lock, kind, wait, |waited, tries| spin_loop(engine, backoff, wait, tries.counting(attempt), waited))
+    counted(engine, lock, kind, wait, |waited, tries| {
+        spin_loop(engine, lock, backoff, wait, tries.counting(attempt), waited)
+    })
 }
 
 /// Runs a wait loop (told to say whether it waited, and given a tally for its attempts)
@@ -433,13 +437,14 @@ fn counted<T>(
 
 fn spin_loop<T>(
     engine: &Engine,
+    lock: &str,
     backoff: BackOff,
     wait: Wait,
     attempt: impl FnMut() -> Result<Attempt<T>>,
     waited: &mut bool,
 ) -> Result<Option<T>> {
     let deadline = wait.deadline();
-    let mut attempt = begin_waiting(engine, wait, attempt)?;
+    let mut attempt = begin_waiting(engine, lock, wait, attempt)?;
     if let Attempt::Acquired(value) = attempt()? {
         return Ok(Some(value));
     }
@@ -476,7 +481,7 @@ pub(crate) fn wait_for<T>(
     attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
     counted(engine, lock, kind, wait, |waited, tries| {
-        wait_loop(engine, waiting, wait, tries.counting(attempt), Some(waited))
+        wait_loop(engine, lock, waiting, wait, tries.counting(attempt), Some(waited))
     })
 }
 
@@ -487,13 +492,14 @@ pub(crate) fn wait_for<T>(
 /// acquisition.
 pub(crate) fn wait_loop<T>(
     engine: &Engine,
+    name: &str,
     waiting: impl FnOnce() -> (String, &'static dyn Meaning, u64),
     wait: Wait,
     attempt: impl FnMut() -> Result<Attempt<T>>,
     mut waited: Option<&mut bool>,
 ) -> Result<Option<T>> {
     let deadline = wait.deadline();
-    let mut attempt = begin_waiting(engine, wait, attempt)?;
+    let mut attempt = begin_waiting(engine, name, wait, attempt)?;
     // What the subscribers had read before the first attempt: a subscription confirmed,
     // and silent, since then has missed nothing after it.
     let since = engine.topology().message_seq();

@@ -359,6 +359,6 @@ pub(crate) fn await_latch(engine: &Engine, name: &Arc<str>, wait: Wait) -> Resul
         }
     };
     // Not an acquisition: not counted as one.
-    let opened = wait_loop(engine, || (keys::latch_channel(name), &wake::LATCH, 1), wait, attempt, None);
+    let opened = wait_loop(engine, name, || (keys::latch_channel(name), &wake::LATCH, 1), wait, attempt, None);
     Ok(opened.on_latch(name)?.is_some())
 }

@@ -1,8 +1,18 @@
 //! Riding out a restart or a failover: an operation whose command could not reach Redis
-//! (the connection was refused, broke, or could not be made) is tried again after a
-//! jittered pause (50 ms, doubling up to 1 s), for as long as the client's retry budget and
-//! the caller's own deadline allow. A command that got no reply in time is not tried again:
-//! its outcome is unknown, and the caller's bound is the command timeout.
+//! (the connection was refused, broke, or could not be made) or that Redis refused for a
+//! state that passes by itself is tried again after a jittered pause (50 ms, doubling up to
+//! 1 s). A call that does not wait keeps trying for the client's retry budget; a wait
+//! (`lock`, `try_lock_for`, the semaphores', the latch's, a campaign) for as long as its own
+//! deadline allows, a grant no replica confirmed included, and tells once when it outlasts
+//! the budget. A command that got no reply in time is not tried again: its outcome is
+//! unknown, and the caller's bound is the command timeout.
+//!
+//! | error | a call that does not wait | a wait |
+//! |---|---|---|
+//! | unsent, or a refusal that did nothing (`is_retryable`) | again, within the budget and the caller's deadline | again, until its deadline (none: until held) |
+//! | a grant no replica confirmed (`NotReplicated`, undone) | returned | again, until its deadline |
+//! | no reply in time, bad input, a refusal that lasts | returned | returned |
+//! | an interrupt of the waiting thread, during a pause | — | `Interrupted`, at once |
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +20,7 @@ use rand::Rng;
 
 use crate::clock;
 use crate::engine::core::Engine;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::trace;
 
@@ -25,48 +35,72 @@ pub(crate) fn with_retries<T>(
     deadline: Option<Instant>,
     op: impl FnMut(bool) -> Result<T>,
 ) -> Result<T> {
-    retrying(engine, deadline, false, op)
+    retrying(engine, deadline, None, op)
 }
 
-/// [`with_retries`] for a wait: an interrupt of the calling thread ends a pause between
-/// tries, and the call returns `Interrupted`.
-pub(crate) fn with_retries_interruptibly<T>(
+/// [`with_retries`] for a wait on `name`: it keeps trying until `deadline` (`None`: for as
+/// long as it takes), a grant no replica confirmed included; an interrupt of the calling
+/// thread ends a pause between tries, and the call returns `Interrupted`. A failure that
+/// outlasts the retry budget is reported once (`LockEvents::waiting_through_outage`).
+pub(crate) fn riding_out<T>(
     engine: &Engine,
+    name: &str,
     deadline: Option<Instant>,
     op: impl FnMut(bool) -> Result<T>,
 ) -> Result<T> {
-    retrying(engine, deadline, true, op)
+    retrying(engine, deadline, Some(name), op)
+}
+
+/// Whether a wait tries `err` again: what any call does, and a grant that no replica
+/// confirmed, which was undone (a replica re-syncing after a failover cannot acknowledge
+/// for a while; the wait has time for it).
+fn a_wait_tries_again(err: &Error) -> bool {
+    err.is_retryable() || err.kind() == ErrorKind::NotReplicated
 }
 
 fn retrying<T>(
     engine: &Engine,
     deadline: Option<Instant>,
-    interruptible: bool,
+    waiting_on: Option<&str>,
     mut op: impl FnMut(bool) -> Result<T>,
 ) -> Result<T> {
+    let budget = engine.config().retry_budget;
     let mut first_failure: Option<Instant> = None;
+    let mut reported = false;
     let mut pause = FIRST_PAUSE;
     loop {
         let err = match op(first_failure.is_some()) {
-            Err(err) if err.is_retryable() => err,
+            Err(err) if err.is_retryable() || (waiting_on.is_some() && a_wait_tries_again(&err)) => err,
             other => return other,
         };
         let failed_at = *first_failure.get_or_insert_with(Instant::now);
-        let give_up_at = clock::earliest(failed_at.checked_add(engine.config().retry_budget), deadline);
+        let give_up_at = match waiting_on {
+            Some(_) => deadline,
+            None => clock::earliest(failed_at.checked_add(budget), deadline),
+        };
         let jittered = pause / 2 + rand::rng().random_range(Duration::ZERO..=pause / 2);
         let next_at = Instant::now().checked_add(jittered);
         if give_up_at.is_some_and(|at| next_at.is_none_or(|next| next >= at)) || engine.check_running().is_err() {
             return Err(err);
         }
+        let failing = failed_at.elapsed();
         trace::event!(
             DEBUG,
             "transient error retried",
             lock = err.lock_name(),
             pause_ms = trace::millis(jittered),
-            failing_ms = trace::millis(failed_at.elapsed());
+            failing_ms = trace::millis(failing);
             error = err
         );
-        if !interruptible {
+        let events = &engine.config().events;
+        events.activity().retried();
+        if let Some(name) = waiting_on.filter(|_| !reported && failing >= budget) {
+            // Where a call that does not wait would have given up: the wait goes on, and says
+            // so once.
+            reported = true;
+            events.waiting_through_outage(name, failing, &err);
+        }
+        if waiting_on.is_none() {
             std::thread::sleep(jittered);
         } else if interrupt::nap(jittered) && interrupt::take() {
             return Err(Error::interrupted());
