@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, ReplicaPolicy};
 use crate::election::Election;
 use crate::engine::{self, Engine, GroupValues, with_retries};
 use crate::error::Result;
@@ -513,9 +513,25 @@ impl ClientBuilder {
     /// `docs/guarantees.md`.
     ///
     /// Defaults to `true`, as Redisson's `checkLockSyncedSlaves`: a lock a failover can
-    /// silently lose is a lock two owners can hold.
+    /// silently lose is a lock two owners can hold. `true` is
+    /// [`ReplicaPolicy::Required`], `false`
+    /// [`ReplicaPolicy::Off`]; see
+    /// [`replica_policy`](ClientBuilder::replica_policy) for the one between.
     pub fn sync_replicas(mut self, sync: bool) -> ClientBuilder {
-        self.config.sync_replicas = sync;
+        self.config.replica_policy = if sync { ReplicaPolicy::Required } else { ReplicaPolicy::Off };
+        self
+    }
+
+    /// What a grant on a master with replicas waits for: an online replica always
+    /// ([`Required`](ReplicaPolicy::Required)), one only when the master has one connected,
+    /// as Redisson does ([`WhenConnected`](ReplicaPolicy::WhenConnected): no grant refused
+    /// for want of a replica, at the cost of grants a failover can lose), or none
+    /// ([`Off`](ReplicaPolicy::Off)). The costs of each, measured, are in
+    /// `docs/guarantees.md`, "Replication and failover".
+    ///
+    /// Defaults to [`ReplicaPolicy::Required`].
+    pub fn replica_policy(mut self, policy: ReplicaPolicy) -> ClientBuilder {
+        self.config.replica_policy = policy;
         self
     }
 

@@ -43,6 +43,28 @@ const MAX_POOL_SIZE: usize = 10_000;
 /// more than about a million.
 const MAX_RENEW_BATCH_SIZE: usize = 100_000;
 
+/// What a grant on a master with replicas waits for before it is given
+/// ([`ClientBuilder::replica_policy`](crate::ClientBuilder::replica_policy)); the rules and
+/// what each costs are in `docs/guarantees.md`, "Replication and failover".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReplicaPolicy {
+    /// A grant on a replicated master is given once an online replica of the master it
+    /// was made on confirms it; a master that lost a replica lately, or that has none for
+    /// now, grants nothing. No failover has lost a grant given this way in the tests.
+    #[default]
+    Required,
+    /// Redisson's `checkLockSyncedSlaves`: a grant waits for a replica when the master has
+    /// one connected, and is given at once when it has none (its replica down, or just
+    /// after a failover, before one follows the new master). Grants are never refused for
+    /// want of a replica, and a failover may lose some of them: a deployment that prefers
+    /// being available to being exclusive across failovers.
+    WhenConnected,
+    /// Grants wait for no replica (`sync_replicas(false)`): for a server without replicas
+    /// on purpose, or replicas no failover ever promotes.
+    Off,
+}
+
 /// Settings a built client runs with.
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -54,7 +76,7 @@ pub(crate) struct Config {
     pub(crate) renew_batch_size: usize,
     pub(crate) ping_interval: Duration,
     /// Wait for a replica to confirm every grant (while the master has replicas).
-    pub(crate) sync_replicas: bool,
+    pub(crate) replica_policy: ReplicaPolicy,
     pub(crate) replica_sync_timeout: Duration,
     pub(crate) retry_budget: Duration,
     /// The clock-drift allowance taken off every lease's validity: this share of the
@@ -108,7 +130,7 @@ impl Default for Config {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
             ping_interval: DEFAULT_PING_INTERVAL,
-            sync_replicas: true,
+            replica_policy: ReplicaPolicy::Required,
             replica_sync_timeout: DEFAULT_REPLICA_SYNC_TIMEOUT,
             retry_budget: DEFAULT_RETRY_BUDGET,
             drift_rate: DEFAULT_CLOCK_DRIFT_RATE,
@@ -212,7 +234,7 @@ impl fmt::Debug for Config {
             .field("command_timeout", &self.command_timeout)
             .field("renew_batch_size", &self.renew_batch_size)
             .field("ping_interval", &self.ping_interval)
-            .field("sync_replicas", &self.sync_replicas)
+            .field("replica_policy", &self.replica_policy)
             .field("replica_sync_timeout", &self.replica_sync_timeout)
             .field("retry_budget", &self.retry_budget)
             .field("drift_rate", &self.drift_rate)

@@ -115,6 +115,20 @@ pub(crate) enum Verdict {
     Refused(Refusal),
 }
 
+impl Verdict {
+    /// The verdict when grants wait for a replica only when one is connected (Redisson's
+    /// rule, `ReplicaPolicy::WhenConnected`): a master that lost a replica, or that has
+    /// none for now, grants all the same, waiting for the `replicas` it has, if any. A
+    /// server that is no master still refuses.
+    pub(crate) fn when_connected(self, replicas: u64) -> Verdict {
+        match self {
+            Verdict::Refused(Refusal::LostReplica { .. } | Refusal::Alone) if replicas > 0 => Verdict::Wait,
+            Verdict::Refused(Refusal::LostReplica { .. } | Refusal::Alone) => Verdict::Confirmed,
+            other => other,
+        }
+    }
+}
+
 /// Why a grant was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -315,5 +329,19 @@ mod tests {
         assert_eq!(replicated.probe(t0 + Duration::from_millis(1)), Probe::ReadAndWait);
         let demoted = view_after(t0, &[REPLICA]);
         assert_eq!(demoted.probe(t0 + Duration::from_millis(1)), Probe::Read);
+    }
+
+    /// Redisson's rule gives what the default refuses for want of a replica, and nothing
+    /// else: a lost replica or none at all grants (waiting for those connected), a server
+    /// that is no master still refuses, and the other verdicts stand.
+    #[test]
+    fn when_connected_grants_what_only_a_missing_replica_refused() {
+        let lost = Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 });
+        assert_eq!(lost.when_connected(1), Verdict::Wait);
+        assert_eq!(Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 }).when_connected(0), Verdict::Confirmed);
+        assert_eq!(Verdict::Refused(Refusal::Alone).when_connected(0), Verdict::Confirmed);
+        assert_eq!(Verdict::Refused(Refusal::NotMaster).when_connected(1), Verdict::Refused(Refusal::NotMaster));
+        assert_eq!(Verdict::Wait.when_connected(1), Verdict::Wait);
+        assert_eq!(Verdict::Confirmed.when_connected(0), Verdict::Confirmed);
     }
 }

@@ -315,3 +315,49 @@ fn a_wait_rides_out_a_replica_that_cannot_confirm_until_it_can() {
     assert_eq!(stats.waits_through_outage, 1);
     assert!(stats.retries >= 2, "tried again, paused between: {stats:?}");
 }
+
+/// `ReplicaPolicy::WhenConnected` (Redisson's rule): a master whose replica left (promoted
+/// away here: the master keeps its backlog, and lost a replica a moment ago) grants at once,
+/// where the default refuses; a master with a replica connected that does not acknowledge
+/// in time (its link lagging 2 s each way) still refuses, as Redisson does.
+///
+/// Breaks if the policy grants less than Redisson (a refusal for want of a replica) or more
+/// (a grant a connected replica did not confirm), or if the default stops refusing.
+#[test]
+fn when_connected_grants_without_a_replica_and_still_waits_for_a_connected_one() {
+    let pair = Pair::start();
+    let build = |policy| {
+        Client::builder(pair.master.url())
+            .command_timeout(Duration::from_secs(2))
+            .replica_sync_timeout(Duration::from_millis(500))
+            .retry_budget(Duration::ZERO)
+            .replica_policy(policy)
+            .build()
+            .expect("client")
+    };
+    let lenient = build(redlease::ReplicaPolicy::WhenConnected);
+    let strict = build(redlease::ReplicaPolicy::Required);
+    lenient.lock("warm").lock().unwrap().unlock().unwrap();
+    strict.lock("warm").lock().unwrap().unlock().unwrap();
+
+    pair.link.set_latency(Duration::from_secs(2));
+    for (who, client) in [("when-connected", &lenient), ("required", &strict)] {
+        let err = client.lock("unacknowledged").try_lock().expect_err("a connected replica did not confirm");
+        assert_eq!(err.kind(), ErrorKind::NotReplicated, "{who}: {err}");
+    }
+    pair.link.set_latency(Duration::ZERO);
+    pair.wait_in_sync();
+
+    pair.promote_replica();
+    let mut master = pair.master.conn();
+    assert!(
+        wait_until(Duration::from_secs(10), || info_field(&mut master, "replication", "connected_slaves").as_deref()
+            == Some("0")),
+        "the master lost its replica"
+    );
+    let err = strict.lock("alone").try_lock().expect_err("the default grants nothing without a replica");
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err}");
+    let guard = lenient.lock("alone").try_lock().expect("granted without a replica").expect("free");
+    assert!(exists(&mut master, "alone"));
+    guard.unlock().unwrap();
+}

@@ -79,7 +79,7 @@ impl Engine {
         }
         let topology = Arc::new(topology);
         let first = topology.pool_for("");
-        let replica_sync = Arc::new(ReplicaSync::new(config.sync_replicas.then_some(config.replica_sync_timeout)));
+        let replica_sync = Arc::new(ReplicaSync::of(&config));
         // What the master's replicas are, known before the first grant.
         if let Err(err) = first.run("reading the replicas", |conn| replica_sync.read_now(conn)) {
             topology.stop();
@@ -135,9 +135,8 @@ impl Engine {
 
     /// Replica-synced grants on the master `conn` goes to (its pool's).
     pub(crate) fn replica_sync_of(&self, conn: &Conn) -> Arc<ReplicaSync> {
-        let timeout = self.config.sync_replicas.then_some(self.config.replica_sync_timeout);
         let mut syncs = self.replica_syncs.lock();
-        Arc::clone(syncs.entry(conn.pool_id()).or_insert_with(|| Arc::new(ReplicaSync::new(timeout))))
+        Arc::clone(syncs.entry(conn.pool_id()).or_insert_with(|| Arc::new(ReplicaSync::of(&self.config))))
     }
 
     /// Confirms a grant just made on `conn` with its master's replicas (replica-synced

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::config::{Config, ReplicaPolicy};
 use crate::error::{Error, ErrorKind};
 use crate::replica_view::{HOLD_DOWN, Probe, Reading, Refusal, ReplicaView, Verdict};
 use crate::transport::Conn;
@@ -90,13 +91,18 @@ impl Unconfirmed {
 pub(crate) struct ReplicaSync {
     /// `None`: grants are not waited for.
     timeout: Option<Duration>,
+    /// Grants wait for a replica only when one is connected (`ReplicaPolicy::WhenConnected`).
+    when_connected: bool,
     /// The generation the view is of, and the view.
     view: Mutex<(u64, ReplicaView)>,
 }
 
 impl ReplicaSync {
-    pub(crate) fn new(timeout: Option<Duration>) -> ReplicaSync {
-        ReplicaSync { timeout, view: Mutex::new((0, ReplicaView::default())) }
+    /// As `config`'s replica policy says.
+    pub(crate) fn of(config: &Config) -> ReplicaSync {
+        let timeout = (config.replica_policy != ReplicaPolicy::Off).then_some(config.replica_sync_timeout);
+        let when_connected = config.replica_policy == ReplicaPolicy::WhenConnected;
+        ReplicaSync { timeout, when_connected, view: Mutex::new((0, ReplicaView::default())) }
     }
 
     /// Takes a first reading on `conn` (when the client is built), so that the first grant
@@ -126,6 +132,7 @@ impl ReplicaSync {
         let Some(verdict) = self.observe(conn, reading) else {
             return Ok(Replication::Unconfirmed(Unconfirmed::Superseded));
         };
+        let verdict = if self.when_connected { verdict.when_connected(reading.replicas) } else { verdict };
         Ok(match verdict {
             Verdict::Confirmed => Replication::Confirmed,
             Verdict::Refused(Refusal::NotMaster) => Replication::Unconfirmed(Unconfirmed::NotMaster),
