@@ -765,16 +765,6 @@ fn calls_ride_out_a_restart_within_the_retry_budget_and_never_past_their_deadlin
     assert!(!exists(&mut server.conn(), "restart-new"));
 }
 
-/// Counts the waits that outlasted the retry budget.
-#[derive(Default)]
-struct Outages(AtomicUsize);
-
-impl LockEvents for Outages {
-    fn waiting_through_outage(&self, _lock: &str, _error: &redlease::Error) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// Redis is down for 1.5 s, six times a 250 ms retry budget. `lock()` (no deadline) rides
 /// it out and gets the lock once Redis is back, having said once that it waits through an
 /// outage; a `try_lock()` gives up within the budget; a second `lock()`, interrupted while
@@ -824,6 +814,6 @@ fn lock_rides_out_an_outage_longer_than_the_budget_and_says_so() {
     let (got, took) = waiting.join().unwrap();
     got.expect("lock() got the lock once Redis was back");
     assert!(took >= Duration::from_millis(1400), "it waited for Redis: {took:?}");
-    assert_eq!(outages.0.load(Ordering::SeqCst), 2, "each wait said it once (the interrupted one too)");
+    assert_eq!(outages.count(), 2, "each wait said it once (the interrupted one too)");
     assert_eq!(client.stats().waits_through_outage, 2);
 }

@@ -176,3 +176,21 @@ pub fn assert_foreign_woken(
         other => panic!("{who}: the foreign waiter got nothing: {other:?}"),
     }
 }
+
+/// Counts the waits that said they outlasted the retry budget
+/// (`LockEvents::waiting_through_outage`), each with a transient error.
+#[derive(Default)]
+pub struct Outages(std::sync::atomic::AtomicUsize);
+
+impl Outages {
+    pub fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl redlease::LockEvents for Outages {
+    fn waiting_through_outage(&self, _lock: &str, error: &redlease::Error) {
+        assert!(error.is_transient(), "{error}");
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}

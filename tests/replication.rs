@@ -258,17 +258,6 @@ fn a_server_turned_replica_is_asked_again_within_the_budget_not_forever() {
     assert!((2..200).contains(&sent), "a few tries, paused between: {sent}");
 }
 
-/// Counts the waits that outlasted the retry budget.
-#[derive(Default)]
-struct Outages(std::sync::atomic::AtomicUsize);
-
-impl redlease::LockEvents for Outages {
-    fn waiting_through_outage(&self, _lock: &str, error: &redlease::Error) {
-        assert!(error.is_transient(), "{error}");
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// A waiter parked in `try_lock_for(30 s)` is woken by the holder's release while the
 /// replica cannot acknowledge (its link lags 2.5 s each way: every grant is refused as
 /// unconfirmed within the 1 s sync timeout, and undone). The wait treats that as part of
@@ -310,7 +299,7 @@ fn a_wait_rides_out_a_replica_that_cannot_confirm_until_it_can() {
     let (got, took) = waiting.join().expect("waiter");
     assert_eq!(got.map_err(|e| e.to_string()), Ok(Some(true)), "the wait got the lock (after {took:?})");
     assert!(took < Duration::from_secs(25), "well before its deadline: {took:?}");
-    assert_eq!(outages.0.load(std::sync::atomic::Ordering::SeqCst), 1, "said once");
+    assert_eq!(outages.count(), 1, "said once");
     let stats = client.stats();
     assert_eq!(stats.waits_through_outage, 1);
     assert!(stats.retries >= 2, "tried again, paused between: {stats:?}");
