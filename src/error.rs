@@ -49,6 +49,10 @@ pub enum ErrorKind {
     /// was made on a master the client has left since. The message says which (see
     /// `ClientBuilder::sync_replicas`).
     NotReplicated,
+    /// Redis refused the URL's login: a wrong password, a user that does not exist or is
+    /// disabled (`WRONGPASS`), or no password where the server wants one (`NOAUTH`). The
+    /// message names the user. Never transient: no retry mends it; the URL must change.
+    Authentication,
 }
 
 impl ErrorKind {
@@ -64,6 +68,7 @@ impl ErrorKind {
             ErrorKind::System => "system error",
             ErrorKind::NotReplicated => "not replicated",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Authentication => "authentication failed",
         }
     }
 }
@@ -192,7 +197,14 @@ impl Error {
         // timeout) is the source, told by `source()` and `{:#}`.
         let refusal = is_refusal(&err);
         let reply = refusal || (err.code().is_some() && !connection && !err.is_timeout());
-        let (kind, message) = if is_reentry_refusal(&err) {
+        let (kind, message) = if is_authentication_failure(&err) {
+            let reason = err.detail().unwrap_or("the server refused the login");
+            let reason = if err.code().is_some() { err.to_string() } else { reason.to_owned() };
+            (
+                ErrorKind::Authentication,
+                format!("Redis refused the login while {what} ({reason}): check the user and password in the URL"),
+            )
+        } else if is_reentry_refusal(&err) {
             (ErrorKind::WouldDeadlock, format!("this owner holds the non-reentrant lock already (while {what})"))
         } else if err.is_timeout() {
             (ErrorKind::Timeout, format!("no reply within the command timeout ({command_timeout:?}) while {what}"))
@@ -220,7 +232,9 @@ impl Error {
 
     /// Marks the error as a failure to reach or keep a connection.
     pub(crate) fn connection(mut self) -> Error {
-        self.connection = true;
+        // A refused login is the server's answer, not a failure to reach it: no retry,
+        // however patient, mends it.
+        self.connection = self.kind != ErrorKind::Authentication;
         self
     }
 
@@ -359,6 +373,11 @@ impl Error {
         self.connection
     }
 
+    /// True for [`ErrorKind::Authentication`]: Redis refused the URL's login.
+    pub fn is_authentication(&self) -> bool {
+        self.kind == ErrorKind::Authentication
+    }
+
     /// True when the error came from a state of the deployment that passes by itself, so
     /// that the same call may succeed a moment later: Redis unreachable or a connection
     /// broken, a timeout, a failover or a cluster reconfiguration under way (Redis's
@@ -427,6 +446,13 @@ impl<T> Context<T> for Result<T> {
 pub(crate) fn is_transient_refusal(err: &redis::RedisError) -> bool {
     matches!(err.code(), Some("CLUSTERDOWN" | "TRYAGAIN" | "LOADING" | "MASTERDOWN" | "BUSY" | "READONLY"))
         || err.to_string().contains("READONLY")
+}
+
+/// Whether Redis refused the login: the handshake's `AUTH` failed (a wrong password, an
+/// unknown or disabled user: `WRONGPASS`, or Redis 5's `invalid password`), or a command
+/// came without the login the server wants (`NOAUTH`).
+pub(crate) fn is_authentication_failure(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::AuthenticationFailed || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
 }
 
 /// Whether a non-reentrant lock's script refused a second hold of its owner (Redisson's

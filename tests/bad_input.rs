@@ -206,3 +206,51 @@ fn semaphore_and_latch_errors_name_them_as_such() {
         assert_eq!(err.lock_name(), Some(name), "{err}");
     }
 }
+
+/// A wrong password, a user that does not exist, and no password where the server wants
+/// one: each is `Authentication`, says "authentication" or "login" and names the user, and
+/// is neither transient nor a connection error (no retry mends it), at build and in the
+/// error's kind alike.
+///
+/// Breaks if a refused login looks like an outage (`connecting … failed`,
+/// `is_transient() == true`, `is_connection_error() == true`: callers and the retry budget
+/// kept trying what could never work).
+#[test]
+fn a_refused_login_is_an_authentication_error_naming_the_user_and_never_transient() {
+    let server = RedisServer::start_with(&["--requirepass", "right-secret"]);
+    let mut admin = redis::Client::open(format!("redis://:right-secret@127.0.0.1:{}/", server.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">app-secret")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .query::<()>(&mut admin)
+        .unwrap();
+    let port = server.port();
+    let cases = [
+        (format!("redis://:wrong-secret@127.0.0.1:{port}/"), "\"default\""),
+        (format!("redis://nobody:app-secret@127.0.0.1:{port}/"), "\"nobody\""),
+        (format!("redis://app:wrong@127.0.0.1:{port}/"), "\"app\""),
+        (format!("redis://127.0.0.1:{port}/"), "\"default\""),
+    ];
+    for (url, user) in cases {
+        let started = Instant::now();
+        let err = Client::builder(url.as_str()).retry_budget(Duration::from_secs(10)).build().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Authentication, "{url}: {err:#}");
+        assert!(err.is_authentication(), "{url}");
+        assert!(!err.is_transient() && !err.is_connection_error(), "{url}: {err:#}");
+        let text = format!("{err:#}");
+        assert!(text.contains("login") || text.contains("authentication"), "{url}: {text}");
+        assert!(text.contains(user), "{url}: names the user {user}: {text}");
+        assert!(!text.contains("wrong-secret") && !text.contains("app-secret"), "{url}: {text}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{url}: not retried: {:?}", started.elapsed());
+    }
+    let good = Client::open(&format!("redis://app:app-secret@127.0.0.1:{port}/")).expect("the right login works");
+    good.lock("authed").lock().unwrap().unlock().unwrap();
+}

@@ -18,9 +18,9 @@ Examples:
   redlease unlock --force nightly-report
 
 Exit codes: the command's own under `run` (128+n when a signal n killed it);
-64 bad input, 69 Redis unreachable, 75 lock not had (--no-wait, --wait),
-76 Redis answered with an error, 77 refused by an ACL rule, 78 the semaphore has more
-permits than --permits, 79 lease lost.
+64 bad input, 67 login refused, 69 Redis unreachable, 75 lock not had (--no-wait,
+--wait), 76 Redis answered with an error, 77 refused by an ACL rule, 78 the semaphore
+has more permits than --permits, 79 lease lost.
 See docs/cli.md.";
 
 const RUN_EXAMPLES: &str = "\
@@ -60,9 +60,9 @@ When renewals fail the lease is at risk: the command gets SIGTERM --grace before
 lease's deadline and SIGKILL just before it, so that it is gone before another run can
 start (see docs/cli.md, \"Stop in time\").
 
-Exit codes: the command's (128+n when signal n killed it); 64 bad input, 69 Redis
-unreachable, 75 lock (or permit) not had, 76 Redis error, 77 ACL refusal, 78 the
-semaphore has more permits than --permits, 79 lease lost (the command was told as
+Exit codes: the command's (128+n when signal n killed it); 64 bad input, 67 login
+refused, 69 Redis unreachable, 75 lock (or permit) not had, 76 Redis error, 77 ACL
+refusal, 78 the semaphore has more permits than --permits, 79 lease lost (the command was told as
 --on-lost says), 80 stopped before the lease could run out (renewals failing),
 126/127 command not executable / not found, 128+n interrupted by signal n while
 waiting.";
@@ -79,7 +79,8 @@ deadline, a fenced lock's last token, and a semaphore's permits available and ta
 each with its deadline. The kind is what the data in Redis shows: a fair lock with an
 empty queue reads as a plain lock.
 
-Exit codes: 0, 64 bad input, 69 Redis unreachable, 76 Redis error, 77 ACL refusal.";
+Exit codes: 0, 64 bad input, 67 login refused, 69 Redis unreachable, 76 Redis error,
+77 ACL refusal.";
 
 const LS_EXAMPLES: &str = "\
 Examples:
@@ -93,8 +94,8 @@ scanned with SCAN (never KEYS), so the cost grows with the database: give a patt
 where it holds much else. The keys kept beside locks (queues, tokens, announcements)
 and keys that are not locks are left out.
 
-Exit codes: 0 (also when nothing matches), 64 bad input, 69 Redis unreachable,
-76 Redis error, 77 ACL refusal.";
+Exit codes: 0 (also when nothing matches), 64 bad input, 67 login refused, 69 Redis
+unreachable, 76 Redis error, 77 ACL refusal.";
 
 const ELECT_EXAMPLES: &str = "\
 Examples:
@@ -124,8 +125,8 @@ Prints who leads the election NAME: the value it advertises, its term and its le
 (`NAME: no leader` when nobody does). With --wait-change, waits until the leadership
 changes (a new term, or nobody leading; without polling) and prints the new state.
 
-Exit codes: 0, 64 bad input, 69 Redis unreachable, 76 Redis error, 77 ACL refusal,
-130 interrupted (SIGINT) while waiting.";
+Exit codes: 0, 64 bad input, 67 login refused, 69 Redis unreachable, 76 Redis error,
+77 ACL refusal, 130 interrupted (SIGINT) while waiting.";
 
 const UNLOCK_EXAMPLES: &str = "\
 Examples:
@@ -137,8 +138,8 @@ The holder learns of the loss at its next renewal; a holder under `redlease run`
 tells its command as its --on-lost says. Give the lock's --kind: waiters of a fair or
 read-write lock are woken on channels of their own.
 
-Exit codes: 0 deleted, 1 there was no lock, 64 bad input, 69 Redis unreachable,
-76 Redis error, 77 ACL refusal.";
+Exit codes: 0 deleted, 1 there was no lock, 64 bad input, 67 login refused, 69 Redis
+unreachable, 76 Redis error, 77 ACL refusal.";
 
 /// Distributed locks on Redis from the shell (Redisson's layout, watchdog leases).
 #[derive(Debug, Parser)]

@@ -15,6 +15,9 @@ pub const NOT_LOCKED: u8 = 1;
 /// Bad input: no command, an unknown option, an empty or too long name, a malformed
 /// duration or URL, an unreadable certificate file (`EX_USAGE`).
 pub const USAGE: u8 = 64;
+/// Redis refused the URL's login: a wrong password, an unknown or disabled user, or no
+/// password where the server wants one (`EX_NOUSER`). No retry mends it.
+pub const AUTHENTICATION: u8 = 67;
 /// Redis could not be reached, or did not answer in time (`EX_UNAVAILABLE`).
 pub const UNAVAILABLE: u8 = 69;
 /// Something that should not happen: the OS refused a thread, an internal error
@@ -98,6 +101,7 @@ pub fn code_of(err: &redlease::Error) -> u8 {
     match err.kind() {
         ErrorKind::InvalidInput => USAGE,
         ErrorKind::PermissionDenied => PERMISSION,
+        ErrorKind::Authentication => AUTHENTICATION,
         ErrorKind::NotHeld => LEASE_LOST,
         // Whatever answered is not a Redis server: as good as none (not "Redis answered
         // with an error").

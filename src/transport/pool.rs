@@ -63,6 +63,15 @@ impl Connector {
         }
     }
 
+    /// The ACL user the connections log in as (`default` when the URL names none).
+    fn user(&self) -> String {
+        let named = match self {
+            Connector::Direct(client) => client.get_connection_info().redis_settings().username().map(str::to_owned),
+            Connector::Sentinel(sentinels) => sentinels.login().0,
+        };
+        named.unwrap_or_else(|| "default".to_owned())
+    }
+
     /// A server answered as a replica: the master has moved.
     fn master_moved(&self) {
         if let Connector::Sentinel(sentinels) = self {
@@ -440,7 +449,10 @@ impl Pool {
             if err.is_timeout() {
                 timed_out()
             } else {
-                let what = format!("connecting to {}", self.connector.describe());
+                let what = match crate::error::is_authentication_failure(&err) {
+                    true => format!("logging in to {} as user {:?}", self.connector.describe(), self.connector.user()),
+                    false => format!("connecting to {}", self.connector.describe()),
+                };
                 Error::from_redis(err, &what, self.command_timeout).connection().unsent()
             }
         })?;

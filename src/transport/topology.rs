@@ -106,6 +106,8 @@ impl Topology {
                         .connection()
                 } else if err.is_timeout() {
                     err.connection()
+                } else if err.is_authentication() && err.redis_error().is_some_and(|e| e.code() == Some("NOAUTH")) {
+                    err.hint("the server wants a login, and the URL gives no password (user \"default\"): redis://:PASSWORD@host/ or redis://USER:PASSWORD@host/")
                 } else if plaintext && err.is_closed_by_peer() {
                     // A TLS port closes or resets a plaintext client's first exchange.
                     err.hint("the server closed the connection at the first exchange: if it wants TLS, use rediss://")

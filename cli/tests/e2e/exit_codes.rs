@@ -80,6 +80,31 @@ fn an_unreachable_redis_gives_69_quickly_for_every_command() {
     }
 }
 
+/// A login the server refuses (a wrong password, a user that does not exist, no password
+/// where one is wanted) exits 67 at once for every command, saying "login" and naming the
+/// user, never the password.
+///
+/// Breaks if a refused login reads as an outage (69 "Redis unreachable", or 76 for a
+/// missing password), sending operators to check the network instead of the URL.
+#[test]
+fn a_refused_login_gives_67_at_once_and_names_the_user_for_every_command() {
+    let server = RedisServer::start_with(&["--requirepass", "right-secret"]);
+    let port = server.port();
+    for (url, user) in [
+        (format!("redis://:wrong-secret@127.0.0.1:{port}/"), "\"default\""),
+        (format!("redis://nobody:wrong-secret@127.0.0.1:{port}/"), "\"nobody\""),
+        (format!("redis://127.0.0.1:{port}/"), "\"default\""),
+    ] {
+        for args in every_command(&url) {
+            let out = run(&args);
+            out.expect_code(AUTHENTICATION).expect_one_line_error();
+            assert!(out.stderr.contains("login") && out.stderr.contains(user), "{args:?}: {out:?}");
+            assert!(!out.stderr.contains("wrong-secret"), "{args:?}: {out:?}");
+            assert!(out.elapsed < Duration::from_secs(5), "{args:?}: not retried: {out:?}");
+        }
+    }
+}
+
 #[test]
 fn a_server_that_never_answers_gives_69_within_the_timeout() {
     let server = RedisServer::start();

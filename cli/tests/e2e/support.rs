@@ -17,6 +17,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_redlease");
 
 /// Exit codes, as docs/cli.md lists them.
 pub const USAGE: i32 = 64;
+pub const AUTHENTICATION: i32 = 67;
 pub const UNAVAILABLE: i32 = 69;
 pub const NOT_ACQUIRED: i32 = 75;
 pub const LEASE_LOST: i32 = 79;
