@@ -135,10 +135,11 @@ Examples:
 
 Deletes the lock whoever holds it and wakes its waiters (the library's force_unlock).
 The holder learns of the loss at its next renewal; a holder under `redlease run` then
-tells its command as its --on-lost says. Give the lock's --kind: waiters of a fair or
-read-write lock are woken on channels of their own.
+tells its command as its --on-lost says. The lock's kind is read from Redis (waiters of
+a fair or read-write lock are woken on channels of their own); a --kind that is not the
+kind found there is refused, naming it.
 
-Exit codes: 0 deleted, 1 there was no lock, 64 bad input, 67 login refused, 69 Redis
+Exit codes: 0 deleted, 1 there was no lock, 64 bad input (also a wrong --kind), 67 login refused, 69 Redis
 unreachable, 76 Redis error, 77 ACL refusal.";
 
 /// Distributed locks on Redis from the shell (Redisson's layout, watchdog leases).
@@ -187,6 +188,20 @@ pub enum Kind {
     /// Reentrant, no pub/sub at all: a waiting run polls (Redisson's RSpinLock), for
     /// deployments without pub/sub.
     Spin,
+}
+
+impl Kind {
+    /// Its `--kind` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Fair => "fair",
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Fenced => "fenced",
+            Kind::Spin => "spin",
+        }
+    }
 }
 
 /// What to do with the command when the lease is at risk or lost.
@@ -426,9 +441,10 @@ pub struct UnlockArgs {
     #[arg(long)]
     pub force: bool,
 
-    /// Kind of lock (decides which waiters are woken).
-    #[arg(long, value_enum, default_value_t = Kind::Lock)]
-    pub kind: Kind,
+    /// Kind of lock (decides which waiters are woken). Found in Redis when not given (as
+    /// `status` finds it); given, it must be the kind found there.
+    #[arg(long, value_enum)]
+    pub kind: Option<Kind>,
 
     #[command(flatten)]
     pub connection: Connection,

@@ -3,7 +3,7 @@
 
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redlease::{Client, LockGuard};
 use serde_json::Value;
@@ -319,6 +319,48 @@ fn unlock_force_deletes_the_lock_and_wakes_a_waiting_run() {
         run(["unlock", "--force", "--kind", kind, "--url", &url, &name]).expect_code(0);
         assert!(!key_exists(&mut conn, &name), "{kind}");
     }
+}
+
+/// `unlock --force` on a fair lock and on a read lock, without `--kind`: the kind is read
+/// from Redis, so the fair lock's queued run is woken at once (its turn, on its own
+/// channel) and the read-write lock is deleted in its mode. A `--kind` that is not the kind
+/// found is refused (64), naming it, and deletes nothing; a name that is not a lock (a
+/// semaphore) too.
+///
+/// Breaks if `unlock --force` trusts its default kind: on a fair lock it said "unlocked",
+/// exited 0 and left the queued waiter asleep until its own timeout (about 28 s); on a read
+/// lock it deleted nothing and said "was not locked".
+#[test]
+fn unlock_force_finds_the_kind_and_refuses_a_wrong_one() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let a = client(&server);
+    let mut conn = server.conn();
+    let held = Holding::start(&a, |c| vec![c.fair_lock("fair-stuck").lock().expect("lock")]);
+    let waiter = start(command(["run", "--url", &url, "--kind", "fair", "--wait", "40s", "fair-stuck", "--", "true"]));
+    wait_for("the run queues", Duration::from_secs(10), || {
+        redis::cmd("LLEN").arg("redisson_lock_queue:{fair-stuck}").query::<u64>(&mut conn).unwrap_or(0) == 1
+    });
+    let out = run(["unlock", "--force", "--kind", "lock", "--url", &url, "fair-stuck"]);
+    out.expect_code(USAGE).expect_one_line_error();
+    assert!(out.stderr.contains("is a fair lock, not --kind lock"), "{out:#?}");
+    assert!(key_exists(&mut conn, "fair-stuck"), "nothing was deleted");
+    let forced = Instant::now();
+    run(["unlock", "--force", "--url", &url, "fair-stuck"]).expect_code(0);
+    waiter.finish(Duration::from_secs(10)).expect_code(0);
+    assert!(forced.elapsed() < Duration::from_secs(5), "the queued run was woken: {:?}", forced.elapsed());
+    drop(held);
+
+    let _read = Holding::start(&a, |c| vec![c.read_write_lock("read-stuck").read().lock().expect("lock")]);
+    let out = run(["unlock", "--force", "--url", &url, "read-stuck"]);
+    out.expect_code(0);
+    assert!(!key_exists(&mut conn, "read-stuck"), "deleted in its mode");
+
+    a.semaphore("not-a-lock").try_set_permits(1).unwrap();
+    let out = run(["unlock", "--force", "--url", &url, "not-a-lock"]);
+    out.expect_code(USAGE).expect_one_line_error();
+    assert!(out.stderr.contains("is a semaphore, not a lock"), "{out:#?}");
+    assert!(key_exists(&mut conn, "not-a-lock"), "nothing was deleted");
 }
 
 /// `redlease ls` lists the matching locks with their kind and holder (a `redlease run` in
