@@ -291,7 +291,8 @@ impl Client {
     /// clients, the lease left, a fair lock's queue with positions and deadlines, a fenced
     /// lock's last token, a semaphore's permits available and taken, and how many clients
     /// wait on its channel. A lock nobody holds reads with no holders (a key that is not a
-    /// lock: [`LockInfo::is_foreign`]).
+    /// lock: [`LockInfo::is_foreign`]). A name with nothing under its own key is looked up
+    /// as an election's name too: an election that has a leader reads as one.
     ///
     /// A holder's [`client`](crate::Holder::client) is what its client announced of
     /// itself (host, pid, program, since when, version): redlease clients announce
@@ -315,9 +316,9 @@ impl Client {
         engine::inspect(&self.engine, name)
     }
 
-    /// The locks, semaphores and group locks whose names match `pattern` (Redis's glob
-    /// syntax: `*`, `?`, `[a-z]`, `\` to escape), inspected as [`inspect`](Client::inspect)
-    /// does, by name. Every master is scanned with `SCAN` (never `KEYS`): the cost grows
+    /// The locks, semaphores, group locks and elections whose names match `pattern`
+    /// (Redis's glob syntax: `*`, `?`, `[a-z]`, `\` to escape), inspected as
+    /// [`inspect`](Client::inspect) does, by name (an election by the name it was given). Every master is scanned with `SCAN` (never `KEYS`): the cost grows
     /// with the keys in the database, not only the matches, so list with a pattern where
     /// the database holds much else. The keys the library keeps beside a lock (queues,
     /// tokens, announcements) are left out, and so is whatever is not a lock.

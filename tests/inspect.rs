@@ -266,6 +266,33 @@ fn a_listing_holds_locks_and_nothing_beside_them() {
     drop((a, b, c, p, elsewhere));
 }
 
+/// An election is looked up by the name it was given: `inspect("NAME")` shows its leader,
+/// term and value while it leads (not a free name), and a listing matches it by that name
+/// (`jobs:*` finds the election `jobs:leader`, listed as `jobs:leader`, once, also with a
+/// pattern that matches its hash's key).
+///
+/// Breaks if an election is only found under its hash's key (`redlease_election:{NAME}`):
+/// `status NAME` said "free" while a leader led, and `ls 'NAME*'` did not list it.
+#[test]
+fn an_election_is_found_by_its_name() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let leadership = client.election("jobs:leader").campaign("10.0.0.7:8080").unwrap();
+    let lock = client.lock("jobs:a").lock().unwrap();
+    let info = client.inspect("jobs:leader").unwrap();
+    assert_eq!((info.name.as_str(), info.kind), ("jobs:leader", Some(redlease::LockKind::Election)));
+    assert_eq!(info.token, Some(leadership.term()));
+    assert_eq!(info.holders.len(), 1, "{info:?}");
+    assert_eq!(info.holders[0].client.as_ref().map(|c| c.pid), Some(std::process::id()));
+    let names = |pattern: &str| -> Vec<String> { client.locks(pattern).unwrap().into_iter().map(|i| i.name).collect() };
+    assert_eq!(names("jobs:*"), ["jobs:a", "jobs:leader"]);
+    assert_eq!(names("*"), ["jobs:a", "jobs:leader"], "once, by its name");
+    assert_eq!(client.inspect("jobs:free").unwrap().kind, None, "a free name is still free");
+    leadership.resign().unwrap();
+    assert_eq!(client.inspect("jobs:leader").unwrap().kind, None, "resigned: nobody leads");
+    drop(lock);
+}
+
 /// In a cluster the listing scans every master: locks whose slots are on three masters
 /// are all listed, each inspected on its own master with its holder named.
 ///

@@ -9,9 +9,9 @@ use crate::engine::core::Engine;
 use crate::engine::retry::with_retries;
 use crate::error::{Context, Error, Result};
 use crate::identity::ClientIdentity;
-use crate::inspection::LockInfo;
+use crate::inspection::{LockInfo, LockKind};
 use crate::keys;
-use crate::kind;
+use crate::kind::{self, election};
 use crate::owner;
 
 /// Keys a `SCAN` call looks at (a hint to Redis: each call stays short).
@@ -20,11 +20,24 @@ const SCAN_COUNT: u64 = 1000;
 /// Announcements read so far, by client id (`None`: that client has none).
 type Clients = HashMap<String, Option<ClientIdentity>>;
 
-/// `name`'s state, with the clients of its holders and waiters.
+/// `name`'s state, with the clients of its holders and waiters. A name with nothing of the
+/// library's under its own key is looked up as an election's name too (its hash is
+/// `redlease_election:{NAME}`): an operator knows an election by the name it was given.
 pub(crate) fn inspect(engine: &Engine, name: &str) -> Result<LockInfo> {
     ready(engine, name)?;
     let mut clients = Clients::new();
-    inspect_with(engine, name, &mut clients)
+    let info = inspect_with(engine, name, &mut clients)?;
+    if info.kind.is_some() {
+        return Ok(info);
+    }
+    let election = inspect_election(engine, name, &mut clients)?;
+    Ok(if election.kind == Some(LockKind::Election) { election } else { info })
+}
+
+/// The election `name`'s state, under that name.
+fn inspect_election(engine: &Engine, name: &str, clients: &mut Clients) -> Result<LockInfo> {
+    let info = inspect_with(engine, &election::election_key(name), clients)?;
+    Ok(LockInfo { name: name.to_owned(), ..info })
 }
 
 fn inspect_with(engine: &Engine, name: &str, clients: &mut Clients) -> Result<LockInfo> {
@@ -76,32 +89,47 @@ pub(crate) fn locks(engine: &Engine, pattern: &str) -> Result<Vec<LockInfo>> {
             keys::MAX_NAME_LEN
         )));
     }
-    let mut names = Vec::new();
+    // Elections are listed by the names they were given: their hashes match `pattern` only
+    // through their prefix, so the prefixed pattern is scanned too.
+    let patterns = [pattern.to_owned(), election::election_key(pattern)];
+    let mut keys = Vec::new();
     for pool in engine.topology().masters() {
-        let mut cursor = 0_u64;
-        loop {
-            let (next, page): (u64, Vec<Vec<u8>>) = with_retries(engine, None, |_| {
-                pool.run("listing locks", |conn| {
-                    redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(SCAN_COUNT).query(conn)
-                })
-            })?;
-            // A name that is not UTF-8 is no lock of the library's (its names are `str`).
-            names.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
-            cursor = next;
-            if cursor == 0 {
-                break;
+        for pattern in &patterns {
+            let mut cursor = 0_u64;
+            loop {
+                let (next, page): (u64, Vec<Vec<u8>>) = with_retries(engine, None, |_| {
+                    pool.run("listing locks", |conn| {
+                        redis::cmd("SCAN")
+                            .arg(cursor)
+                            .arg("MATCH")
+                            .arg(pattern)
+                            .arg("COUNT")
+                            .arg(SCAN_COUNT)
+                            .query(conn)
+                    })
+                })?;
+                // A name that is not UTF-8 is no lock of the library's (its names are `str`).
+                keys.extend(page.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
             }
         }
     }
-    names.sort();
-    names.dedup();
+    keys.sort();
+    keys.dedup();
     let mut clients = Clients::new();
     let mut found = Vec::new();
-    for name in names.iter().filter(|n| !kind::is_beside_a_lock(n)) {
-        let info = inspect_with(engine, name, &mut clients)?;
+    for key in keys.iter().filter(|k| !kind::is_beside_a_lock(k)) {
+        let info = match election::election_name(key) {
+            Some(name) => inspect_election(engine, name, &mut clients)?,
+            None => inspect_with(engine, key, &mut clients)?,
+        };
         if info.kind.is_some() {
             found.push(info);
         }
     }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(found)
 }

@@ -21,6 +21,17 @@ pub(crate) fn election_key(name: &str) -> String {
     keys::prefixed("redlease_election", name)
 }
 
+/// The name of the election whose hash is `key` (the inverse of [`election_key`]), or
+/// `None` when `key` is no election's hash.
+pub(crate) fn election_name(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("redlease_election:")?;
+    match rest.strip_prefix('{').and_then(|inner| inner.strip_suffix('}')) {
+        Some(inner) if !inner.contains('{') && !inner.contains('}') => Some(inner),
+        _ if rest.contains('{') => Some(rest),
+        _ => None,
+    }
+}
+
 /// The term counter of the election whose hash is `key`.
 pub(crate) fn term_key(key: &str) -> String {
     keys::prefixed("redlease_term", key)
@@ -70,4 +81,21 @@ pub(crate) fn leader(conn: &mut Conn, key: &str) -> redis::RedisResult<Option<(S
         (Some(value), Some(term)) => Some((value, term, u64::try_from(pttl).ok().map(Duration::from_millis))),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name and its election's hash go both ways, hash tag of its own or not; other keys
+    /// are no election's.
+    #[test]
+    fn an_elections_name_is_read_back_from_its_key() {
+        for name in ["scheduler", "a:b", "x{tag}y", "{tagged}:jobs"] {
+            assert_eq!(election_name(&election_key(name)), Some(name), "{name}");
+        }
+        for key in ["scheduler", "redlease_term:redlease_election:{a}", "redlease_election:plain"] {
+            assert_eq!(election_name(key), None, "{key}");
+        }
+    }
 }

@@ -363,6 +363,26 @@ fn unlock_force_finds_the_kind_and_refuses_a_wrong_one() {
     assert!(key_exists(&mut conn, "not-a-lock"), "nothing was deleted");
 }
 
+/// `status NAME` and `ls 'NAME*'` find an election by the name it was given: its leader
+/// shows, not "free", and it is listed.
+///
+/// Breaks if an election is found only under its hash's key (`redlease_election:{NAME}`):
+/// `status` said "free" while a leader led, and `ls 'sched*'` listed nothing.
+#[test]
+fn status_and_ls_find_an_election_by_its_name() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let a = client(&server);
+    let leadership = a.election("scheduler").campaign("10.0.0.7:8080").expect("leads");
+    let out = run(["status", "--url", &url, "scheduler"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("election") && !out.stdout.contains("free"), "{out:#?}");
+    let out = run(["ls", "--url", &url, "sched*"]);
+    out.expect_code(0);
+    assert!(out.stdout.starts_with("scheduler") && out.stdout.contains("election"), "{out:#?}");
+    leadership.resign().expect("resigned");
+}
+
 /// `redlease ls` lists the matching locks with their kind and holder (a `redlease run` in
 /// another process, named by its pid), one line each; `--json` gives `status`'s objects;
 /// no match is an empty listing with 0; an empty pattern is bad input (64).
