@@ -231,6 +231,26 @@ fn a_v1_client_certificate_is_refused_saying_so_and_how_to_reissue_it() {
     assert_eq!(commands_served(&mut conn), before, "nothing was sent");
 }
 
+/// A `rediss://` client on a plaintext port fails within the connect timeout, and the
+/// message says the port may be plaintext (`redis://`); a TLS port that answers with a bad
+/// certificate gets no such hint.
+///
+/// Breaks if the hint is missing (before: "timed out: no connection within the connect
+/// timeout" and nothing more, a transient error that reads as an outage).
+#[test]
+fn tls_on_a_plaintext_port_hints_at_redis() {
+    let pki = Pki::new();
+    let (server, tls_port) = pki.start_server(ServerCert::Valid, false);
+    let (built, took) = timed_build(builder(&tls_url(server.port())).tls_root_certificates(pki.ca.clone()));
+    let err = built.expect_err("TLS on the plaintext port");
+    assert!(err.is_timeout(), "{err:#}");
+    assert!(took < CONNECT_TIMEOUT + SLACK, "failed within the connect timeout, took {took:?}");
+    assert!(err.to_string().contains("plaintext") && err.to_string().contains("redis://"), "hints at plaintext: {err}");
+    let (built, _) = timed_build(builder(&tls_url(tls_port)).tls_root_certificates(pki.other_ca.clone()));
+    let wrong_ca = built.expect_err("unknown CA");
+    assert!(!wrong_ca.to_string().contains("plaintext"), "{wrong_ca}");
+}
+
 /// A plaintext `redis://` client on a TLS port fails within the connect timeout, and the
 /// message says the server may want TLS (`rediss://`); a port where nothing listens gets
 /// no such hint.

@@ -88,6 +88,11 @@ impl Target {
         matches!(self.addr, Addr::Tcp(..))
     }
 
+    /// Whether the target is a TCP server spoken to over TLS (a `rediss://` URL).
+    pub(crate) fn is_tls(&self) -> bool {
+        matches!(self.addr, Addr::TcpTls(..))
+    }
+
     /// The pub/sub connection's target behind `sentinels`.
     pub(crate) fn sentinel(sentinels: Arc<Sentinels>) -> Target {
         let (username, password) = sentinels.login();

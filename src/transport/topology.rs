@@ -79,6 +79,10 @@ impl Topology {
             Topology::direct(url, config)?
         };
         let plaintext = target.is_plaintext_tcp();
+        let tls = target.is_tls();
+        // A plaintext port reads a TLS handshake as the start of a command and waits for
+        // the rest: the client sees no answer, not a refusal.
+        let tls_hint = "no answer to the TLS handshake: if the server speaks plaintext on that port, use redis://";
         let pool = Arc::new(Pool::new(
             connector,
             PubSub::Classic,
@@ -102,8 +106,12 @@ impl Topology {
                     } else {
                         ("command timeout", config.command_timeout)
                     };
-                    Error::new(ErrorKind::Timeout, format!("no answer within the {which} ({limit:?}) while connecting"))
-                        .connection()
+                    let err =
+                        Error::new(ErrorKind::Timeout, format!("no answer within the {which} ({limit:?}) while connecting"))
+                            .connection();
+                    if tls { err.hint(tls_hint) } else { err }
+                } else if err.is_timeout() && tls {
+                    err.connection().hint(tls_hint)
                 } else if err.is_timeout() {
                     err.connection()
                 } else if err.is_authentication() && err.redis_error().is_some_and(|e| e.code() == Some("NOAUTH")) {
