@@ -101,7 +101,7 @@ impl Election {
     ///
     /// As [`campaign`](Election::campaign).
     pub fn campaign_for(&self, value: &str, timeout: Duration) -> Result<Option<Leadership>> {
-        let deadline = engine::deadline_after(timeout).on_lock(&self.name)?;
+        let deadline = engine::deadline_after(timeout).map_err(|e| self.renamed(e))?;
         self.run(value, Wait::Until(deadline))
     }
 
@@ -116,7 +116,7 @@ impl Election {
 
     fn run(&self, value: &str, wait: Wait) -> Result<Option<Leadership>> {
         self.check_name()?;
-        check_value(value).on_lock(&self.name)?;
+        check_value(value).map_err(|e| self.renamed(e))?;
         let handle = Handle { advertise: Some(value.into()), ..self.handle.clone() };
         let Some(guard) = handle.acquire::<Sendable>(wait).map_err(|e| self.renamed(e))? else {
             return Ok(None);

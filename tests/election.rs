@@ -220,8 +220,15 @@ fn bad_input_is_refused_and_waits_are_interruptible() {
     announced(&client, &mut conn);
     let before = commands_served(&mut conn);
     let invalid = |r: redlease::Result<Option<redlease::Leadership>>| r.unwrap_err().kind() == ErrorKind::InvalidInput;
-    assert!(invalid(client.election("busy").try_campaign("")));
-    assert!(invalid(client.election("busy").try_campaign(&"v".repeat(redlease::MAX_ADVERTISED_LEN + 1))));
+    // Each names the election, as the user knows it.
+    let invalid_busy = |r: redlease::Result<Option<redlease::Leadership>>| {
+        let err = r.unwrap_err();
+        assert!(err.to_string().contains("(election \"busy\")"), "{err}");
+        err.kind() == ErrorKind::InvalidInput
+    };
+    assert!(invalid_busy(client.election("busy").try_campaign("")));
+    assert!(invalid_busy(client.election("busy").try_campaign(&"v".repeat(redlease::MAX_ADVERTISED_LEN + 1))));
+    assert!(invalid_busy(client.election("busy").campaign_for("v", Duration::MAX)));
     assert!(invalid(client.election("").try_campaign("v")));
     assert_eq!(client.election("").leader().unwrap_err().kind(), ErrorKind::InvalidInput);
     assert_eq!(commands_served(&mut conn) - before, 0, "nothing was sent");
