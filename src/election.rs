@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{self, Attempt, Engine, Wait, ready, wait_loop, with_retries};
-use crate::error::{Context, Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{LockGuard, Sendable};
 use crate::handle::Handle;
 use crate::keys;
