@@ -3,7 +3,9 @@
 //! threads holding, waiting and releasing meanwhile; and the bad inputs of a sentinel
 //! deployment, each a clear error within the connect timeout.
 
-use std::sync::mpsc;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -155,6 +157,170 @@ fn a_killed_master_is_replaced_and_the_client_carries_on() {
     every_kind_works(&client, "after-kill");
 }
 
+/// Connects to the server or sentinel on `port` (loopback), for the test's own questions.
+fn conn_to(port: u16) -> redis::RedisResult<redis::Connection> {
+    let conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?
+        .get_connection_with_timeout(Duration::from_secs(1))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    Ok(conn)
+}
+
+/// The script calls (`EVAL`, `EVALSHA` and their read-only forms) the server on `port` has
+/// served or refused: what a client's lock commands leave on it, and nothing else here
+/// sends. Asked on a new connection (a promotion kills the clients of the promoted
+/// replica); `None` when it does not answer.
+fn script_calls(port: u16) -> Option<u64> {
+    let info: String = conn_to(port).and_then(|mut c| redis::cmd("INFO").arg("commandstats").query(&mut c)).ok()?;
+    // cmdstat_evalsha:calls=3,usec=…,rejected_calls=0,failed_calls=1
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_eval")?.split_once(':'))
+        .flat_map(|(_, fields)| fields.split(','))
+        .filter_map(|field| field.split_once('='))
+        .filter(|(name, _)| matches!(*name, "calls" | "rejected_calls"))
+        .filter_map(|(_, n)| n.parse::<u64>().ok())
+        .sum::<u64>()
+        .into()
+}
+
+/// The connections subscribed to something on the sentinel on `port` (`CLIENT LIST`, `sub=`):
+/// a client's switch listener; the sentinels subscribe only on the data nodes.
+fn subscribed_on(port: u16) -> usize {
+    let list: String =
+        conn_to(port).and_then(|mut c| redis::cmd("CLIENT").arg("LIST").query(&mut c)).unwrap_or_default();
+    list.lines().filter(|l| l.split(' ').any(|f| f.starts_with("sub=") && f != "sub=0")).count()
+}
+
+/// The client hears a switch from whichever sentinel announces it first. The URL lists
+/// first a sentinel that answers and announces 5 s late (a proxy delays everything it
+/// says, as the sentinel that led a failover announced it 5 s after the others), then the
+/// other two. A thread takes and releases a lock in a loop through a graceful failover;
+/// measured: the time from the promotion until the client's first lock command on the new
+/// master (the part the client adds: the new master grants only once a replica follows it,
+/// which the sentinels arrange seconds later).
+///
+/// Breaks if the client hears only the laggard (the first of its URL): it stays on the old
+/// master until the laggard's news, 5 s on, and then waits for the laggard's answer too; or
+/// if it waits for the laggard's answer when it asks who the master is now.
+#[test]
+fn a_switch_is_heard_from_whichever_sentinel_announces_it_first() {
+    const LAG: Duration = Duration::from_secs(5);
+    let group = SentinelGroup::start();
+    let sentinels = group.sentinel_ports();
+    let laggard = Proxy::start(SocketAddr::from(([127, 0, 0, 1], sentinels[0])));
+    let url = format!(
+        "redis-sentinel://{},127.0.0.1:{},127.0.0.1:{}/#{MASTER_NAME}",
+        laggard.addr(),
+        sentinels[1],
+        sentinels[2]
+    );
+    let client = builder(&url).build().expect("found the master through the sentinels");
+    // The client listens to the first sentinel of its URL before that one lags.
+    assert!(
+        wait_until(Duration::from_secs(10), || subscribed_on(sentinels[0]) >= 1),
+        "a listener on the first sentinel"
+    );
+    laggard.set_latency(LAG);
+    let old_master = group.master_port();
+    let replica = group.wait_replica_online(Duration::from_secs(10));
+    let before = script_calls(replica).expect("the replica answers");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let grants = Arc::new(AtomicU64::new(0));
+    let locker = {
+        let (lock, stop, grants) = (client.lock("followed"), Arc::clone(&stop), Arc::clone(&grants));
+        thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                // Errors through the failover are expected: the loop is the caller that retries.
+                if let Ok(Some(guard)) = lock.try_lock() {
+                    grants.fetch_add(1, Ordering::AcqRel);
+                    let _ = guard.unlock();
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), || grants.load(Ordering::Acquire) > 0), "grants on the old master");
+
+    let new_master = group.failover();
+    let promoted = Instant::now();
+    assert_eq!((new_master, new_master == old_master), (replica, false), "the replica was promoted");
+    // The new master counts the client's first script call.
+    let limit = LAG * 2 + SLACK;
+    let mut moved = None;
+    while promoted.elapsed() < limit {
+        if script_calls(new_master).is_some_and(|calls| calls > before) {
+            moved = Some(promoted.elapsed());
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let bound = Duration::from_secs(1) + SLACK;
+    assert!(
+        moved.is_some_and(|after| after < bound),
+        "the client sent to the new master {moved:?} after the promotion (None: not within {limit:?}); \
+         expected within {bound:?}, well before the laggard's news {LAG:?} on"
+    );
+
+    laggard.set_latency(Duration::ZERO);
+    // The new master grants once a replica follows it (the sentinels turn the old master
+    // into one): then the client holds there.
+    group.wait_ready(Duration::from_secs(30));
+    let counted = grants.load(Ordering::Acquire);
+    assert!(
+        wait_until(Duration::from_secs(10), || grants.load(Ordering::Acquire) > counted),
+        "the loop is granted again once the new master has its replica"
+    );
+    stop.store(true, Ordering::Release);
+    locker.join().expect("locker");
+    let held = eventually(Duration::from_secs(10), || client.lock("held-on-new").try_lock()).expect("free");
+    assert!(exists(&mut conn_to(new_master).expect("the new master"), "held-on-new"), "the hold is on the new master");
+    held.unlock().expect("released");
+}
+
+/// A sentinel that answers late, listed first, does not hold up finding the master: every
+/// sentinel is asked at once, and a majority that names the master settles the question.
+/// The other two refuse `SENTINEL MASTER` to the client (their ACL), so they name the
+/// master without its configuration epoch. The client's threads then stop at once, the
+/// late sentinel's listener included.
+///
+/// Breaks if the sentinels are asked in turn (the first one's silence costs the whole
+/// connect timeout, and the connection to the master is left what remains of it), if the
+/// question waits for every sentinel, or if a refused `SENTINEL MASTER` makes a sentinel's
+/// answer a failure; or if a listener outlives `shutdown()`.
+#[test]
+fn a_late_sentinel_first_in_the_url_does_not_hold_up_finding_the_master() {
+    const CONNECT: Duration = Duration::from_secs(3);
+    let group = SentinelGroup::start();
+    let sentinels = group.sentinel_ports();
+    for &port in &sentinels[1..] {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("default")
+            .arg("-sentinel|master")
+            .query::<()>(&mut conn_to(port).expect("a sentinel"))
+            .expect("ACL SETUSER");
+    }
+    let laggard = Proxy::start(SocketAddr::from(([127, 0, 0, 1], sentinels[0])));
+    laggard.set_latency(Duration::from_secs(5));
+    let url = format!(
+        "redis-sentinel://{},127.0.0.1:{},127.0.0.1:{}/#{MASTER_NAME}",
+        laggard.addr(),
+        sentinels[1],
+        sentinels[2]
+    );
+    let started = Instant::now();
+    let client = builder(&url).connect_timeout(CONNECT).build().expect("found the master through the sentinels");
+    let took = started.elapsed();
+    assert!(took < SLACK, "built in {took:?}, without waiting for the late sentinel ({CONNECT:?} each)");
+    let guard = client.lock("found").try_lock().expect("the master").expect("free");
+    assert!(exists(&mut group.master_conn(), "found"), "held on the master");
+    guard.unlock().expect("released");
+    let started = Instant::now();
+    client.shutdown();
+    let took = started.elapsed();
+    assert!(took < SLACK, "shut down in {took:?}, the listener of the late sentinel stopped at once");
+}
+
 /// No sentinel reachable, a sentinel that accepts connections but never answers, an
 /// unknown master name, a malformed URL: each a clear error, within the connect timeout
 /// where there is waiting, never a hang.
@@ -217,7 +383,7 @@ fn a_grant_made_on_the_old_master_after_the_switch_is_never_given() {
     thread::sleep(Duration::from_millis(300));
     let new_master = group.failover();
     assert_ne!(new_master, old_master);
-    // Every sentinel names the new master (the late client listens to one of them).
+    // Every sentinel names the new master (the late client has heard one of them announce it).
     let switched = wait_until(Duration::from_secs(10), || {
         group.sentinel_ports().iter().all(|&port| {
             let url = format!("redis://127.0.0.1:{port}/");
