@@ -197,12 +197,17 @@ impl Error {
         // timeout) is the source, told by `source()` and `{:#}`.
         let refusal = is_refusal(&err);
         let reply = refusal || (err.code().is_some() && !connection && !err.is_timeout());
-        let (kind, message) = if is_authentication_failure(&err) {
-            let reason = err.detail().unwrap_or("the server refused the login");
-            let reason = if err.code().is_some() { err.to_string() } else { reason.to_owned() };
+        let authentication = is_authentication_failure(&err);
+        let (kind, message) = if authentication {
+            // Said once, here: the handshake's refusal carries no words of the server's.
+            let said = match (err.code(), err.detail()) {
+                (Some(code), Some(detail)) => format!("{code} {detail}"),
+                (Some(code), None) => code.to_owned(),
+                (None, _) => "a wrong password, or a user that does not exist or is disabled".to_owned(),
+            };
             (
                 ErrorKind::Authentication,
-                format!("Redis refused the login while {what} ({reason}): check the user and password in the URL"),
+                format!("Redis refused the login while {what} ({said}): check the user and password in the URL"),
             )
         } else if is_reentry_refusal(&err) {
             (ErrorKind::WouldDeadlock, format!("this owner holds the non-reentrant lock already (while {what})"))
@@ -226,7 +231,7 @@ impl Error {
             transient,
             once: false,
             source: Some(err),
-            quoted: reply,
+            quoted: reply || authentication,
         }
     }
 
