@@ -331,7 +331,7 @@ fn failovers_wanted() -> usize {
 
 /// Fails the master over `wanted` times, cycling through [`CYCLE`]; every failover is
 /// checked to have named a new master. A master found moved since the last strike was
-/// failed over by the sentinels on their own (it looked down to them for 500 ms): that is
+/// failed over by the sentinels on their own (it looked down to them for 1.5 s): that is
 /// recorded too, as `Unplanned`, but not counted among the `wanted`.
 fn storm(group: &mut SentinelGroup, wanted: usize) -> Vec<Failover> {
     let mut done: Vec<Failover> = Vec::new();

@@ -149,11 +149,14 @@ fn a_call_that_read_a_reply_is_not_sent_again_when_its_connection_then_drops() {
     let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
     let mut direct = server.conn();
     let lock = client.lock("answered");
-    // A pooled connection that has served before: the pool's candidate for "stale".
-    lock.lock().unwrap().unlock().unwrap();
-    // The client's announcement, which that acquire set off, has gone through the proxy:
-    // the replies counted below are the acquire's alone.
+    // A pooled connection that has served before: the pool's candidate for "stale". The
+    // client's announcement, which that acquire set off, goes through the proxy while the
+    // lock is held (a client announces itself only while it holds or waits, so a release
+    // before the renewal thread gets to it would leave none): the replies counted below
+    // are the acquire's alone.
+    let warming = lock.lock().unwrap();
     announced(&client, &mut direct);
+    warming.unlock().unwrap();
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut direct).unwrap();
     // NOSCRIPT and the load's answer go through; the second send runs, its reply is cut.
     proxy.cut_after_replies(2);

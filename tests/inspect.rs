@@ -249,7 +249,7 @@ fn a_listing_holds_locks_and_nothing_beside_them() {
     let p = sem.try_acquire(1).unwrap().unwrap();
     let elsewhere = client.lock("other:x").lock().unwrap();
     let _: () = redis::cmd("SET").arg("jobs:text").arg("hello").query(&mut conn).unwrap();
-    assert!(wait_until(Duration::from_secs(2), || exists(&mut conn, &announcement_key(client.id()))));
+    assert!(wait_until(Duration::from_secs(5), || exists(&mut conn, &announcement_key(client.id()))));
 
     let names = |pattern: &str| -> Vec<String> { client.locks(pattern).unwrap().into_iter().map(|i| i.name).collect() };
     assert_eq!(names("jobs:*"), ["jobs:a", "jobs:b", "jobs:c", "jobs:d"]);

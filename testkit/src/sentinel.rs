@@ -23,7 +23,9 @@ struct SentinelProcess {
     child: Child,
 }
 
-/// A master, a replica and three sentinels (quorum 2, down after 500 ms).
+/// A master, a replica and three sentinels (quorum 2, down after 1.5 s: long enough that a
+/// master slowed by a loaded machine does not look down to them, which would fail it over
+/// to a replica that may still be syncing).
 pub struct SentinelGroup {
     servers: Vec<RedisServer>,
     sentinels: Vec<SentinelProcess>,
@@ -47,7 +49,7 @@ impl SentinelProcess {
                 format!(
                     "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\nlogfile {log}\n\
                      sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
-                     sentinel down-after-milliseconds {MASTER_NAME} 500\n\
+                     sentinel down-after-milliseconds {MASTER_NAME} 1500\n\
                      sentinel failover-timeout {MASTER_NAME} 2000\n\
                      sentinel parallel-syncs {MASTER_NAME} 1\n",
                     dir = dir.display(),
