@@ -705,11 +705,14 @@ fn an_acquire_against_a_paused_redis_times_out_and_leaves_nothing() {
     let client = Client::builder(server.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
     let lock = client.lock("paused");
     let mut admin = server.conn();
-    let pause = Duration::from_secs(2);
+    // Long enough that a test thread held up on a loaded machine still sends its acquire
+    // inside the pause (with 2 s, one got there after it and was granted).
+    let pause = Duration::from_secs(5);
     redis::cmd("CLIENT").arg("PAUSE").arg(pause.as_millis() as u64).arg("ALL").query::<()>(&mut admin).unwrap();
     let paused = Instant::now();
     let err = lock.try_lock().expect_err("no reply while Redis is paused: must be an error");
     let took = paused.elapsed();
+    assert!(took < pause, "the acquire was sent and answered inside the pause: {took:?}");
     assert!(err.is_timeout(), "{err}");
     // The acquire times out: one command timeout (its undo goes out behind it on the same
     // connection, from a thread of its own).
