@@ -20,7 +20,8 @@ Examples:
 Exit codes: the command's own under `run` (128+n when a signal n killed it);
 64 bad input, 67 login refused, 69 Redis unreachable, 75 lock not had (--no-wait,
 --wait), 76 Redis answered with an error, 77 refused by an ACL rule, 78 the semaphore
-has more permits than --permits, 79 lease lost.
+has more permits than --permits, 79 lease lost, 80 stopped before the lease could run
+out, 126/127 command not executable / not found.
 See docs/cli.md.";
 
 const RUN_EXAMPLES: &str = "\
