@@ -219,8 +219,9 @@ fn count_in_redis(conn: &mut redis::Connection, kind: Kind, name: &str, field: O
 /// [`lose_replies`]), cuts every proxied connection and refuses new ones for [`REFUSED`],
 /// so that the undo of the uncertain grant cannot be sent; then lets replies and
 /// connections through again, for the retry to join that grant.
-fn cut_once_granted(proxy: &Proxy, what: &str, mut granted: impl FnMut() -> bool) {
-    let seen = wait_until(Duration::from_secs(5), &mut granted);
+fn cut_once_granted(proxy: &Proxy, what: &str, dropped_before: u64, mut granted: impl FnMut() -> bool) {
+    // Granted is not enough: the reply may still be on its way through the proxy.
+    let seen = wait_until(Duration::from_secs(5), || granted() && proxy.replies_dropped() > dropped_before);
     proxy.set_refusing(true);
     proxy.cut_all();
     thread::sleep(REFUSED);
@@ -230,8 +231,10 @@ fn cut_once_granted(proxy: &Proxy, what: &str, mut granted: impl FnMut() -> bool
 }
 
 /// From now on the proxy drops every reply: the next acquire runs in Redis unanswered.
-fn lose_replies(proxy: &Proxy) {
+fn lose_replies(proxy: &Proxy) -> u64 {
+    let dropped_before = proxy.replies_dropped();
     proxy.set_drop_replies(true);
+    dropped_before
 }
 
 /// How `key` leaves Redis while `release` runs (and 200 ms after): the keyspace events of
@@ -335,14 +338,14 @@ fn a_resent_acquire_that_joins_its_first_grant_is_valid_no_longer_than_redis_kee
             // Dropped with this closure, should it fail: the holder then stops waiting.
             let go = go;
             let client = &client;
-            lose_replies(&proxy);
+            let dropped = lose_replies(&proxy);
             let holder = scope.spawn(move || {
                 let held = take(client, kind, name).expect("the resend goes through").expect("granted");
                 sent.send((held.valid_until(), held.field())).unwrap();
                 release.recv().unwrap();
                 held.release()
             });
-            cut_once_granted(&proxy, name, || granted_in_redis(&mut watcher, kind, name));
+            cut_once_granted(&proxy, name, dropped, || granted_in_redis(&mut watcher, kind, name));
             let (valid_until, field) = reply.recv_timeout(Duration::from_secs(10)).expect("the acquire returns");
             let expiry = redis_expiry_at_least(&mut conn, kind, name);
             let valid_until = valid_until.expect("a lease with an end");
@@ -386,10 +389,12 @@ fn a_resent_reentrant_acquire_leaves_no_hold_behind_its_guards() {
         let mut watcher = server.conn();
         let count = || count_in_redis(&mut server.conn(), kind, name, Some(&field)).unwrap();
         assert_eq!(count(), 1);
-        lose_replies(&proxy);
+        let dropped = lose_replies(&proxy);
         let inner = thread::scope(|scope| {
             scope.spawn(|| {
-                cut_once_granted(&proxy, name, || count_in_redis(&mut watcher, kind, name, Some(&field)) == Some(2));
+                cut_once_granted(&proxy, name, dropped, || {
+                    count_in_redis(&mut watcher, kind, name, Some(&field)) == Some(2)
+                });
             });
             lock.try_lock().expect("the resend goes through").expect("reentrant")
         });
@@ -422,7 +427,7 @@ fn a_cut_off_holder_of_a_resent_grant_stops_before_a_rival_begins() {
         let (sent, reply) = mpsc::channel();
         thread::scope(|scope| {
             let client = &client;
-            lose_replies(&proxy);
+            let dropped = lose_replies(&proxy);
             let holder = scope.spawn(move || {
                 let held = take(client, kind, name).expect("the resend goes through").expect("granted");
                 sent.send(held.field()).unwrap();
@@ -437,7 +442,7 @@ fn a_cut_off_holder_of_a_resent_grant_stops_before_a_rival_begins() {
                 drop(held);
                 last
             });
-            cut_once_granted(&proxy, name, || granted_in_redis(&mut watcher, kind, name));
+            cut_once_granted(&proxy, name, dropped, || granted_in_redis(&mut watcher, kind, name));
             let field = reply.recv_timeout(Duration::from_secs(10)).expect("the acquire returns");
             proxy.set_blackhole(true);
             assert_joined(&mut server.conn(), kind, name, field.as_deref(), 2);

@@ -517,11 +517,14 @@ fn a_release_whose_reply_was_lost_with_its_connection_is_a_release_not_a_loss() 
             done_tx.send(guard.unlock().map_err(|e| e.to_string())).expect("report");
         });
         held_rx.recv_timeout(Duration::from_secs(5)).expect("held");
+        let dropped = proxy.replies_dropped();
         proxy.set_drop_replies(true);
         go_tx.send(()).expect("release");
-        assert!(wait_until(Duration::from_secs(2), || !exists(&mut conn, name)), "{name}: the release ran in Redis");
-        // Its reply was dropped; now the connection breaks under the waiting unlock.
-        thread::sleep(Duration::from_millis(100));
+        assert!(
+            wait_until(Duration::from_secs(2), || !exists(&mut conn, name) && proxy.replies_dropped() > dropped),
+            "{name}: the release ran in Redis and its reply was dropped"
+        );
+        // Now the connection breaks under the waiting unlock.
         proxy.set_drop_replies(false);
         proxy.cut_all();
         let unlocked = done_rx.recv_timeout(Duration::from_secs(10)).expect("the unlock returns");

@@ -294,13 +294,17 @@ fn a_release_whose_reply_is_lost_is_retried_and_releases_exactly_one_hold() {
     assert_eq!(hvals(&mut direct, "retried"), [2]);
 
     let evalsha_before = calls_of(&mut direct, "evalsha");
+    let dropped = proxy.replies_dropped();
     proxy.set_drop_replies(true);
     let (unlocked, healed) = thread::scope(|scope| {
-        // Lets replies through again as soon as the first release has run on the server,
-        // long before the library's command timeout fires: its retry then gets an answer.
+        // Lets replies through again as soon as the first release has run on the server and
+        // its reply was dropped, long before the library's command timeout fires: its retry
+        // then gets an answer.
         let healer = scope.spawn(|| {
             let mut conn = server.conn();
-            let ran = wait_until(Duration::from_secs(5), || hvals(&mut conn, "retried") == [1]);
+            let ran = wait_until(Duration::from_secs(5), || {
+                hvals(&mut conn, "retried") == [1] && proxy.replies_dropped() > dropped
+            });
             proxy.set_drop_replies(false);
             ran
         });
@@ -338,11 +342,15 @@ fn a_lost_reply_to_the_last_release_is_retried_and_reported_done() {
     let mut direct = server.conn();
     let guard = client.lock("last-release").lock().unwrap();
     let evalsha_before = calls_of(&mut direct, "evalsha");
+    let dropped = proxy.replies_dropped();
     proxy.set_drop_replies(true);
     let (unlocked, healed) = thread::scope(|scope| {
         let healer = scope.spawn(|| {
             let mut conn = server.conn();
-            let ran = wait_until(Duration::from_secs(5), || !exists(&mut conn, "last-release"));
+            // Ran is not enough: the reply may still be on its way through the proxy.
+            let ran = wait_until(Duration::from_secs(5), || {
+                !exists(&mut conn, "last-release") && proxy.replies_dropped() > dropped
+            });
             proxy.set_drop_replies(false);
             ran
         });
@@ -822,4 +830,40 @@ fn lock_rides_out_an_outage_longer_than_the_budget_and_says_so() {
     assert!(took >= Duration::from_millis(1400), "it waited for Redis: {took:?}");
     assert_eq!(outages.count(), 2, "each wait said it once (the interrupted one too)");
     assert_eq!(client.stats().waits_through_outage, 2);
+}
+
+/// The holder's server refuses connections from the moment `unlock()` begins until 150 ms
+/// before the guard's fixed lease ends. The release keeps trying until then, its last try
+/// a moment before the lease's end: the unlock succeeds and the lock is free at once.
+///
+/// Breaks if the retries end as soon as the next pause (up to 1 s) would pass the lease's
+/// end (seen: the unlock returned the connection error and the lock stayed held to its
+/// expiry, in 3 of 5 runs), or if they go on past it.
+#[test]
+fn a_release_rides_out_refused_connections_until_its_lease_ends() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let client = Client::builder(proxy.url())
+        .command_timeout(COMMAND_TIMEOUT)
+        .retry_budget(Duration::from_secs(30))
+        .build()
+        .expect("client builds");
+    let lease = Duration::from_secs(2);
+    let guard = client.lock("release-to-the-end").with_lease(lease).lock().unwrap();
+    let valid_until = guard.valid_until().expect("a fixed lease ends");
+    let heal_at = valid_until - Duration::from_millis(150);
+    proxy.set_refusing(true);
+    proxy.cut_all();
+    let (unlocked, took) = thread::scope(|scope| {
+        scope.spawn(|| {
+            thread::sleep(heal_at.saturating_duration_since(Instant::now()));
+            proxy.set_refusing(false);
+        });
+        let started = Instant::now();
+        (guard.unlock(), started.elapsed())
+    });
+    assert!(unlocked.is_ok(), "the release's last try came after the refusals ended: {unlocked:?} after {took:?}");
+    assert!(Instant::now() <= valid_until + SLACK, "and not past the lease's end ({took:?})");
+    let mut direct = server.conn();
+    assert!(!exists(&mut direct, "release-to-the-end"), "released, not left to expire");
 }

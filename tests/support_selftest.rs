@@ -273,11 +273,13 @@ fn proxy_drop_replies_runs_commands_but_loses_replies() {
     let proxy = Proxy::start(server.addr());
     let mut conn = connect(&proxy.url(), Duration::from_millis(300));
     assert_eq!(ping(&mut conn).unwrap(), "PONG");
+    assert_eq!(proxy.replies_dropped(), 0, "nothing dropped while replies flow");
 
     proxy.set_drop_replies(true);
     let err =
         redis::cmd("SET").arg("lost-reply").arg("applied").query::<()>(&mut conn).expect_err("the reply is dropped");
     assert!(err.is_timeout(), "expected a timeout, got {err:?}");
+    assert_eq!(proxy.replies_dropped(), 1, "the one reply was counted as dropped");
     let mut direct = server.conn();
     wait_until("the SET reached the server", WAIT, || get(&mut direct, "lost-reply").as_deref() == Some("applied"));
 

@@ -31,6 +31,8 @@ struct Shared {
     latency_nanos: AtomicU64,
     blackhole: AtomicBool,
     drop_replies: AtomicBool,
+    /// Server→client chunks discarded because `drop_replies` was on.
+    replies_dropped: AtomicU64,
     /// While set, a new connection is closed as soon as it is accepted, never forwarded.
     refusing: AtomicBool,
     /// Server→client chunks still to forward before a connection is cut (`-1`: off).
@@ -70,6 +72,7 @@ impl Proxy {
             latency_nanos: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
             drop_replies: AtomicBool::new(false),
+            replies_dropped: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
             cut_after: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
@@ -120,6 +123,14 @@ impl Proxy {
     /// and discarded.
     pub fn set_drop_replies(&self, on: bool) {
         self.shared.drop_replies.store(on, Ordering::SeqCst);
+    }
+
+    /// Server→client chunks discarded so far because [`Proxy::set_drop_replies`] was on. A
+    /// test that turns dropping off once a request has run waits for this to grow too: the
+    /// server carries a request out before its reply reaches the proxy, so "it ran" alone
+    /// does not mean its reply was lost.
+    pub fn replies_dropped(&self) -> u64 {
+        self.shared.replies_dropped.load(Ordering::SeqCst)
     }
 
     /// While on, every new connection is closed as soon as it is accepted, before anything
@@ -292,10 +303,17 @@ impl Shared {
         false
     }
 
-    /// Whether bytes travelling in `dir` are forwarded right now.
+    /// Whether bytes travelling in `dir` are forwarded right now; a chunk of a reply not
+    /// forwarded because replies are dropped is counted.
     fn forwarding(&self, dir: Direction) -> bool {
-        let discard_replies = dir == Direction::ServerToClient && self.drop_replies.load(Ordering::SeqCst);
-        !self.blackhole.load(Ordering::SeqCst) && !discard_replies
+        if self.blackhole.load(Ordering::SeqCst) {
+            return false;
+        }
+        let discard_reply = dir == Direction::ServerToClient && self.drop_replies.load(Ordering::SeqCst);
+        if discard_reply {
+            self.replies_dropped.fetch_add(1, Ordering::SeqCst);
+        }
+        !discard_reply
     }
 }
 
