@@ -15,7 +15,11 @@
 //!   reading (and at least one);
 //! - after a replica went, the master grants nothing for [`HOLD_DOWN`] while it has fewer
 //!   replicas than before the loss (longer than Sentinel takes from promoting a replica to
-//!   demoting the old master it can reach);
+//!   demoting the old master it can reach), unless every replica that went was asked
+//!   since and is no master: its server refused the connection (its process is gone), or
+//!   it answered as a replica of this master. A replica that went because it was promoted
+//!   answers as a master (it takes the role before it drops its link); one that cannot be
+//!   reached, or answers otherwise, keeps the hold-down;
 //! - otherwise a **replicated** master (one with a replica, or with a replication backlog:
 //!   a replica was attached within `repl-backlog-ttl`, an hour by default) grants once an
 //!   online replica has the grant (`WAIT 1`), and grants nothing while it has none: a
@@ -37,6 +41,7 @@
 //! |---|---|---|
 //! | any | not a master | refused: `NotMaster` |
 //! | any | a replica went (count fell, or syncs outran the count) | loss recorded now, with the count before it (then the rows below) |
+//! | loss within `HOLD_DOWN`, each replica that went asked and found no master | any | the rows below |
 //! | loss within `HOLD_DOWN` | fewer replicas than before the loss | refused: `LostReplica` |
 //! | any | ≥ 1 replica | `Wait` |
 //! | any | no replica, backlog active | refused: `Alone` |
@@ -59,8 +64,11 @@ pub(crate) const HOLD_DOWN: Duration = Duration::from_secs(10);
 /// How long a reading of an unreplicated master stands for the grants after it.
 pub(crate) const SETTLE: Duration = Duration::from_secs(1);
 
+/// A replica's address as its master lists it (`slaveN:ip=…,port=…`).
+pub(crate) type Node = (String, u16);
+
 /// One reading of a server's replication state (`INFO replication` and `INFO stats`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reading {
     /// `role:master`.
     pub(crate) master: bool,
@@ -70,6 +78,12 @@ pub(crate) struct Reading {
     pub(crate) backlog: bool,
     /// `sync_full + sync_partial_ok`: replicas that attached since the server started.
     pub(crate) syncs: u64,
+    /// The connected replicas' addresses (`slaveN` lines), as far as they are listed.
+    pub(crate) attached: Vec<Node>,
+    /// `master_replid`: the history the server's data belongs to. A replica takes its
+    /// master's when it syncs, and keeps it while its link is down; a promoted one takes
+    /// a new one.
+    pub(crate) replid: Option<String>,
 }
 
 impl Reading {
@@ -79,17 +93,42 @@ impl Reading {
         let field =
             |name: &str| info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim);
         let number = |name: &str| field(name)?.parse::<u64>().ok();
+        let mut attached: Vec<Node> = info.lines().filter_map(replica_line).collect();
+        attached.sort_unstable();
         Some(Reading {
             master: field("role")? == "master",
             replicas: number("connected_slaves")?,
             backlog: number("repl_backlog_active")? == 1,
             syncs: number("sync_full")?.checked_add(number("sync_partial_ok")?)?,
+            attached,
+            replid: field("master_replid").map(str::to_owned),
         })
     }
 
     /// A master without a replica or a replication backlog.
     fn unreplicated(&self) -> bool {
         self.master && self.replicas == 0 && !self.backlog
+    }
+}
+
+/// The address of a `slaveN:ip=…,port=…,state=…` line of `INFO replication`.
+fn replica_line(line: &str) -> Option<Node> {
+    let (name, fields) = line.trim().split_once(':')?;
+    name.strip_prefix("slave")?.parse::<u32>().ok()?;
+    let field = |key: &str| fields.split(',').find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='));
+    Some((field("ip")?.to_owned(), field("port")?.parse().ok()?))
+}
+
+impl Found {
+    /// What `INFO replication` of a replica that went says of it, against the master's
+    /// `replid`: a replica with the master's history, or it may be a master.
+    pub(crate) fn from_answer(info: &str, replid: Option<&str>) -> Found {
+        let field =
+            |name: &str| info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim);
+        match (field("role"), field("master_replid"), replid) {
+            (Some("slave"), Some(theirs), Some(ours)) if theirs == ours => Found::ReplicaOfThisMaster,
+            _ => Found::Unknown,
+        }
     }
 }
 
@@ -140,11 +179,43 @@ pub(crate) enum Refusal {
     Alone,
 }
 
-/// A replica loss: when it was seen, and how many replicas there were before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A replica loss: when it was seen, how many replicas there were before it, which went
+/// (as far as the readings name them), and what asking them found.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Loss {
     at: Instant,
     before: u64,
+    went: Vec<Node>,
+    asked: Asked,
+}
+
+/// What became of asking the replicas that went of a loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Asked {
+    /// Not yet.
+    No,
+    /// Under way, or done without clearing the loss: it holds the master down to its end.
+    Kept,
+    /// Each was found no master: the loss holds nothing down.
+    Cleared,
+}
+
+/// What asking a replica that went found (see [`ReplicaView::answered`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Its server refused the connection: nothing runs there, no master either.
+    Gone,
+    /// It answered as a replica of the master it went from.
+    ReplicaOfThisMaster,
+    /// A master, a replica of another, no answer, an error: it may have been promoted.
+    Unknown,
+}
+
+/// Asking the replicas of a loss: which loss (its moment), and whom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ToAsk {
+    pub(crate) loss: Instant,
+    pub(crate) replicas: Vec<Node>,
 }
 
 /// What one client knows of one master's replicas (see the module's state tables).
@@ -157,8 +228,8 @@ pub(crate) struct ReplicaView {
 impl ReplicaView {
     /// What to read after a grant at `now`.
     pub(crate) fn probe(&self, now: Instant) -> Probe {
-        match self.last {
-            Some((at, last)) if last.unreplicated() && now.saturating_duration_since(at) < SETTLE => Probe::Skip,
+        match &self.last {
+            Some((at, last)) if last.unreplicated() && now.saturating_duration_since(*at) < SETTLE => Probe::Skip,
             Some((_, last)) if last.master && last.replicas > 0 => Probe::ReadAndWait,
             _ => Probe::Read,
         }
@@ -166,22 +237,62 @@ impl ReplicaView {
 
     /// Takes in `reading`, made at `now`, and says what it makes of a grant made before it.
     pub(crate) fn observe(&mut self, now: Instant, reading: Reading) -> Verdict {
-        if let Some((_, last)) = self.last
-            && let Some(before) = went(&last, &reading)
+        if let Some((_, last)) = &self.last
+            && let Some(before) = went(last, &reading)
         {
-            // A later loss while the earlier one is not made good keeps the larger count.
-            let before = match self.loss {
-                Some(loss) if held_down(loss, now) => before.max(loss.before),
+            let mut gone: Vec<Node> =
+                last.attached.iter().filter(|node| !reading.attached.contains(node)).cloned().collect();
+            // A later loss while the earlier one is not made good keeps the larger count,
+            // and the earlier one's replicas are asked again with the new ones.
+            let before = match &self.loss {
+                Some(loss) if held_down(loss, now) && loss.asked != Asked::Cleared => {
+                    gone.extend(loss.went.iter().filter(|node| !reading.attached.contains(node)).cloned());
+                    before.max(loss.before)
+                }
                 _ => before,
             };
-            self.loss = Some(Loss { at: now, before });
+            gone.sort_unstable();
+            gone.dedup();
+            self.loss = Some(Loss { at: now, before, went: gone, asked: Asked::No });
         }
         self.last = Some((now, reading));
+        self.judge(now)
+    }
+
+    /// The replicas to ask about a loss that holds the master down, not asked yet: they
+    /// count as asked from now (a grant meanwhile stays refused). `None` when there is none,
+    /// or when the readings could not name a replica that went (then the hold-down runs
+    /// its course).
+    pub(crate) fn replicas_to_ask(&mut self, now: Instant) -> Option<ToAsk> {
+        let loss = self.loss.as_mut().filter(|loss| held_down(loss, now) && loss.asked == Asked::No)?;
+        if loss.went.is_empty() {
+            return None;
+        }
+        loss.asked = Asked::Kept;
+        Some(ToAsk { loss: loss.at, replicas: loss.went.clone() })
+    }
+
+    /// What asking the replicas of the loss seen at `loss` found, each: when none may be a
+    /// master, the loss holds nothing down any more. Says, at `now`, what the last reading
+    /// makes of a grant.
+    pub(crate) fn answered(&mut self, loss: Instant, found: &[Found], now: Instant) -> Verdict {
+        if let Some(current) = self.loss.as_mut().filter(|current| current.at == loss)
+            && !found.is_empty()
+            && found.iter().all(|found| *found != Found::Unknown)
+        {
+            current.asked = Asked::Cleared;
+        }
+        self.judge(now)
+    }
+
+    /// What the last reading, and the loss, make of a grant at `now`.
+    fn judge(&self, now: Instant) -> Verdict {
+        let Some((_, reading)) = &self.last else { return Verdict::Refused(Refusal::NotMaster) };
         if !reading.master {
             return Verdict::Refused(Refusal::NotMaster);
         }
-        match self.loss {
-            Some(loss) if held_down(loss, now) && reading.replicas < loss.before => {
+        match &self.loss {
+            Some(loss) if held_down(loss, now) && loss.asked != Asked::Cleared && reading.replicas < loss.before => {
                 Verdict::Refused(Refusal::LostReplica { before: loss.before, now: reading.replicas })
             }
             _ if reading.replicas > 0 => Verdict::Wait,
@@ -192,7 +303,7 @@ impl ReplicaView {
 }
 
 /// Whether the loss is still within its hold-down at `now`.
-fn held_down(loss: Loss, now: Instant) -> bool {
+fn held_down(loss: &Loss, now: Instant) -> bool {
     now.saturating_duration_since(loss.at) < HOLD_DOWN
 }
 
@@ -216,17 +327,34 @@ fn went(last: &Reading, now: &Reading) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// A master with `replicas` replicas, listed as `10.0.0.1:7000`, `10.0.0.1:7001`, …
     fn master(replicas: u64, backlog: bool, syncs: u64) -> Reading {
-        Reading { master: true, replicas, backlog, syncs }
+        let attached = (0..replicas).map(|i| node(i as u16)).collect();
+        Reading { master: true, replicas, backlog, syncs, attached, replid: Some(REPLID.to_owned()) }
     }
 
-    const REPLICA: Reading = Reading { master: false, replicas: 0, backlog: true, syncs: 0 };
+    const REPLID: &str = "8f3ab6c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6";
+
+    fn node(i: u16) -> Node {
+        ("10.0.0.1".to_owned(), 7000 + i)
+    }
+
+    fn replica() -> Reading {
+        Reading {
+            master: false,
+            replicas: 0,
+            backlog: true,
+            syncs: 0,
+            attached: Vec::new(),
+            replid: Some(REPLID.to_owned()),
+        }
+    }
 
     /// A view that has read `readings` in turn, 1 ms apart, starting at `t0`.
     fn view_after(t0: Instant, readings: &[Reading]) -> ReplicaView {
         let mut view = ReplicaView::default();
         for (i, reading) in readings.iter().enumerate() {
-            view.observe(t0 + Duration::from_millis(i as u64), *reading);
+            view.observe(t0 + Duration::from_millis(i as u64), reading.clone());
         }
         view
     }
@@ -235,12 +363,21 @@ mod tests {
     fn info_text_parses_into_a_reading() {
         let text = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
                     slave0:ip=127.0.0.1,port=7001,state=online,offset=42,lag=0\r\n\
+                    master_replid:8f3ab6c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6\r\n\
                     master_repl_offset:42\r\nrepl_backlog_active:1\r\n\
                     # Stats\r\nsync_full:2\r\nsync_partial_ok:3\r\nsync_partial_err:1\r\n";
-        assert_eq!(Reading::parse(text), Some(master(1, true, 5)));
-        let replica =
-            "role:slave\r\nconnected_slaves:0\r\nrepl_backlog_active:1\r\nsync_full:0\r\nsync_partial_ok:0\r\n";
-        assert_eq!(Reading::parse(replica), Some(REPLICA));
+        let mut expected = master(1, true, 5);
+        expected.attached = vec![("127.0.0.1".to_owned(), 7001)];
+        assert_eq!(Reading::parse(text), Some(expected));
+        let two = text.replace(
+            "slave0:ip=127.0.0.1,port=7001",
+            "slave0:ip=127.0.0.2,port=7002,state=online,offset=1,lag=0\r\nslave1:ip=127.0.0.1,port=7001",
+        );
+        let listed = Reading::parse(&two).expect("parses").attached;
+        assert_eq!(listed, [("127.0.0.1".to_owned(), 7001), ("127.0.0.2".to_owned(), 7002)], "sorted");
+        let text_of_replica = "role:slave\r\nconnected_slaves:0\r\nmaster_replid:8f3ab6c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6\r\n\
+             repl_backlog_active:1\r\nsync_full:0\r\nsync_partial_ok:0\r\n";
+        assert_eq!(Reading::parse(text_of_replica), Some(replica()));
         assert_eq!(Reading::parse("role:master\r\nconnected_slaves:0\r\n"), None, "no stats: nothing is assumed");
         assert_eq!(Reading::parse(&text.replace("connected_slaves:1", "connected_slaves:x")), None);
     }
@@ -251,11 +388,15 @@ mod tests {
         let t0 = Instant::now();
         let later = |ms: u64| t0 + Duration::from_millis(ms);
         // Not a master: refused, fresh or not.
-        assert_eq!(ReplicaView::default().observe(t0, REPLICA), Verdict::Refused(Refusal::NotMaster));
+        assert_eq!(ReplicaView::default().observe(t0, replica()), Verdict::Refused(Refusal::NotMaster));
         assert_eq!(
-            view_after(t0, &[master(1, true, 1)]).observe(later(5), REPLICA),
+            view_after(t0, &[master(1, true, 1)]).observe(later(5), replica()),
             Verdict::Refused(Refusal::NotMaster)
         );
+        // A loss whose replica that went was asked and is no master: the rows below.
+        let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
+        let asked = view.replicas_to_ask(later(1)).expect("named");
+        assert_eq!(view.answered(asked.loss, &[Found::Gone], later(2)), Verdict::Wait);
         // A count that falls is a loss; the master is held down while it has fewer.
         let mut view = view_after(t0, &[master(2, true, 2)]);
         let lost = Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 });
@@ -315,6 +456,72 @@ mod tests {
         assert_eq!(verdict, Verdict::Refused(Refusal::LostReplica { before: 2, now: 0 }));
     }
 
+    /// The row of the verdict table for a loss whose replicas were asked: one of two
+    /// replicas went, and each answer that shows it cannot be a master lifts the hold-down
+    /// at once; an answer that may be a master keeps it to its end, and it is asked once.
+    #[test]
+    fn a_replica_that_went_and_is_no_master_holds_nothing_down() {
+        let t0 = Instant::now();
+        let lost = Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 });
+        for (found, verdict) in
+            [(Found::Gone, Verdict::Wait), (Found::ReplicaOfThisMaster, Verdict::Wait), (Found::Unknown, lost)]
+        {
+            let mut view = view_after(t0, &[master(2, true, 2)]);
+            let at = t0 + Duration::from_millis(5);
+            assert_eq!(view.observe(at, master(1, true, 2)), lost);
+            let asked = view.replicas_to_ask(at).expect("the replica that went is named");
+            assert_eq!(asked, ToAsk { loss: at, replicas: vec![node(1)] });
+            assert_eq!(view.replicas_to_ask(at), None, "asked once, also while the answer is awaited");
+            assert_eq!(view.observe(at + Duration::from_millis(1), master(1, true, 2)), lost, "refused meanwhile");
+            assert_eq!(view.answered(asked.loss, &[found], at + Duration::from_millis(2)), verdict, "{found:?}");
+            assert_eq!(view.observe(at + Duration::from_millis(3), master(1, true, 2)), verdict, "{found:?}, later");
+            assert_eq!(view.replicas_to_ask(at + Duration::from_millis(3)), None);
+        }
+        // Two went: both must be found no master.
+        let mut view = view_after(t0, &[master(3, true, 3)]);
+        let at = t0 + Duration::from_millis(5);
+        view.observe(at, master(1, true, 3));
+        let asked = view.replicas_to_ask(at).expect("named");
+        assert_eq!(asked.replicas, [node(1), node(2)]);
+        let lost = Verdict::Refused(Refusal::LostReplica { before: 3, now: 1 });
+        assert_eq!(view.answered(asked.loss, &[Found::Gone, Found::Unknown], at), lost);
+    }
+
+    /// Asking has nothing to go on, or comes too late: the hold-down runs its course.
+    #[test]
+    fn a_loss_not_asked_about_holds_the_master_down_as_before() {
+        let t0 = Instant::now();
+        // A replica came and went between two readings: no reading names it.
+        let mut view = view_after(t0, &[master(0, true, 4)]);
+        view.observe(t0 + Duration::from_millis(5), master(0, true, 5));
+        assert_eq!(view.replicas_to_ask(t0 + Duration::from_millis(5)), None);
+        // The answer concerns an earlier loss: a later one stays.
+        let mut view = view_after(t0, &[master(3, true, 3), master(2, true, 3)]);
+        let first = view.replicas_to_ask(t0 + Duration::from_millis(1)).expect("named");
+        let later = Verdict::Refused(Refusal::LostReplica { before: 3, now: 1 });
+        assert_eq!(view.observe(t0 + Duration::from_millis(2), master(1, true, 3)), later);
+        assert_eq!(view.answered(first.loss, &[Found::Gone], t0 + Duration::from_millis(3)), later);
+        let second = view.replicas_to_ask(t0 + Duration::from_millis(3)).expect("the later loss is asked about");
+        assert_eq!(second.replicas, [node(1), node(2)], "with the replica of the loss before, still away");
+        // After the hold-down there is nothing to ask.
+        let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
+        assert_eq!(view.replicas_to_ask(t0 + Duration::from_millis(1) + HOLD_DOWN), None);
+        // No answer at all clears nothing.
+        let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
+        let asked = view.replicas_to_ask(t0 + Duration::from_millis(1)).expect("named");
+        assert!(matches!(view.answered(asked.loss, &[], t0 + Duration::from_millis(2)), Verdict::Refused(_)));
+    }
+
+    #[test]
+    fn an_answer_shows_a_replica_of_this_master_only_with_its_history() {
+        let answer = |role: &str, replid: &str| format!("# Replication\r\nrole:{role}\r\nmaster_replid:{replid}\r\n");
+        assert_eq!(Found::from_answer(&answer("slave", REPLID), Some(REPLID)), Found::ReplicaOfThisMaster);
+        assert_eq!(Found::from_answer(&answer("master", REPLID), Some(REPLID)), Found::Unknown, "promoted");
+        assert_eq!(Found::from_answer(&answer("slave", "other"), Some(REPLID)), Found::Unknown, "another history");
+        assert_eq!(Found::from_answer(&answer("slave", REPLID), None), Found::Unknown, "the master did not say");
+        assert_eq!(Found::from_answer("", Some(REPLID)), Found::Unknown);
+    }
+
     /// Every row of the probe table.
     #[test]
     fn the_probe_table_holds() {
@@ -327,7 +534,7 @@ mod tests {
         assert_eq!(degraded.probe(t0 + Duration::from_millis(1)), Probe::Read, "a backlog: replicas may come");
         let replicated = view_after(t0, &[master(1, true, 3)]);
         assert_eq!(replicated.probe(t0 + Duration::from_millis(1)), Probe::ReadAndWait);
-        let demoted = view_after(t0, &[REPLICA]);
+        let demoted = view_after(t0, &[replica()]);
         assert_eq!(demoted.probe(t0 + Duration::from_millis(1)), Probe::Read);
     }
 

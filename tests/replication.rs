@@ -350,3 +350,86 @@ fn when_connected_grants_without_a_replica_and_still_waits_for_a_connected_one()
     assert!(exists(&mut master, "alone"));
     guard.unlock().unwrap();
 }
+
+/// A master and two replicas, each following it directly.
+struct Trio {
+    master: RedisServer,
+    replicas: [RedisServer; 2],
+}
+
+impl Trio {
+    fn start() -> Trio {
+        let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+        let port = master.port().to_string();
+        let replicas = [(); 2].map(|()| RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]));
+        let mut conn = master.conn();
+        let online = wait_until(Duration::from_secs(15), || {
+            let info: String = redis::cmd("INFO").arg("replication").query(&mut conn).expect("INFO");
+            info.matches("state=online").count() == 2
+        });
+        assert!(online, "both replicas follow the master");
+        Trio { master, replicas }
+    }
+
+    /// Waits until the master counts `count` connected replicas.
+    fn wait_for_replicas(&self, count: u64) {
+        let mut master = self.master.conn();
+        let counted = wait_until(Duration::from_secs(10), || {
+            info_field(&mut master, "replication", "connected_slaves") == Some(count.to_string())
+        });
+        assert!(counted, "the master counts {count} replica(s)");
+    }
+
+    /// A client that gives up at the first refusal, so that each refusal is seen.
+    fn impatient_client(&self) -> Client {
+        Client::builder(self.master.url())
+            .command_timeout(Duration::from_secs(2))
+            .retry_budget(Duration::ZERO)
+            .build()
+            .expect("client")
+    }
+}
+
+/// One of a master's two replicas is SIGKILLed. The client asks it what it is now: its
+/// server refuses the connection, so it was not promoted, and the other replica confirms
+/// every grant: none is refused, the first one after the loss included.
+///
+/// Breaks if the loss of one of two replicas holds the master down for its 10 s (seen: the
+/// first grant after the kill was refused with `NotReplicated`, "had 2 replica(s) less than
+/// 10s ago and has 1").
+#[test]
+fn losing_one_of_two_replicas_refuses_no_grant() {
+    let mut trio = Trio::start();
+    let client = trio.impatient_client();
+    client.lock("before").try_lock().expect("synced").expect("granted").unlock().expect("released");
+    trio.replicas[1].kill();
+    trio.wait_for_replicas(1);
+    for attempt in 0..3 {
+        let guard = client.lock("after").try_lock().expect("the other replica confirms").expect("granted");
+        assert!(exists(&mut trio.replicas[0].conn(), "after"), "attempt {attempt}: the live replica has the grant");
+        guard.unlock().expect("released");
+    }
+}
+
+/// One of a master's two replicas is promoted (`REPLICAOF NO ONE`, the sentinels' first
+/// step of a failover): the client asks it, it answers as a master, and the old master
+/// grants nothing while it has fewer replicas than before, though its other replica could
+/// confirm (that one would follow the new master, and the grants it confirmed would be
+/// lost with the old master's history).
+///
+/// Breaks if a replica that went is taken for one that died without asking it (or
+/// whatever it answers).
+#[test]
+fn a_master_that_lost_one_of_two_replicas_to_a_promotion_grants_nothing() {
+    let trio = Trio::start();
+    let client = trio.impatient_client();
+    client.lock("before").try_lock().expect("synced").expect("granted").unlock().expect("released");
+    redis::cmd("REPLICAOF").arg("NO").arg("ONE").query::<()>(&mut trio.replicas[1].conn()).expect("promoted");
+    trio.wait_for_replicas(1);
+    for attempt in 0..3 {
+        let err = client.lock("split").try_lock().expect_err("the old master must not grant");
+        assert_eq!(err.kind(), ErrorKind::NotReplicated, "attempt {attempt}: {err}");
+        assert!(err.to_string().contains("less than"), "the lost replica holds it down: {err}");
+        assert!(!exists(&mut trio.master.conn(), "split"), "attempt {attempt}: the grant was undone");
+    }
+}

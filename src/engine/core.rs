@@ -150,7 +150,8 @@ impl Engine {
         take_back_on_error: impl FnOnce(&redis::RedisError) -> bool,
         take_back: impl FnOnce(&mut Conn),
     ) -> redis::RedisResult<Replication> {
-        let synced = self.replica_sync_of(conn).confirm(conn, self.config.command_timeout);
+        let pool = self.topology.pool_with_id(conn.pool_id());
+        let synced = self.replica_sync_of(conn).confirm(conn, pool.as_deref(), self.config.command_timeout);
         let untrusted = match &synced {
             Ok(Replication::Confirmed) => false,
             Ok(Replication::Unconfirmed(_)) => true,

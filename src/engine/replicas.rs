@@ -24,8 +24,8 @@ use parking_lot::Mutex;
 
 use crate::config::{Config, ReplicaPolicy};
 use crate::error::{Error, ErrorKind};
-use crate::replica_view::{HOLD_DOWN, Probe, Reading, Refusal, ReplicaView, Verdict};
-use crate::transport::Conn;
+use crate::replica_view::{Found, HOLD_DOWN, Node, Probe, Reading, Refusal, ReplicaView, ToAsk, Verdict};
+use crate::transport::{Conn, Pool};
 
 /// What became of a grant, as far as the replicas go (not `Sync`: it would shadow the
 /// trait).
@@ -117,8 +117,14 @@ impl ReplicaSync {
     }
 
     /// After a grant on `conn`: whether it stands. Waits for a replica when there is one
-    /// to wait for.
-    pub(crate) fn confirm(&self, conn: &mut Conn, command_timeout: Duration) -> redis::RedisResult<Replication> {
+    /// to wait for. `pool`, the pool `conn` came from, reaches the replicas that went when
+    /// a loss holds the master down (see [`ReplicaView::replicas_to_ask`]).
+    pub(crate) fn confirm(
+        &self,
+        conn: &mut Conn,
+        pool: Option<&Pool>,
+        command_timeout: Duration,
+    ) -> redis::RedisResult<Replication> {
         let Some(timeout) = self.timeout else { return Ok(Replication::Confirmed) };
         let Some(probe) = self.probe(conn) else { return Ok(Replication::Unconfirmed(Unconfirmed::Superseded)) };
         let (reading, acked) = match probe {
@@ -129,10 +135,18 @@ impl ReplicaSync {
                 (reading, Some(acked))
             }
         };
+        let (replicas, replid) = (reading.replicas, reading.replid.clone());
         let Some(verdict) = self.observe(conn, reading) else {
             return Ok(Replication::Unconfirmed(Unconfirmed::Superseded));
         };
-        let verdict = if self.when_connected { verdict.when_connected(reading.replicas) } else { verdict };
+        let verdict = match (verdict, pool) {
+            // With no replica left the master grants nothing anyway (`Alone`): nothing to ask.
+            (Verdict::Refused(Refusal::LostReplica { now, .. }), Some(pool)) if now > 0 && !self.when_connected => {
+                self.ask_who_went(conn, pool, timeout, replid.as_deref()).unwrap_or(verdict)
+            }
+            _ => verdict,
+        };
+        let verdict = if self.when_connected { verdict.when_connected(replicas) } else { verdict };
         Ok(match verdict {
             Verdict::Confirmed => Replication::Confirmed,
             Verdict::Refused(Refusal::NotMaster) => Replication::Unconfirmed(Unconfirmed::NotMaster),
@@ -147,7 +161,7 @@ impl ReplicaSync {
                 };
                 match acked {
                     Some(acked) if acked >= 1 => Replication::Confirmed,
-                    _ => Replication::Unconfirmed(Unconfirmed::NoAck { replicas: reading.replicas }),
+                    _ => Replication::Unconfirmed(Unconfirmed::NoAck { replicas }),
                 }
             }
         })
@@ -166,6 +180,23 @@ impl ReplicaSync {
         (view.0 == conn.generation()).then(|| view.1.probe(Instant::now()))
     }
 
+    /// A loss holds the master down: asks each replica that went, not asked yet, whether it
+    /// may be a master now (each within `timeout`, on a connection of its own), and says
+    /// what the answers make of the grant. `None` when there was nothing to ask, or the view
+    /// moved on meanwhile (the verdict already given stands).
+    fn ask_who_went(&self, conn: &Conn, pool: &Pool, timeout: Duration, replid: Option<&str>) -> Option<Verdict> {
+        let ToAsk { loss, replicas } = {
+            let mut view = self.view.lock();
+            if view.0 != conn.generation() {
+                return None;
+            }
+            view.1.replicas_to_ask(Instant::now())?
+        };
+        let found: Vec<Found> = replicas.iter().map(|node| ask(pool, node, timeout, replid)).collect();
+        let mut view = self.view.lock();
+        (view.0 == conn.generation()).then(|| view.1.answered(loss, &found, Instant::now()))
+    }
+
     /// Takes in a reading made on `conn`; `None` when `conn` is not of the view's generation.
     fn observe(&self, conn: &Conn, reading: Reading) -> Option<Verdict> {
         let mut view = self.view.lock();
@@ -173,6 +204,20 @@ impl ReplicaSync {
             *view = (conn.generation(), ReplicaView::default());
         }
         (view.0 == conn.generation()).then(|| view.1.observe(Instant::now(), reading))
+    }
+}
+
+/// Asks the replica that went at `node` what it is now: gone when its server refuses the
+/// connection, else what its `INFO replication` says against the master's `replid`.
+fn ask(pool: &Pool, (host, port): &Node, timeout: Duration, replid: Option<&str>) -> Found {
+    let mut conn = match pool.connect_to_node(host, *port, timeout) {
+        Ok(conn) => conn,
+        Err(err) if err.is_connection_refusal() => return Found::Gone,
+        Err(_) => return Found::Unknown,
+    };
+    match redis::cmd("INFO").arg("replication").query::<String>(&mut conn) {
+        Ok(info) => Found::from_answer(&info, replid),
+        Err(_) => Found::Unknown,
     }
 }
 

@@ -54,6 +54,32 @@ impl Connector {
         }
     }
 
+    /// Opens a connection, within `timeout`, to another server of the same deployment at
+    /// `host:port` (a replica its master lists), logging in as this connector does. A
+    /// server reached over a Unix socket has no such siblings: an error.
+    fn connect_to_node(&self, host: &str, port: u16, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        let info = match self {
+            Connector::Direct(client) => {
+                let info = client.get_connection_info().clone();
+                let addr = match info.addr().clone() {
+                    redis::ConnectionAddr::Tcp(..) => redis::ConnectionAddr::Tcp(host.to_owned(), port),
+                    redis::ConnectionAddr::TcpTls { insecure, tls_params, .. } => {
+                        redis::ConnectionAddr::TcpTls { host: host.to_owned(), port, insecure, tls_params }
+                    }
+                    _ => {
+                        return Err(redis::RedisError::from((
+                            redis::ErrorKind::InvalidClientConfig,
+                            "a server reached over a Unix socket names no other server to connect to",
+                        )));
+                    }
+                };
+                info.set_addr(addr)
+            }
+            Connector::Sentinel(sentinels) => sentinels.node_info(host.to_owned(), port)?,
+        };
+        redis::Client::open(info)?.get_connection_with_timeout(timeout)
+    }
+
     /// Where it connects, for messages: `host:port` (or a socket's path), or the
     /// sentinels' master's name.
     fn describe(&self) -> String {
@@ -558,6 +584,21 @@ impl Pool {
         drop(state);
         drop(stale);
         self.returned.notify_all();
+    }
+
+    /// A connection of its own, opened within `timeout` and never pooled, to another server
+    /// of this pool's deployment at `host:port` (a replica the master lists), with the
+    /// pool's login.
+    pub(crate) fn connect_to_node(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let conn = self.connector.connect_to_node(host, port, timeout)?;
+        conn.set_read_timeout(Some(timeout))?;
+        conn.set_write_timeout(Some(timeout))?;
+        Ok(conn)
     }
 
     /// Closes every idle connection (at shutdown).

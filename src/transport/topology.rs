@@ -240,6 +240,14 @@ impl Topology {
         }
     }
 
+    /// The pool whose id is `id`, if it is one of the masters' still.
+    pub(crate) fn pool_with_id(&self, id: u64) -> Option<Arc<Pool>> {
+        match &self.servers {
+            Servers::One { pool, .. } => (pool.id() == id).then(|| Arc::clone(pool)),
+            Servers::Cluster(cluster) => cluster.masters().into_iter().find(|pool| pool.id() == id),
+        }
+    }
+
     /// Every master's pool: the one server's, or each cluster master's.
     pub(crate) fn masters(&self) -> Vec<Arc<Pool>> {
         match &self.servers {
