@@ -30,7 +30,13 @@
 //!   alone would be lost. This is Redis's own `min-replicas-to-write 1`, seen from the
 //!   client;
 //! - an **unreplicated** master (no replica, no backlog: a single server) grants at once:
-//!   there is nothing to fail over to.
+//!   there is nothing to fail over to. So does a replicated master that lost its replicas
+//!   when each one that went, asked, is gone (its server refuses the connection), and
+//!   every replica that went before and has not come back is gone too: none can be
+//!   promoted while it is gone, and one that starts again syncs from this master before
+//!   its link is up (a failover during that first sync is a second fault; see
+//!   `docs/guarantees.md`). Asked once per loss, also after its hold-down; one that
+//!   cannot be reached, or answers, keeps the master `Alone`.
 //!
 //! A fresh view (just connected, or the master just switched: a new generation) has no
 //! reading to compare with; its first reading is judged by the same rules, which need no
@@ -44,6 +50,7 @@
 //! | loss within `HOLD_DOWN`, each replica that went asked and found no master | any | the rows below |
 //! | loss within `HOLD_DOWN` | fewer replicas than before the loss | refused: `LostReplica` |
 //! | any | ≥ 1 replica | `Wait` |
+//! | any | no replica, backlog active, each replica that went of the last loss asked and found gone | `Confirmed` |
 //! | any | no replica, backlog active | refused: `Alone` |
 //! | any | no replica, no backlog | `Confirmed` |
 //!
@@ -197,7 +204,16 @@ enum Asked {
     /// Under way, or done without clearing the loss: it holds the master down to its end.
     Kept,
     /// Each was found no master: the loss holds nothing down.
-    Cleared,
+    NoMaster,
+    /// Each was found gone (nothing runs at its address): none can be promoted, and a
+    /// master left without a replica is as a single server.
+    AllGone,
+}
+
+impl Asked {
+    fn cleared(self) -> bool {
+        matches!(self, Asked::NoMaster | Asked::AllGone)
+    }
 }
 
 /// What asking a replica that went found (see [`ReplicaView::answered`]).
@@ -242,14 +258,15 @@ impl ReplicaView {
         {
             let mut gone: Vec<Node> =
                 last.attached.iter().filter(|node| !reading.attached.contains(node)).cloned().collect();
-            // A later loss while the earlier one is not made good keeps the larger count,
-            // and the earlier one's replicas are asked again with the new ones.
+            // The replicas of the loss before that are still away are asked again with the
+            // new ones (one found gone may have started again since), and a later loss while
+            // the earlier one is not made good keeps the larger count.
             let before = match &self.loss {
-                Some(loss) if held_down(loss, now) && loss.asked != Asked::Cleared => {
+                Some(loss) => {
                     gone.extend(loss.went.iter().filter(|node| !reading.attached.contains(node)).cloned());
-                    before.max(loss.before)
+                    if held_down(loss, now) && !loss.asked.cleared() { before.max(loss.before) } else { before }
                 }
-                _ => before,
+                None => before,
             };
             gone.sort_unstable();
             gone.dedup();
@@ -259,12 +276,12 @@ impl ReplicaView {
         self.judge(now)
     }
 
-    /// The replicas to ask about a loss that holds the master down, not asked yet: they
-    /// count as asked from now (a grant meanwhile stays refused). `None` when there is none,
-    /// or when the readings could not name a replica that went (then the hold-down runs
-    /// its course).
-    pub(crate) fn replicas_to_ask(&mut self, now: Instant) -> Option<ToAsk> {
-        let loss = self.loss.as_mut().filter(|loss| held_down(loss, now) && loss.asked == Asked::No)?;
+    /// The replicas to ask about the last loss, not asked yet: they count as asked from now
+    /// (a grant meanwhile stays refused). `None` when there is none, or when the readings
+    /// could not name a replica that went (then the hold-down runs its course, and a master
+    /// left without a replica stays `Alone`).
+    pub(crate) fn replicas_to_ask(&mut self) -> Option<ToAsk> {
+        let loss = self.loss.as_mut().filter(|loss| loss.asked == Asked::No)?;
         if loss.went.is_empty() {
             return None;
         }
@@ -273,14 +290,18 @@ impl ReplicaView {
     }
 
     /// What asking the replicas of the loss seen at `loss` found, each: when none may be a
-    /// master, the loss holds nothing down any more. Says, at `now`, what the last reading
-    /// makes of a grant.
+    /// master, the loss holds nothing down any more, and when each is gone, a master left
+    /// without a replica grants as a single server does. Says, at `now`, what the last
+    /// reading makes of a grant.
     pub(crate) fn answered(&mut self, loss: Instant, found: &[Found], now: Instant) -> Verdict {
         if let Some(current) = self.loss.as_mut().filter(|current| current.at == loss)
             && !found.is_empty()
-            && found.iter().all(|found| *found != Found::Unknown)
         {
-            current.asked = Asked::Cleared;
+            if found.iter().all(|found| *found == Found::Gone) {
+                current.asked = Asked::AllGone;
+            } else if found.iter().all(|found| *found != Found::Unknown) {
+                current.asked = Asked::NoMaster;
+            }
         }
         self.judge(now)
     }
@@ -292,10 +313,11 @@ impl ReplicaView {
             return Verdict::Refused(Refusal::NotMaster);
         }
         match &self.loss {
-            Some(loss) if held_down(loss, now) && loss.asked != Asked::Cleared && reading.replicas < loss.before => {
+            Some(loss) if held_down(loss, now) && !loss.asked.cleared() && reading.replicas < loss.before => {
                 Verdict::Refused(Refusal::LostReplica { before: loss.before, now: reading.replicas })
             }
             _ if reading.replicas > 0 => Verdict::Wait,
+            Some(loss) if loss.asked == Asked::AllGone => Verdict::Confirmed,
             _ if reading.backlog => Verdict::Refused(Refusal::Alone),
             _ => Verdict::Confirmed,
         }
@@ -395,7 +417,7 @@ mod tests {
         );
         // A loss whose replica that went was asked and is no master: the rows below.
         let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
-        let asked = view.replicas_to_ask(later(1)).expect("named");
+        let asked = view.replicas_to_ask().expect("named");
         assert_eq!(view.answered(asked.loss, &[Found::Gone], later(2)), Verdict::Wait);
         // A count that falls is a loss; the master is held down while it has fewer.
         let mut view = view_after(t0, &[master(2, true, 2)]);
@@ -469,19 +491,19 @@ mod tests {
             let mut view = view_after(t0, &[master(2, true, 2)]);
             let at = t0 + Duration::from_millis(5);
             assert_eq!(view.observe(at, master(1, true, 2)), lost);
-            let asked = view.replicas_to_ask(at).expect("the replica that went is named");
+            let asked = view.replicas_to_ask().expect("the replica that went is named");
             assert_eq!(asked, ToAsk { loss: at, replicas: vec![node(1)] });
-            assert_eq!(view.replicas_to_ask(at), None, "asked once, also while the answer is awaited");
+            assert_eq!(view.replicas_to_ask(), None, "asked once, also while the answer is awaited");
             assert_eq!(view.observe(at + Duration::from_millis(1), master(1, true, 2)), lost, "refused meanwhile");
             assert_eq!(view.answered(asked.loss, &[found], at + Duration::from_millis(2)), verdict, "{found:?}");
             assert_eq!(view.observe(at + Duration::from_millis(3), master(1, true, 2)), verdict, "{found:?}, later");
-            assert_eq!(view.replicas_to_ask(at + Duration::from_millis(3)), None);
+            assert_eq!(view.replicas_to_ask(), None);
         }
         // Two went: both must be found no master.
         let mut view = view_after(t0, &[master(3, true, 3)]);
         let at = t0 + Duration::from_millis(5);
         view.observe(at, master(1, true, 3));
-        let asked = view.replicas_to_ask(at).expect("named");
+        let asked = view.replicas_to_ask().expect("named");
         assert_eq!(asked.replicas, [node(1), node(2)]);
         let lost = Verdict::Refused(Refusal::LostReplica { before: 3, now: 1 });
         assert_eq!(view.answered(asked.loss, &[Found::Gone, Found::Unknown], at), lost);
@@ -494,22 +516,76 @@ mod tests {
         // A replica came and went between two readings: no reading names it.
         let mut view = view_after(t0, &[master(0, true, 4)]);
         view.observe(t0 + Duration::from_millis(5), master(0, true, 5));
-        assert_eq!(view.replicas_to_ask(t0 + Duration::from_millis(5)), None);
+        assert_eq!(view.replicas_to_ask(), None);
         // The answer concerns an earlier loss: a later one stays.
         let mut view = view_after(t0, &[master(3, true, 3), master(2, true, 3)]);
-        let first = view.replicas_to_ask(t0 + Duration::from_millis(1)).expect("named");
+        let first = view.replicas_to_ask().expect("named");
         let later = Verdict::Refused(Refusal::LostReplica { before: 3, now: 1 });
         assert_eq!(view.observe(t0 + Duration::from_millis(2), master(1, true, 3)), later);
         assert_eq!(view.answered(first.loss, &[Found::Gone], t0 + Duration::from_millis(3)), later);
-        let second = view.replicas_to_ask(t0 + Duration::from_millis(3)).expect("the later loss is asked about");
+        let second = view.replicas_to_ask().expect("the later loss is asked about");
         assert_eq!(second.replicas, [node(1), node(2)], "with the replica of the loss before, still away");
-        // After the hold-down there is nothing to ask.
-        let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
-        assert_eq!(view.replicas_to_ask(t0 + Duration::from_millis(1) + HOLD_DOWN), None);
         // No answer at all clears nothing.
         let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
-        let asked = view.replicas_to_ask(t0 + Duration::from_millis(1)).expect("named");
+        let asked = view.replicas_to_ask().expect("named");
         assert!(matches!(view.answered(asked.loss, &[], t0 + Duration::from_millis(2)), Verdict::Refused(_)));
+    }
+
+    /// A master that lost its last replica, and the client found that replica's server
+    /// gone: nothing can be promoted over it, and it grants as a single server does; any
+    /// other answer leaves it `Alone`. A replica that comes back is waited for again, and
+    /// when it goes again it is asked again.
+    #[test]
+    fn a_master_whose_replicas_are_all_gone_grants_as_a_single_server() {
+        let t0 = Instant::now();
+        let ms = |ms: u64| t0 + Duration::from_millis(ms);
+        for (found, verdict) in [
+            (Found::Gone, Verdict::Confirmed),
+            (Found::ReplicaOfThisMaster, Verdict::Refused(Refusal::Alone)),
+            (Found::Unknown, Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })),
+        ] {
+            let mut view = view_after(t0, &[master(1, true, 1)]);
+            assert_eq!(
+                view.observe(ms(5), master(0, true, 1)),
+                Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })
+            );
+            let asked = view.replicas_to_ask().expect("named");
+            assert_eq!(view.answered(asked.loss, &[found], ms(6)), verdict, "{found:?}");
+            assert_eq!(view.observe(ms(7), master(0, true, 1)), verdict, "{found:?}, the next grant");
+        }
+        // Not asked while the hold-down ran (no grant came): asked after it.
+        let mut view = view_after(t0, &[master(1, true, 1), master(0, true, 1)]);
+        let after = ms(2) + HOLD_DOWN;
+        assert_eq!(view.observe(after, master(0, true, 1)), Verdict::Refused(Refusal::Alone));
+        let asked = view.replicas_to_ask().expect("asked after the hold-down too");
+        assert_eq!(view.answered(asked.loss, &[Found::Gone], after), Verdict::Confirmed);
+        // It comes back: waited for. It goes again: asked again.
+        assert_eq!(view.observe(after + Duration::from_millis(1), master(1, true, 2)), Verdict::Wait);
+        view.observe(after + Duration::from_millis(2), master(0, true, 2));
+        assert_eq!(view.replicas_to_ask().map(|a| a.replicas), Some(vec![node(0)]));
+    }
+
+    /// Every replica still away is asked at each loss: one found a replica of this master
+    /// (alive, its link down: it could be promoted) before keeps a master that lost its
+    /// last replica since `Alone`, though that one is gone.
+    #[test]
+    fn a_replica_still_away_from_an_earlier_loss_is_asked_again() {
+        let t0 = Instant::now();
+        let ms = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
+        let first = view.replicas_to_ask().expect("named");
+        assert_eq!(first.replicas, [node(1)]);
+        assert_eq!(view.answered(first.loss, &[Found::ReplicaOfThisMaster], ms(2)), Verdict::Wait);
+        view.observe(ms(3), master(0, true, 2));
+        let second = view.replicas_to_ask().expect("named");
+        assert_eq!(second.replicas, [node(0), node(1)]);
+        let verdict = view.answered(second.loss, &[Found::Gone, Found::ReplicaOfThisMaster], ms(4));
+        assert_eq!(verdict, Verdict::Refused(Refusal::Alone));
+        // Both gone: as a single server.
+        view.observe(ms(5), master(1, true, 3));
+        view.observe(ms(6), master(0, true, 3));
+        let third = view.replicas_to_ask().expect("named");
+        assert_eq!(view.answered(third.loss, &[Found::Gone, Found::Gone], ms(7)), Verdict::Confirmed);
     }
 
     #[test]

@@ -351,24 +351,30 @@ fn when_connected_grants_without_a_replica_and_still_waits_for_a_connected_one()
     guard.unlock().unwrap();
 }
 
-/// A master and two replicas, each following it directly.
-struct Trio {
+/// A master and its replicas, each following it directly.
+struct Replicated {
     master: RedisServer,
-    replicas: [RedisServer; 2],
+    replicas: Vec<RedisServer>,
 }
 
-impl Trio {
-    fn start() -> Trio {
+impl Replicated {
+    fn start(count: usize) -> Replicated {
         let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
         let port = master.port().to_string();
-        let replicas = [(); 2].map(|()| RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]));
-        let mut conn = master.conn();
+        let replicas = (0..count).map(|_| RedisServer::start_with(&["--replicaof", "127.0.0.1", &port])).collect();
+        let replicated = Replicated { master, replicas };
+        replicated.wait_online(count);
+        replicated
+    }
+
+    /// Waits until the master counts `count` online replicas.
+    fn wait_online(&self, count: usize) {
+        let mut conn = self.master.conn();
         let online = wait_until(Duration::from_secs(15), || {
             let info: String = redis::cmd("INFO").arg("replication").query(&mut conn).expect("INFO");
-            info.matches("state=online").count() == 2
+            info.matches("state=online").count() == count
         });
-        assert!(online, "both replicas follow the master");
-        Trio { master, replicas }
+        assert!(online, "{count} replica(s) follow the master");
     }
 
     /// Waits until the master counts `count` connected replicas.
@@ -399,7 +405,7 @@ impl Trio {
 /// 10s ago and has 1").
 #[test]
 fn losing_one_of_two_replicas_refuses_no_grant() {
-    let mut trio = Trio::start();
+    let mut trio = Replicated::start(2);
     let client = trio.impatient_client();
     client.lock("before").try_lock().expect("synced").expect("granted").unlock().expect("released");
     trio.replicas[1].kill();
@@ -421,7 +427,7 @@ fn losing_one_of_two_replicas_refuses_no_grant() {
 /// whatever it answers).
 #[test]
 fn a_master_that_lost_one_of_two_replicas_to_a_promotion_grants_nothing() {
-    let trio = Trio::start();
+    let trio = Replicated::start(2);
     let client = trio.impatient_client();
     client.lock("before").try_lock().expect("synced").expect("granted").unlock().expect("released");
     redis::cmd("REPLICAOF").arg("NO").arg("ONE").query::<()>(&mut trio.replicas[1].conn()).expect("promoted");
@@ -432,4 +438,32 @@ fn a_master_that_lost_one_of_two_replicas_to_a_promotion_grants_nothing() {
         assert!(err.to_string().contains("less than"), "the lost replica holds it down: {err}");
         assert!(!exists(&mut trio.master.conn(), "split"), "attempt {attempt}: the grant was undone");
     }
+}
+
+/// A master's only replica is SIGKILLed. The client asks it: its server refuses the
+/// connection, so nothing can be promoted over the master, which grants as a single server
+/// does (before, it granted nothing until the replica was back, or for an hour, its
+/// `repl-backlog-ttl`). The replica started again follows the master, and grants wait for
+/// it again.
+///
+/// Breaks if a master whose only replica is gone stays held down and then `Alone` (seen:
+/// `NotReplicated`, "the master had 1 replica(s) less than 10s ago and has 0"), or if a
+/// replica that came back is not waited for.
+#[test]
+fn a_master_whose_only_replica_died_grants_as_a_single_server_until_it_is_back() {
+    let mut pair = Replicated::start(1);
+    let client = pair.impatient_client();
+    client.lock("before").try_lock().expect("synced").expect("granted").unlock().expect("released");
+    pair.replicas[0].kill();
+    pair.wait_for_replicas(0);
+    for attempt in 0..3 {
+        let guard = client.lock("alone").try_lock().expect("no replica can be promoted").expect("granted");
+        assert!(exists(&mut pair.master.conn(), "alone"), "attempt {attempt}");
+        guard.unlock().expect("released");
+    }
+    pair.replicas[0].start_again();
+    pair.wait_online(1);
+    let guard = client.lock("back").try_lock().expect("the replica confirms").expect("granted");
+    assert!(exists(&mut pair.replicas[0].conn(), "back"), "the replica that came back has the grant");
+    guard.unlock().expect("released");
 }

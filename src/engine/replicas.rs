@@ -140,8 +140,7 @@ impl ReplicaSync {
             return Ok(Replication::Unconfirmed(Unconfirmed::Superseded));
         };
         let verdict = match (verdict, pool) {
-            // With no replica left the master grants nothing anyway (`Alone`): nothing to ask.
-            (Verdict::Refused(Refusal::LostReplica { now, .. }), Some(pool)) if now > 0 && !self.when_connected => {
+            (Verdict::Refused(Refusal::LostReplica { .. } | Refusal::Alone), Some(pool)) if !self.when_connected => {
                 self.ask_who_went(conn, pool, timeout, replid.as_deref()).unwrap_or(verdict)
             }
             _ => verdict,
@@ -190,7 +189,7 @@ impl ReplicaSync {
             if view.0 != conn.generation() {
                 return None;
             }
-            view.1.replicas_to_ask(Instant::now())?
+            view.1.replicas_to_ask()?
         };
         let found: Vec<Found> = replicas.iter().map(|node| ask(pool, node, timeout, replid)).collect();
         let mut view = self.view.lock();
