@@ -227,11 +227,17 @@ fn leases_in_many_slots_are_renewed_one_batch_per_master_and_follow_a_moving_slo
     let after = c.stats();
     let passes = after.renewal_passes - before.renewal_passes;
     let round_trips = after.renewal_round_trips - before.renewal_round_trips;
+    let renewed = after.leases_renewed - before.leases_renewed;
     assert!(passes >= 2, "renewed in the window: {passes} passes");
     // At most one script for locks, one for permits and one for groups on each master per
     // pass, and a lease renewed alone now and then while its slot moves.
     assert!(round_trips <= passes * 9 + 6, "{round_trips} round trips in {passes} passes");
-    assert!(after.leases_renewed - before.leases_renewed >= passes * 37, "every lease renewed each pass: {after:?}");
+    // Each of the 37 leases renewed at least twice in three leases; in batches: on a loaded
+    // machine the leases, taken over more than one tick, fall due in more than one pass
+    // (seen: 20 passes), so the leases per round trip, not per pass, are what is counted
+    // (about 4 when all fall due together, 1 were each renewed alone).
+    assert!(renewed >= 37 * 2, "every lease renewed: {renewed} renewals, {after:?}");
+    assert!(renewed >= round_trips * 2, "{renewed} renewals in {round_trips} round trips: in batches");
     drop((locks, reads, write, permits, groups));
 }
 

@@ -467,3 +467,47 @@ fn a_master_whose_only_replica_died_grants_as_a_single_server_until_it_is_back()
     assert!(exists(&mut pair.replicas[0].conn(), "back"), "the replica that came back has the grant");
     guard.unlock().expect("released");
 }
+
+/// A grant on a replicated master costs one round trip to it: the script, the reading of
+/// the master's replicas and the `WAIT` go in one write, and their replies are read in
+/// turn. Counted as the writes the client makes through a proxy in front of the master,
+/// over 20 acquire-and-release pairs on free locks (an acquire, a release: two round trips
+/// a pair, and the client's announcement once). Each grant is on the replica when
+/// `try_lock` returns. Then on one pooled connection: an attempt that finds the lock taken
+/// (what rode behind it is dropped), a grant after the master's script cache was emptied
+/// (the call is sent again, the rest behind it again), and a grant confirmed after them.
+///
+/// Breaks if the reading and the `WAIT` wait for the script's reply (seen: 60 writes for
+/// the 20 pairs, three a pair), or if replies that rode behind one call are taken for
+/// another's.
+#[test]
+fn a_synced_grant_is_one_round_trip_to_the_master() {
+    let pair = Replicated::start(1);
+    let proxy = Proxy::start(pair.master.addr());
+    let client = Client::builder(proxy.url()).pool_size(1).build().expect("client");
+    let lease = Duration::from_secs(10);
+    client.lock("warm").with_lease(lease).lock().unwrap().unlock().unwrap();
+    let mut replica = pair.replicas[0].conn();
+    let before = proxy.requests_forwarded();
+    for i in 0..20 {
+        let name = format!("round-trip-{i}");
+        let guard = client.lock(&name).with_lease(lease).try_lock().expect("synced").expect("free");
+        assert!(exists(&mut replica, &name), "{name}: the replica has the grant when try_lock returns");
+        guard.unlock().expect("released");
+    }
+    let writes = proxy.requests_forwarded() - before;
+    assert!(writes <= 2 * 20 + 2, "{writes} writes for 20 acquire-and-release pairs");
+
+    let holder = Client::builder(pair.master.url()).build().expect("holder");
+    let held = holder.lock("taken").lock().expect("held");
+    assert!(client.lock("taken").try_lock().expect("answered").is_none(), "taken by another");
+    redis::cmd("SCRIPT").arg("FLUSH").query::<()>(&mut pair.master.conn()).expect("SCRIPT FLUSH");
+    let guard = client.lock("after-flush").with_lease(lease).try_lock().expect("synced").expect("free");
+    assert!(exists(&mut replica, "after-flush"));
+    assert_eq!(client.lock("after-flush").hold_count().expect("a query after it"), 1, "in step");
+    guard.unlock().expect("released");
+    held.unlock().expect("released");
+    let guard = client.lock("taken").with_lease(lease).try_lock().expect("synced").expect("free now");
+    assert!(exists(&mut replica, "taken"));
+    guard.unlock().expect("released");
+}

@@ -225,7 +225,11 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
             |conn| {
                 granted.set(false);
                 run.set(conn.run());
-                let reply = kind.attempt(conn, name, &owner, args)?;
+                let reply = engine.attempt_with_confirmation(
+                    conn,
+                    |conn| kind.attempt(conn, name, &owner, args),
+                    |reply| matches!(reply, Reply::Granted { .. }),
+                )?;
                 if !matches!(reply, Reply::Granted { .. }) {
                     return Ok((reply, None));
                 }

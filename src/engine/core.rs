@@ -139,6 +139,25 @@ impl Engine {
         Arc::clone(syncs.entry(conn.pool_id()).or_insert_with(|| Arc::new(ReplicaSync::of(&self.config))))
     }
 
+    /// Runs `attempt`, one script call that may grant, on `conn`, with the grant's
+    /// confirmation sent behind it in the same write when it will read and wait (see
+    /// [`ReplicaSync::send_with_grant`]); [`confirm_grant`](Engine::confirm_grant) then
+    /// takes the replies. When the reply is not a grant (`granted` says), or the call
+    /// failed, what rode behind it is dropped.
+    pub(crate) fn attempt_with_confirmation<T>(
+        &self,
+        conn: &mut Conn,
+        attempt: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
+        granted: impl FnOnce(&T) -> bool,
+    ) -> redis::RedisResult<T> {
+        self.replica_sync_of(conn).send_with_grant(conn, self.config.command_timeout);
+        let reply = attempt(conn);
+        if !reply.as_ref().is_ok_and(granted) {
+            let _ = conn.take_trailing_replies();
+        }
+        reply
+    }
+
     /// Confirms a grant just made on `conn` with its master's replicas (replica-synced
     /// grants: see [`ReplicaSync`]), and takes it back there with `take_back` when it
     /// cannot be trusted: not confirmed, or the confirmation failed and

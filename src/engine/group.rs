@@ -134,7 +134,11 @@ pub(crate) fn acquire(
             None,
             |conn| {
                 granted.set(false);
-                let reply = group::acquire(conn, group, &owner, fields, lease_millis)?;
+                let reply = engine.attempt_with_confirmation(
+                    conn,
+                    |conn| group::acquire(conn, group, &owner, fields, lease_millis),
+                    |reply| matches!(reply, Reply::Granted { .. }),
+                )?;
                 if !matches!(reply, Reply::Granted { .. }) {
                     return Ok((reply, None));
                 }

@@ -50,7 +50,11 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
         // Whether permits were taken: an error after that came from confirming them.
         let took = Cell::new(false);
         let taken = engine.pool_for(name).run_once("taking permits", |conn| {
-            let taken = semaphore::acquire(conn, name, permits)?;
+            let taken = engine.attempt_with_confirmation(
+                conn,
+                |conn| semaphore::acquire(conn, name, permits),
+                |taken| *taken == Taken::Yes,
+            )?;
             if taken != Taken::Yes {
                 return Ok((taken, None));
             }
@@ -205,7 +209,11 @@ pub(crate) fn acquire_expirable(
             "taking permits",
             None,
             |conn| {
-                let taken = semaphore::acquire_permits(conn, name, &ids, Some(lease_millis))?;
+                let taken = engine.attempt_with_confirmation(
+                    conn,
+                    |conn| semaphore::acquire_permits(conn, name, &ids, Some(lease_millis)),
+                    |taken| *taken == Taken::Yes,
+                )?;
                 if taken != Taken::Yes {
                     return Ok((taken, None));
                 }

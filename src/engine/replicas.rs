@@ -116,6 +116,22 @@ impl ReplicaSync {
         Ok(())
     }
 
+    /// Before an acquire's script on `conn`: when the confirmation will read and wait (the
+    /// master had replicas at the last reading), its commands go behind the script, in the
+    /// same write, and [`confirm`](ReplicaSync::confirm) takes their replies: a synced
+    /// grant costs one round trip to the master, not two. They run after the script, on
+    /// its connection, as they would after its reply; a script that granted nothing wrote
+    /// nothing for the `WAIT` to wait for.
+    pub(crate) fn send_with_grant(&self, conn: &mut Conn, command_timeout: Duration) {
+        let Some(timeout) = self.timeout else { return };
+        if self.probe(conn) == Some(Probe::ReadAndWait) {
+            let mut pipe = redis::pipe();
+            info_commands(&mut pipe);
+            pipe.cmd("WAIT").arg(1).arg(wait_millis(timeout));
+            conn.send_behind_next_script(&pipe, 3, (timeout.saturating_add(command_timeout), command_timeout));
+        }
+    }
+
     /// After a grant on `conn`: whether it stands. Waits for a replica when there is one
     /// to wait for. `pool`, the pool `conn` came from, reaches the replicas that went when
     /// a loss holds the master down (see [`ReplicaView::replicas_to_ask`]).
@@ -126,11 +142,17 @@ impl ReplicaSync {
         command_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
         let Some(timeout) = self.timeout else { return Ok(Replication::Confirmed) };
+        // The reading and the `WAIT` sent behind the grant, if they were.
+        let trailing = conn.take_trailing_replies();
         let Some(probe) = self.probe(conn) else { return Ok(Replication::Unconfirmed(Unconfirmed::Superseded)) };
-        let (reading, acked) = match probe {
-            Probe::Skip => return Ok(Replication::Confirmed),
-            Probe::Read => (read(conn)?, None),
-            Probe::ReadAndWait => {
+        let (reading, acked) = match (trailing, probe) {
+            (Some(replies), _) => {
+                let (reading, acked) = reading_and_count(replies?)?;
+                (reading, Some(acked))
+            }
+            (None, Probe::Skip) => return Ok(Replication::Confirmed),
+            (None, Probe::Read) => (read(conn)?, None),
+            (None, Probe::ReadAndWait) => {
                 let (reading, acked) = read_and_wait(conn, timeout, command_timeout)?;
                 (reading, Some(acked))
             }
@@ -246,6 +268,12 @@ fn read_and_wait(
     info_commands(&mut pipe);
     pipe.cmd("WAIT").arg(1).arg(wait_millis(timeout)).ignore_errors();
     let replies: Vec<redis::Value> = with_wait_timeout(conn, timeout, command_timeout, |conn| pipe.query(conn))?;
+    reading_and_count(replies)
+}
+
+/// The replies to `INFO replication`, `INFO stats` and `WAIT 1`: the reading, and the
+/// `WAIT` count (see [`read_and_wait`]).
+fn reading_and_count(replies: Vec<redis::Value>) -> redis::RedisResult<(Reading, Option<i64>)> {
     let [replication, stats, acked] = <[redis::Value; 3]>::try_from(replies)
         .map_err(|_| malformed("a reading and WAIT did not get three replies"))?;
     let text = |value: redis::Value| -> redis::RedisResult<String> {

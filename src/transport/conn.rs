@@ -6,6 +6,7 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::scripts::Lua;
 pub(crate) use crate::scripts::PubSub;
@@ -74,6 +75,25 @@ impl RunId {
 pub(crate) struct Wire {
     inner: redis::Connection,
     heard: bool,
+    trailer: Trailer,
+}
+
+/// Commands that ride behind the next script call on a connection, in the same write
+/// ([`Conn::send_behind_next_script`]): what a grant's confirmation reads and waits for,
+/// sent with the grant rather than after its reply.
+enum Trailer {
+    None,
+    /// To be sent behind the next script call: the commands, in RESP; how many replies
+    /// they get; how long their replies may take (a `WAIT` blocks); the read timeout to
+    /// set back after them.
+    Armed {
+        commands: Vec<u8>,
+        replies: usize,
+        within: Duration,
+        then: Duration,
+    },
+    /// Sent, and their replies read: for [`Conn::take_trailing_replies`].
+    Answered(redis::RedisResult<Vec<redis::Value>>),
 }
 
 impl Wire {
@@ -101,10 +121,68 @@ impl Wire {
         self.heard |= reply.is_ok();
         reply
     }
+
+    /// Sends `cmd`, a script call, with the armed trailer behind it in one write; reads the
+    /// call's reply within the connection's timeout, then the trailer's within theirs. The
+    /// trailer stays armed when the script was not loaded (`NOSCRIPT`: the call is sent
+    /// again, and the trailer rides with it then).
+    fn script_with_trailer(
+        &mut self,
+        cmd: &[u8],
+        commands: &[u8],
+        replies: usize,
+        (within, then): (Duration, Duration),
+    ) -> redis::RedisResult<redis::Value> {
+        let mut packed = Vec::with_capacity(cmd.len() + commands.len());
+        packed.extend_from_slice(cmd);
+        packed.extend_from_slice(commands);
+        self.inner.send_packed_command(&packed)?;
+        let reply = self.inner.recv_response()?;
+        self.heard = true;
+        let trailing = self.read_trailing(replies, within, then);
+        let not_loaded = matches!(&reply, redis::Value::ServerError(err) if err.code() == "NOSCRIPT");
+        match trailing {
+            // Out of step with the server: the caller's confirmation fails, and the pool
+            // drops the connection on that error.
+            Err(err) => self.trailer = Trailer::Answered(Err(err)),
+            Ok(_) if not_loaded => {}
+            Ok(values) => self.trailer = Trailer::Answered(Ok(values)),
+        }
+        Ok(reply)
+    }
+
+    /// Reads `replies` replies, each within `within`, then sets the read timeout to `then`.
+    fn read_trailing(
+        &mut self,
+        replies: usize,
+        within: Duration,
+        then: Duration,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        self.inner.set_read_timeout(Some(within))?;
+        let values = (0..replies).map(|_| self.inner.recv_response()).collect();
+        self.inner.set_read_timeout(Some(then))?;
+        values
+    }
+}
+
+/// Whether a packed command is a script call (`EVALSHA` or `EVAL`): what a trailer rides
+/// behind. Not `SCRIPT LOAD`, which a call that found its script unloaded sends first.
+fn is_script_call(cmd: &[u8]) -> bool {
+    let Some(start) = cmd.iter().position(|b| *b == b'\n').map(|at| at + 1) else { return false };
+    let rest = cmd.get(start..).unwrap_or_default();
+    let rest = rest.iter().position(|b| *b == b'\n').and_then(|at| rest.get(at + 1..)).unwrap_or_default();
+    let name: Vec<u8> = rest.iter().take_while(|b| **b != b'\r').map(u8::to_ascii_uppercase).collect();
+    name == b"EVALSHA" || name == b"EVAL"
 }
 
 impl redis::ConnectionLike for Wire {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        if let Trailer::Armed { commands, replies, within, then } = &self.trailer
+            && is_script_call(cmd)
+        {
+            let (commands, replies, timeouts) = (commands.clone(), *replies, (*within, *then));
+            return self.script_with_trailer(cmd, &commands, replies, timeouts);
+        }
         let reply = self.inner.req_packed_command(cmd);
         self.heard_if(reply)
     }
@@ -134,7 +212,7 @@ impl redis::ConnectionLike for Wire {
 
 impl Conn {
     pub(crate) fn new(inner: redis::Connection, pubsub: PubSub, origin: Origin, run: Option<RunId>) -> Conn {
-        Conn { inner: Wire { inner, heard: false }, pubsub, origin, run, buf: Vec::new() }
+        Conn { inner: Wire { inner, heard: false, trailer: Trailer::None }, pubsub, origin, run, buf: Vec::new() }
     }
 
     /// Which run of its server it reached, read when it was opened (`None`: the server
@@ -184,6 +262,29 @@ const HEADER_ROOM: usize = 128;
 const KEEP_CAPACITY: usize = 64 * 1024;
 
 impl Conn {
+    /// Sends `commands` behind the next script call on this connection, in the same write,
+    /// and reads their replies (`replies` of them, each within `within`; the read timeout
+    /// is `then` again after them) after the call's: taken with
+    /// [`take_trailing_replies`](Conn::take_trailing_replies). Until a script call goes
+    /// out, other commands go alone.
+    pub(crate) fn send_behind_next_script(
+        &mut self,
+        commands: &redis::Pipeline,
+        replies: usize,
+        (within, then): (Duration, Duration),
+    ) {
+        self.inner.trailer = Trailer::Armed { commands: commands.get_packed_pipeline(), replies, within, then };
+    }
+
+    /// The replies of the commands sent behind the last script call, once; `None` when none
+    /// were sent. Also disarms a trailer not sent yet.
+    pub(crate) fn take_trailing_replies(&mut self) -> Option<redis::RedisResult<Vec<redis::Value>>> {
+        match std::mem::replace(&mut self.inner.trailer, Trailer::None) {
+            Trailer::Answered(replies) => Some(replies),
+            Trailer::None | Trailer::Armed { .. } => None,
+        }
+    }
+
     /// A call of `lua` (its build for this connection's pub/sub), written in RESP straight
     /// into this connection's buffer: `EVALSHA`, and on `NOSCRIPT` the script loaded and
     /// the call sent again, as `redis::Script` does. On the hot path, where building a
@@ -427,6 +528,20 @@ impl DerefMut for Conn {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_trailer_rides_behind_script_calls_only() {
+        let packed = |args: &[&str]| redis::cmd(args[0]).arg(&args[1..]).get_packed_command();
+        assert!(is_script_call(&packed(&["EVALSHA", "0123", "1", "k"])));
+        assert!(is_script_call(&packed(&["evalsha", "0123", "0"])));
+        assert!(is_script_call(&packed(&["EVAL", "return 1", "0"])));
+        assert!(!is_script_call(&packed(&["SCRIPT", "LOAD", "return 1"])), "a script's load goes alone");
+        assert!(!is_script_call(&packed(&["EVAL_RO", "return 1", "0"])));
+        assert!(!is_script_call(&packed(&["INFO", "replication"])));
+        assert!(!is_script_call(b""));
+        assert!(!is_script_call(b"*1\r\n"));
+    }
+
     use super::*;
 
     /// The run is the `run_id` line's first 16 hex digits; a server that names none, or

@@ -33,6 +33,8 @@ struct Shared {
     drop_replies: AtomicBool,
     /// Server→client chunks discarded because `drop_replies` was on.
     replies_dropped: AtomicU64,
+    /// Client→server chunks forwarded.
+    requests_forwarded: AtomicU64,
     /// While set, a new connection is closed as soon as it is accepted, never forwarded.
     refusing: AtomicBool,
     /// Server→client chunks still to forward before a connection is cut (`-1`: off).
@@ -73,6 +75,7 @@ impl Proxy {
             blackhole: AtomicBool::new(false),
             drop_replies: AtomicBool::new(false),
             replies_dropped: AtomicU64::new(0),
+            requests_forwarded: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
             cut_after: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
@@ -131,6 +134,13 @@ impl Proxy {
     /// does not mean its reply was lost.
     pub fn replies_dropped(&self) -> u64 {
         self.shared.replies_dropped.load(Ordering::SeqCst)
+    }
+
+    /// Client→server chunks forwarded so far, on every connection. A client that waits for
+    /// each reply before it writes again sends one chunk per round trip (a pipeline, one
+    /// write, is one chunk): what this counts is round trips.
+    pub fn requests_forwarded(&self) -> u64 {
+        self.shared.requests_forwarded.load(Ordering::SeqCst)
     }
 
     /// While on, every new connection is closed as soon as it is accepted, before anything
@@ -324,7 +334,11 @@ fn deliver(conn: &Conn, shared: &Shared, dir: Direction, dst: &mut &TcpStream, c
         conn.close();
         return false;
     }
-    dst.write_all(chunk).is_ok()
+    let written = dst.write_all(chunk).is_ok();
+    if written && dir == Direction::ClientToServer {
+        shared.requests_forwarded.fetch_add(1, Ordering::SeqCst);
+    }
+    written
 }
 
 /// Copies one direction of `conn` through a FIFO delay queue until EOF or an error,
