@@ -103,6 +103,14 @@ pub(crate) use {event, record, span, within};
 #[derive(Clone, Copy)]
 pub(crate) struct Off;
 
+/// What [`span!`] makes, for a function that takes one.
+#[cfg(feature = "tracing")]
+pub(crate) type Span = ::tracing::Span;
+
+/// What [`span!`] makes, for a function that takes one.
+#[cfg(not(feature = "tracing"))]
+pub(crate) type Span = Off;
+
 /// Counts the calls of a closure, for a span's field (an acquire's attempts). Without the
 /// feature it counts nothing and is zero-sized: [`Tally::counting`] hands the closure back
 /// as it is.

@@ -7,7 +7,7 @@
 //! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 50 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
-//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, or 1,12)
+//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, or 1,12)
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
@@ -88,7 +88,7 @@ use machine::Machine;
 use meter::CpuMeter;
 use placement::Placement;
 use plan::{Plan, WRITE_DOC_ENV, only_steps};
-use report::{Results, group_section, limit_section, uncontended_section, write_doc};
+use report::{Results, cluster_section, group_section, limit_section, uncontended_section, write_doc};
 
 /// The roles of the child processes, by the name a parent spawns them under.
 const ROLES: &[Role] = &[
@@ -112,7 +112,7 @@ fn main() {
     let server = RedisServer::start();
     let placement = Placement::apply(&server);
     if let Some(steps) = only_steps() {
-        run_alone(&server, &plan, &steps);
+        run_alone(&server, &placement, &plan, &steps);
         println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
         return;
     }
@@ -198,13 +198,20 @@ fn main() {
 
 /// The limit, then each of `steps` (those of [`plan::ALONE_STEPS`]), their sections
 /// printed and nothing written to the docs: for comparing two builds step by step.
-fn run_alone(server: &RedisServer, plan: &Plan, steps: &[u32]) {
+fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[u32]) {
     let mut report = String::new();
     let limit = measure_limit(server, plan);
     limit_section(&mut report, &limit);
     for step in steps {
         match step {
             1 => uncontended_section(&mut report, &limit, &measure_uncontended(server, plan)),
+            11 => {
+                let group = ClusterGroup::start();
+                for node in group.masters().into_iter().chain(group.replicas()) {
+                    placement.pin_server(node);
+                }
+                cluster_section(&mut report, &measure_cluster(&group, plan), None);
+            }
             12 => group_section(&mut report, &measure_group_locks(server, plan)),
             _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
         }

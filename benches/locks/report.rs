@@ -476,7 +476,13 @@ impl Results {
     }
 
     fn report_cluster(&self, out: &mut String) {
-        let c = &self.cluster;
+        cluster_section(out, &self.cluster, Some(self.renewal.per_sec()));
+    }
+}
+
+/// Step 11's section; `one_server`: step 4's renewals per second, when it ran.
+pub(crate) fn cluster_section(out: &mut String, c: &ClusterRun, one_server: Option<f64>) {
+    {
         let owner = master_letter(c.owner);
         let rtt = c.masters[c.owner].rtt.mean;
         let _ = writeln!(
@@ -593,11 +599,13 @@ impl Results {
             RENEWAL_WATCHDOG.as_secs() / 3
         );
         for r in &c.renewals {
-            self.report_cluster_renewal(out, r);
+            cluster_renewal_section(out, r, one_server);
         }
     }
+}
 
-    fn report_cluster_renewal(&self, out: &mut String, r: &ClusterRenewal) {
+fn cluster_renewal_section(out: &mut String, r: &ClusterRenewal, one_server: Option<f64>) {
+    {
         let passes = r.passes.max(1) as f64;
         let layout = match r.layout {
             Layout::Spread => "names `bench:cluster:lease:<i>`, spread over the slots as names without a hash tag are",
@@ -690,12 +698,15 @@ impl Results {
             "none renewed: 0 × the pipelined limit (missed)".to_string()
         } else {
             let (to_series, to_sum) = (r.per_sec() / series, r.per_sec() / sum);
+            let to_one = one_server.map_or_else(
+                || "step 4 not run".to_owned(),
+                |one| format!("{:.3} × the one server's renewal of step 4", r.per_sec() / one),
+            );
             format!(
                 "{:.0} = {to_series:.3} × the masters' pipelined limits in series ({series:.0} calls/s; {}); \
-                 {to_sum:.3} × their sum ({sum:.0} calls/s); {:.3} × the one server's renewal of step 4",
+                 {to_sum:.3} × their sum ({sum:.0} calls/s); {to_one}",
                 r.per_sec(),
                 verdict(to_series >= TARGET_RENEWAL_FRACTION),
-                r.per_sec() / self.renewal.per_sec()
             )
         };
         row("renewals/s (renewed / time in round trips)", rate);
@@ -721,7 +732,9 @@ impl Results {
         );
         let _ = writeln!(out);
     }
+}
 
+impl Results {
     fn report_group(&self, out: &mut String) {
         group_section(out, &self.group_locks);
     }

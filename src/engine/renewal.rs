@@ -41,10 +41,11 @@ use crate::engine::lease::{Answer, Lease, Renews, Schedule};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::ClientIdentity;
 use crate::keys;
-use crate::kind::{self, GroupEntry, PermitEntry, RenewEntry, RenewOutcome, Renewal};
+use crate::kind::{self, GroupEntry, PermitEntry, RenewCall, RenewEntry, RenewOutcome, Renewal};
+use crate::scripts::PubSub;
 use crate::span::Span;
 use crate::trace;
-use crate::transport::{Conn, Pool, RunId, Topology};
+use crate::transport::{Conn, Lent, Pool, RunId, Topology};
 use crate::wheel::{Wheel, WheelKey};
 
 pub(crate) struct Renewer {
@@ -341,12 +342,14 @@ impl Worker {
         u64::try_from(self.span.coalescing().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Renews the leases that are still held with a watchdog, batch by batch.
+    /// Renews the leases that are still held with a watchdog. One batch goes to one node
+    /// (in a cluster, the master of its leases' slots); with several nodes, the next batch
+    /// of each is written before any reply is read, so that a pass over n masters costs
+    /// about one round trip, not n.
     fn renew(&self, leases: Vec<Arc<Lease>>) {
         for lease in &leases {
             lease.renewal_fired();
         }
-        // One batch goes to one node (in a cluster, the master of its leases' slots).
         let mut by_node: Vec<(Arc<Pool>, Vec<Arc<Lease>>)> = Vec::new();
         for lease in leases {
             let pool = self.topology.pool_for(lease.name());
@@ -355,105 +358,123 @@ impl Worker {
                 None => by_node.push((pool, vec![lease])),
             }
         }
-        for (pool, leases) in &by_node {
-            for candidates in leases.chunks(self.config.renew_batch_size) {
-                // At shutdown the rest is left alone: each batch could cost a command timeout.
-                if self.shared.state.lock().shutdown {
-                    return;
-                }
-                self.renew_batch(pool, candidates);
+        let size = self.config.renew_batch_size.max(1);
+        let rounds = by_node.iter().map(|(_, leases)| leases.len().div_ceil(size)).max().unwrap_or(0);
+        for round in 0..rounds {
+            // At shutdown the rest is left alone: each round could cost a command timeout.
+            if self.shared.state.lock().shutdown {
+                return;
+            }
+            let batches: Vec<(&Pool, &[Arc<Lease>])> = by_node
+                .iter()
+                .filter_map(|(pool, leases)| leases.chunks(size).nth(round).map(|batch| (&**pool, batch)))
+                .collect();
+            self.renew_batches(&batches);
+        }
+    }
+
+    /// Renews one batch of leases per node: every batch's calls written to its node
+    /// before any reply is read (one node: sent and read as any call, the pool sending
+    /// again on a connection found dead while idle). A node whose batch could not be
+    /// written that way gets it the same way too.
+    fn renew_batches(&self, batches: &[(&Pool, &[Arc<Lease>])]) {
+        // Marked in flight just before its batch goes out: a release waits for the one
+        // round trip that carries its lease, and a lease released meanwhile is left out.
+        // Each lease goes with how the script may set its expiry: a lease that also has
+        // fixed-lease holds must never be shortened to the watchdog's.
+        let sent = Instant::now();
+        // One span per batch, entered for each step of it: the leases lost by the clock
+        // before they could go, and what the replies say, are reported inside it.
+        let spans: Vec<_> = batches
+            .iter()
+            .map(|(pool, _)| {
+                trace::span!(TRACE, "renew", pool = pool.id(), client = &*self.client; leases, renewed, round_trips)
+            })
+            .collect();
+        let chunks: Vec<(&Pool, Chunk)> = batches
+            .iter()
+            .zip(&spans)
+            .map(|(&(pool, candidates), span)| {
+                let chunk: Chunk = trace::within!(span, {
+                    candidates
+                        .iter()
+                        .filter_map(|lease| {
+                            lease.renewal_sent(&self.config.events).map(|fixed_too| (Arc::clone(lease), fixed_too))
+                        })
+                        .collect()
+                });
+                trace::record!(span, leases = chunk.len());
+                (pool, chunk)
+            })
+            .collect();
+        let plans: Vec<Plan<'_>> =
+            chunks.iter().map(|(pool, chunk)| Plan::of(pool.pubsub(), self.lease_millis, chunk)).collect();
+        let several = plans.iter().filter(|plan| !plan.parts.is_empty()).count() > 1;
+        let written: Vec<Option<Lent<'_>>> = chunks
+            .iter()
+            .zip(&plans)
+            .map(|((pool, _), plan)| several.then(|| self.write(pool, plan)).flatten())
+            .collect();
+        for ((((pool, chunk), plan), lent), span) in chunks.iter().zip(&plans).zip(written).zip(&spans) {
+            if chunk.is_empty() {
+                continue;
+            }
+            let replies = match lent {
+                Some(lent) => read(lent, plan),
+                None => plan.parts.iter().map(|part| self.on(pool, part.what(), |conn| part.call.run(conn))).collect(),
+            };
+            trace::within!(span, self.settle(span, chunk, plan, replies, sent));
+        }
+    }
+
+    /// Writes every call of `plan` to a connection of `pool`, in one write, without
+    /// reading: the connection, for [`read`]; `None` when that failed (the batch is then
+    /// sent as any call is).
+    fn write<'p>(&self, pool: &'p Pool, plan: &Plan<'_>) -> Option<Lent<'p>> {
+        if plan.parts.is_empty() {
+            return None;
+        }
+        let mut lent = pool.lend(self.round_trip_limit()).ok()?;
+        let packed: Vec<u8> = plan.parts.iter().flat_map(|part| part.call.packed().iter().copied()).collect();
+        let written = lent.conn()?.send_only(&packed);
+        match written {
+            Ok(()) => Some(lent),
+            Err(err) => {
+                let _ = lent.finish::<()>(Err(err), "renewing leases");
+                None
             }
         }
     }
 
-    /// Renews one batch of leases, all served by `pool`.
-    fn renew_batch(&self, pool: &Pool, candidates: &[Arc<Lease>]) {
-        let span = trace::span!(TRACE, "renew", pool = pool.id(), client = &*self.client; leases, renewed, round_trips);
-        // Inside the span: the leases found lost or at risk are reported in it, those lost
-        // by the clock before they could go included.
-        trace::within!(span, {
-            // Marked in flight just before its batch goes out: a release waits for the one
-            // round trip that carries its lease, and a lease released meanwhile is left out.
-            // Each lease goes with how the script may set its expiry: a lease that also has
-            // fixed-lease holds must never be shortened to the watchdog's.
-            let chunk: Vec<(Arc<Lease>, bool)> = candidates
-                .iter()
-                .filter_map(|lease| {
-                    lease.renewal_sent(&self.config.events).map(|fixed_too| (Arc::clone(lease), fixed_too))
-                })
-                .collect();
-            trace::record!(span, leases = chunk.len());
-            if !chunk.is_empty() {
-                let sent = Instant::now();
-                let (outcomes, round_trips) = self.renew_chunk(pool, &chunk);
-                let renewed = outcomes.iter().filter(|(o, _)| *o == Answer::Renewed).count();
-                trace::record!(span, renewed = renewed, round_trips = round_trips);
-                self.count(sent.elapsed(), round_trips, renewed);
-                for ((lease, _), (answer, run)) in chunk.iter().zip(outcomes) {
-                    if answer == Answer::Renewed {
-                        // Redis showed the hold on this run of the server.
-                        lease.shown_on(run);
-                    }
-                    lease.renewal_answered(answer, sent, &*self.shared, &self.config.events);
-                }
-            }
-        });
-    }
-
-    /// One round trip for the locks of `chunk`, one for its permits and one for its groups
-    /// (for those it has), and one more for each lease whose slot its node no longer
-    /// serves: per lease, its answer and the run of the server that gave it; and the round
-    /// trips made.
-    fn renew_chunk(&self, pool: &Pool, chunk: &[(Arc<Lease>, bool)]) -> (Vec<(Answer, Option<RunId>)>, u64) {
+    /// What the replies of one batch say: each lease's answer recorded, the leases found
+    /// lost or at risk reported (inside the batch's `span`).
+    fn settle(
+        &self,
+        span: &trace::Span,
+        chunk: &[(Arc<Lease>, bool)],
+        plan: &Plan<'_>,
+        replies: Replies,
+        sent: Instant,
+    ) {
         let mut outcomes = vec![(Answer::Failed, None); chunk.len()];
         let mut round_trips = 0;
-        // Each kind's leases, by their place in `chunk`, and what its script is sent.
-        let (mut locks, mut permits, mut groups) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, (lease, fixed_too)) in chunk.iter().enumerate() {
-            let name = lease.name();
-            match lease.renews() {
-                Renews::Hash { field, hold_keys, .. } => {
-                    let how = match (hold_keys, fixed_too) {
-                        (Some(prefix), _) => Renewal::ReadHolds(prefix),
-                        (None, true) => Renewal::LengthenOnly,
-                        (None, false) => Renewal::Reset,
-                    };
-                    locks.push((i, RenewEntry { name, field, how }));
-                }
-                Renews::Permits(ids) => permits.push((i, PermitEntry { name, ids })),
-                Renews::Group { owner, fields } => groups.push((i, GroupEntry { name, owner, fields })),
+        for (part, replies) in plan.parts.iter().zip(replies) {
+            round_trips += 1 + self.take_replies(chunk, &part.indexes, replies, &mut outcomes, |j| {
+                part.alone(j, self.lease_millis, &self.topology, |pool, what, call| {
+                    self.on(pool, what, |conn| call.run(conn))
+                })
+            });
+        }
+        let renewed = outcomes.iter().filter(|(o, _)| *o == Answer::Renewed).count();
+        trace::record!(span, renewed = renewed, round_trips = round_trips);
+        self.count(sent.elapsed(), round_trips, renewed);
+        for ((lease, _), (answer, run)) in chunk.iter().zip(outcomes) {
+            if answer == Answer::Renewed {
+                // Redis showed the hold on this run of the server.
+                lease.shown_on(run);
             }
+            lease.renewal_answered(answer, sent, &*self.shared, &self.config.events);
         }
-        if !locks.is_empty() {
-            let (indexes, entries): (Vec<usize>, Vec<RenewEntry<'_>>) = locks.into_iter().unzip();
-            let replies = self.on(pool, "renewing leases", |conn| kind::renew(conn, self.lease_millis, &entries));
-            round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
-                let one = std::slice::from_ref(&entries[j]);
-                let pool = self.topology.pool_for(entries[j].name);
-                self.on(&pool, "renewing a lease", |conn| kind::renew(conn, self.lease_millis, one))
-            });
-        }
-        if !permits.is_empty() {
-            let (indexes, entries): (Vec<usize>, Vec<PermitEntry<'_>>) = permits.into_iter().unzip();
-            let replies =
-                self.on(pool, "renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, &entries));
-            round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
-                let one = std::slice::from_ref(&entries[j]);
-                let pool = self.topology.pool_for(&keys::permit_timeouts(entries[j].name));
-                self.on(&pool, "renewing permits", |conn| kind::renew_permits(conn, self.lease_millis, one))
-            });
-        }
-        if !groups.is_empty() {
-            let (indexes, entries): (Vec<usize>, Vec<GroupEntry<'_>>) = groups.into_iter().unzip();
-            let replies =
-                self.on(pool, "renewing group leases", |conn| kind::renew_groups(conn, self.lease_millis, &entries));
-            round_trips += 1 + self.take_replies(chunk, &indexes, replies, &mut outcomes, |j| {
-                let one = std::slice::from_ref(&entries[j]);
-                let pool = self.topology.pool_for(entries[j].name);
-                self.on(&pool, "renewing a group lease", |conn| kind::renew_groups(conn, self.lease_millis, one))
-            });
-        }
-        (outcomes, round_trips)
     }
 
     /// One renew script call, `renew`, on a connection of `pool` within a round trip's
@@ -533,4 +554,142 @@ impl Worker {
         counters.renewed += renewed as u64;
         counters.busy += took;
     }
+}
+
+/// The leases of one batch that are still held with a watchdog, each with whether it also
+/// has fixed-lease holds.
+type Chunk = Vec<(Arc<Lease>, bool)>;
+
+/// Per call of a batch: its replies and the run of the server that gave them.
+type Replies = Vec<Result<(Vec<RenewOutcome>, Option<RunId>)>>;
+
+/// The renew calls of one node's batch: one per kind of lease it has.
+struct Plan<'a> {
+    parts: Vec<Part<'a>>,
+}
+
+/// One renew call of a batch: the places of its leases in the batch, their entries, the
+/// call.
+struct Part<'a> {
+    indexes: Vec<usize>,
+    entries: Entries<'a>,
+    call: RenewCall,
+}
+
+/// A call's entries, by the kind of lease it renews.
+enum Entries<'a> {
+    Locks(Vec<RenewEntry<'a>>),
+    Permits(Vec<PermitEntry<'a>>),
+    Groups(Vec<GroupEntry<'a>>),
+}
+
+impl<'a> Plan<'a> {
+    /// One call for the locks of `chunk`, one for its permits and one for its groups (for
+    /// those it has), for a node of `pubsub`'s kind.
+    fn of(pubsub: PubSub, lease_millis: u64, chunk: &'a [(Arc<Lease>, bool)]) -> Plan<'a> {
+        let (mut locks, mut permits, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, (lease, fixed_too)) in chunk.iter().enumerate() {
+            let name = lease.name();
+            match lease.renews() {
+                Renews::Hash { field, hold_keys, .. } => {
+                    let how = match (hold_keys, fixed_too) {
+                        (Some(prefix), _) => Renewal::ReadHolds(prefix),
+                        (None, true) => Renewal::LengthenOnly,
+                        (None, false) => Renewal::Reset,
+                    };
+                    locks.push((i, RenewEntry { name, field, how }));
+                }
+                Renews::Permits(ids) => permits.push((i, PermitEntry { name, ids })),
+                Renews::Group { owner, fields } => groups.push((i, GroupEntry { name, owner, fields })),
+            }
+        }
+        let mut parts = Vec::new();
+        if !locks.is_empty() {
+            let (indexes, entries): (Vec<usize>, Vec<RenewEntry<'_>>) = locks.into_iter().unzip();
+            let call = kind::renew_call(pubsub, lease_millis, &entries);
+            parts.push(Part { indexes, entries: Entries::Locks(entries), call });
+        }
+        if !permits.is_empty() {
+            let (indexes, entries): (Vec<usize>, Vec<PermitEntry<'_>>) = permits.into_iter().unzip();
+            let call = kind::renew_permits_call(pubsub, lease_millis, &entries);
+            parts.push(Part { indexes, entries: Entries::Permits(entries), call });
+        }
+        if !groups.is_empty() {
+            let (indexes, entries): (Vec<usize>, Vec<GroupEntry<'_>>) = groups.into_iter().unzip();
+            let call = kind::renew_groups_call(pubsub, lease_millis, &entries);
+            parts.push(Part { indexes, entries: Entries::Groups(entries), call });
+        }
+        Plan { parts }
+    }
+}
+
+impl Part<'_> {
+    /// What its call does, for an error's words.
+    fn what(&self) -> &'static str {
+        match self.entries {
+            Entries::Locks(_) => "renewing leases",
+            Entries::Permits(_) => "renewing permits",
+            Entries::Groups(_) => "renewing group leases",
+        }
+    }
+
+    /// Renews its `j`th lease alone, for `lease_millis`, on the pool `topology` has for it
+    /// now (its key declared, so that `MOVED` and `ASK` take it where its slot is), with
+    /// `run` given the pool, what the call does, and the call.
+    fn alone(
+        &self,
+        j: usize,
+        lease_millis: u64,
+        topology: &Topology,
+        run: impl FnOnce(&Pool, &'static str, RenewCall) -> Result<(Vec<RenewOutcome>, Option<RunId>)>,
+    ) -> Result<(Vec<RenewOutcome>, Option<RunId>)> {
+        match &self.entries {
+            Entries::Locks(entries) => {
+                let one = std::slice::from_ref(&entries[j]);
+                let pool = topology.pool_for(entries[j].name);
+                run(&pool, "renewing a lease", kind::renew_call(pool.pubsub(), lease_millis, one))
+            }
+            Entries::Permits(entries) => {
+                let one = std::slice::from_ref(&entries[j]);
+                let pool = topology.pool_for(&keys::permit_timeouts(entries[j].name));
+                run(&pool, "renewing permits", kind::renew_permits_call(pool.pubsub(), lease_millis, one))
+            }
+            Entries::Groups(entries) => {
+                let one = std::slice::from_ref(&entries[j]);
+                let pool = topology.pool_for(entries[j].name);
+                run(&pool, "renewing a group lease", kind::renew_groups_call(pool.pubsub(), lease_millis, one))
+            }
+        }
+    }
+}
+
+/// Reads the replies of every call of `plan`, written on `lent` by `Renewer::write`, and
+/// gives the connection back (closed when a reply failed: it may be out of step); per
+/// call, its replies and the run of the server that gave them. After a failed reply the
+/// rest are not read, and fail too.
+fn read(mut lent: Lent<'_>, plan: &Plan<'_>) -> Replies {
+    let mut read: Vec<Vec<RenewOutcome>> = Vec::with_capacity(plan.parts.len());
+    let mut failed: Option<redis::RedisError> = None;
+    let mut run = None;
+    if let Some(conn) = lent.conn() {
+        run = conn.run();
+        for part in &plan.parts {
+            match conn.receive().and_then(|value| part.call.outcomes(conn, value)) {
+                Ok(outcomes) => read.push(outcomes),
+                Err(err) => {
+                    failed = Some(err);
+                    break;
+                }
+            }
+        }
+    }
+    let what = plan.parts.get(read.len()).map_or("renewing leases", Part::what);
+    let mut ended = lent.finish::<()>(failed.map_or(Ok(()), Err), what).err();
+    let mut out: Replies = read.into_iter().map(|outcomes| Ok((outcomes, run))).collect();
+    for part in plan.parts.iter().skip(out.len()) {
+        out.push(Err(ended.take().unwrap_or_else(|| {
+            Error::new(ErrorKind::Redis, format!("{} failed: an earlier reply on its connection failed", part.what()))
+        })));
+    }
+    out
 }

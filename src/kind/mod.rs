@@ -21,6 +21,7 @@ pub(crate) use inspect::{inspect, is_beside_a_lock};
 pub(crate) use presence::{announce, read as read_identity};
 pub(crate) use protocol::{FOUND_FREE, LockKeys, Release, Reply, Role};
 pub(crate) use renew::{
-    Entry as RenewEntry, GroupEntry, Outcome as RenewOutcome, PermitEntry, Renewal, renew, renew_groups, renew_permits,
+    Call as RenewCall, Entry as RenewEntry, GroupEntry, Outcome as RenewOutcome, PermitEntry, Renewal, renew_call,
+    renew_groups_call, renew_permits_call,
 };
 pub(crate) use startup::prepare_server;

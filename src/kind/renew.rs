@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use crate::keys;
 use crate::kind::semaphore::PermitId;
 use crate::scripts;
+use crate::scripts::PubSub;
 use crate::transport::Conn;
 
 /// How the renew script may set one lease's expiry (see `lua/renew.lua`).
@@ -59,18 +60,96 @@ pub(crate) enum Outcome {
     Refused(String),
 }
 
-/// Whether a batch of `leases` on `conn` passes its keys as arguments.
-fn keys_as_arguments(conn: &Conn, leases: usize) -> bool {
-    conn.in_cluster() && leases > 1
+/// Whether a batch of `leases` on a connection (`in_cluster`: to a cluster node) passes its
+/// keys as arguments.
+fn keys_as_arguments(in_cluster: bool, leases: usize) -> bool {
+    in_cluster && leases > 1
 }
 
-/// Renews `entries` for `lease_millis`, in one script call. The reply has one outcome per
-/// entry, in order.
+/// A renew script call written out, so that it can be sent apart from reading its reply
+/// (the watchdog writes the calls for every master before it reads any reply): the call in
+/// RESP, its script (loaded again on `NOSCRIPT`), and how its reply maps to the batch.
+pub(crate) struct Call {
+    packed: Vec<u8>,
+    script: &'static redis::Script,
+    leases: usize,
+    /// The place in the batch of each lease in the order sent (`None`: the batch's order).
+    order: Option<Vec<usize>>,
+}
+
+/// A script call's keys and arguments, as they are given.
+struct Written {
+    script: &'static redis::Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Written {
+    fn new(script: &'static redis::Script) -> Written {
+        Written { script, keys: Vec::new(), args: Vec::new() }
+    }
+
+    fn key(&mut self, key: impl redis::ToRedisArgs) -> &mut Written {
+        self.keys.extend(key.to_redis_args());
+        self
+    }
+
+    fn arg(&mut self, arg: impl redis::ToRedisArgs) -> &mut Written {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    fn call(self, leases: usize, order: Option<Vec<usize>>) -> Call {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.script.get_hash()).arg(self.keys.len());
+        for part in self.keys.iter().chain(&self.args) {
+            cmd.arg(part.as_slice());
+        }
+        Call { packed: cmd.get_packed_command(), script: self.script, leases, order }
+    }
+}
+
+impl Call {
+    /// The call, in RESP.
+    pub(crate) fn packed(&self) -> &[u8] {
+        &self.packed
+    }
+
+    /// Sends the call on `conn` and reads its reply (loading the script first when the
+    /// server had lost it): one outcome per lease, in the batch's order.
+    pub(crate) fn run(&self, conn: &mut Conn) -> redis::RedisResult<Vec<Outcome>> {
+        let reply = redis::ConnectionLike::req_packed_command(&mut **conn, &self.packed)?;
+        self.outcomes(conn, reply)
+    }
+
+    /// What the reply `reply` to this call, read on `conn`, says of each lease, in the
+    /// batch's order. On `NOSCRIPT` (a restart or a failover emptied the script cache) the
+    /// script is loaded and the call sent again on `conn`, as `redis::Script` does.
+    pub(crate) fn outcomes(&self, conn: &mut Conn, reply: redis::Value) -> redis::RedisResult<Vec<Outcome>> {
+        let reply = match reply.extract_error() {
+            Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.script.load(&mut **conn)?;
+                redis::ConnectionLike::req_packed_command(&mut **conn, &self.packed)?.extract_error()?
+            }
+            reply => reply?,
+        };
+        let sent = outcomes(redis::from_redis_value(reply)?, self.leases)?;
+        let Some(order) = &self.order else { return Ok(sent) };
+        let mut back = vec![Outcome::Renewed; self.leases];
+        for (outcome, &at) in sent.into_iter().zip(order) {
+            back[at] = outcome;
+        }
+        Ok(back)
+    }
+}
+
+/// Renews `entries` for `lease_millis`, in one script call for a connection of `pubsub`'s
+/// kind. The reply has one outcome per entry, in order.
 ///
 /// The script takes the plain resets first, grouped by the field they renew (one thread's
 /// leases share it), then the others (see `lua/renew.lua`): the batch goes out in that
 /// order and the outcomes are put back in the caller's.
-pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -> redis::RedisResult<Vec<Outcome>> {
+pub(crate) fn renew_call(pubsub: PubSub, lease_millis: u64, entries: &[Entry<'_>]) -> Call {
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
     let mut group_of: HashMap<&str, usize> = HashMap::new();
     // The other leases, each with how to renew it (see `lua/renew.lua`).
@@ -94,8 +173,8 @@ pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -
         .flat_map(|(_, members)| members.iter().copied())
         .chain(others.iter().map(|&(at, _)| at))
         .collect();
-    let as_arguments = keys_as_arguments(conn, entries.len());
-    let mut call = scripts::RENEW.on(conn.pubsub()).prepare_invoke();
+    let as_arguments = keys_as_arguments(pubsub == PubSub::Sharded, entries.len());
+    let mut call = Written::new(scripts::RENEW.on(pubsub));
     call.arg(lease_millis).arg(order.len()).arg(order.len() - others.len()).arg(groups.len());
     for &at in &order {
         if as_arguments {
@@ -110,23 +189,14 @@ pub(crate) fn renew(conn: &mut Conn, lease_millis: u64, entries: &[Entry<'_>]) -
     for &(at, how) in &others {
         call.arg(entries[at].field).arg(how);
     }
-    let sent = outcomes(call.invoke(conn)?, entries.len())?;
-    let mut back = vec![Outcome::Renewed; entries.len()];
-    for (outcome, at) in sent.into_iter().zip(order) {
-        back[at] = outcome;
-    }
-    Ok(back)
+    call.call(entries.len(), Some(order))
 }
 
-/// Renews every lease of `entries` for `lease_millis`, in one script call: per entry,
-/// renewed when all its permits were still there in time.
-pub(crate) fn renew_permits(
-    conn: &mut Conn,
-    lease_millis: u64,
-    entries: &[PermitEntry<'_>],
-) -> redis::RedisResult<Vec<Outcome>> {
-    let as_arguments = keys_as_arguments(conn, entries.len());
-    let mut call = scripts::PERMIT_RENEW.on(conn.pubsub()).prepare_invoke();
+/// Renews every lease of `entries` for `lease_millis`, in one script call for a connection
+/// of `pubsub`'s kind: per entry, renewed when all its permits were still there in time.
+pub(crate) fn renew_permits_call(pubsub: PubSub, lease_millis: u64, entries: &[PermitEntry<'_>]) -> Call {
+    let as_arguments = keys_as_arguments(pubsub == PubSub::Sharded, entries.len());
+    let mut call = Written::new(scripts::PERMIT_RENEW.on(pubsub));
     if !as_arguments {
         for entry in entries {
             call.key(keys::permit_timeouts(entry.name));
@@ -139,18 +209,15 @@ pub(crate) fn renew_permits(
         }
         call.arg(entry.ids.concat());
     }
-    outcomes(call.invoke(conn)?, entries.len())
+    call.call(entries.len(), None)
 }
 
-/// Renews every group-lock lease of `entries` for `lease_millis`, in one script call: per
-/// entry, renewed when the owner still held all its values in time.
-pub(crate) fn renew_groups(
-    conn: &mut Conn,
-    lease_millis: u64,
-    entries: &[GroupEntry<'_>],
-) -> redis::RedisResult<Vec<Outcome>> {
-    let as_arguments = keys_as_arguments(conn, entries.len());
-    let mut call = scripts::GROUP_RENEW.on(conn.pubsub()).prepare_invoke();
+/// Renews every group-lock lease of `entries` for `lease_millis`, in one script call for a
+/// connection of `pubsub`'s kind: per entry, renewed when the owner still held all its
+/// values in time.
+pub(crate) fn renew_groups_call(pubsub: PubSub, lease_millis: u64, entries: &[GroupEntry<'_>]) -> Call {
+    let as_arguments = keys_as_arguments(pubsub == PubSub::Sharded, entries.len());
+    let mut call = Written::new(scripts::GROUP_RENEW.on(pubsub));
     if !as_arguments {
         for entry in entries {
             call.key(entry.name);
@@ -163,7 +230,7 @@ pub(crate) fn renew_groups(
         }
         call.arg(entry.owner).arg(entry.fields);
     }
-    outcomes(call.invoke(conn)?, entries.len())
+    call.call(entries.len(), None)
 }
 
 /// A renew script's reply: how many leases it went through, then each lease not renewed

@@ -246,12 +246,6 @@ impl Conn {
     pub(crate) fn pubsub(&self) -> PubSub {
         self.pubsub
     }
-
-    /// Whether this is a connection to a cluster node (the only deployment with sharded
-    /// pub/sub): a command's declared keys must share one slot there.
-    pub(crate) fn in_cluster(&self) -> bool {
-        self.pubsub == PubSub::Sharded
-    }
 }
 
 /// Room left before a script call's keys and arguments for its header (`*<count>`,
@@ -283,6 +277,18 @@ impl Conn {
             Trailer::Answered(replies) => Some(replies),
             Trailer::None | Trailer::Armed { .. } => None,
         }
+    }
+
+    /// Writes `packed` (one or more commands in RESP) without reading a reply: the first
+    /// half of a call split in two, read with [`receive`](Conn::receive).
+    pub(crate) fn send_only(&mut self, packed: &[u8]) -> redis::RedisResult<()> {
+        self.inner.inner.send_packed_command(packed)
+    }
+
+    /// Reads the next reply, within the connection's read timeout.
+    pub(crate) fn receive(&mut self) -> redis::RedisResult<redis::Value> {
+        let reply = self.inner.inner.recv_response();
+        self.inner.heard_if(reply)
     }
 
     /// A call of `lua` (its build for this connection's pub/sub), written in RESP straight

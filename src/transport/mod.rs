@@ -17,7 +17,7 @@ mod topology;
 mod url;
 
 pub(crate) use conn::{Arg, Conn, Joined, Prewritten, RunId, Written};
-pub(crate) use pool::Pool;
+pub(crate) use pool::{Lent, Pool};
 pub(crate) use subscriber::SubscriberStats;
 pub(crate) use subscriptions::{Delivery, Meaning};
 pub(crate) use topology::Topology;

@@ -586,6 +586,27 @@ impl Pool {
         self.returned.notify_all();
     }
 
+    /// Which pub/sub this pool's server speaks (a cluster node's: sharded), which picks a
+    /// script's build.
+    pub(crate) fn pubsub(&self) -> PubSub {
+        self.pubsub
+    }
+
+    /// A connection lent for a call split in two: written now, its reply read later, once
+    /// calls to other pools are written too (the watchdog's pass over several masters).
+    /// Its replies are bounded by `limit` (and the command timeout). Nothing is sent again
+    /// on a stale connection: a caller that needs that uses [`run_within`](Pool::run_within).
+    pub(crate) fn lend(&self, limit: Option<Duration>) -> Result<Lent<'_>> {
+        let timeout = limit.map_or(self.command_timeout, |l| l.min(self.command_timeout));
+        let (generation, mut conn, _) = self.checkout(limit)?;
+        conn.handed_out();
+        if let Err(err) = self.limit(&conn, timeout) {
+            self.discard(conn);
+            return Err(Error::from_redis(err, "lending a connection", timeout).connection());
+        }
+        Ok(Lent { pool: self, generation, conn: Some(conn), timeout })
+    }
+
     /// A connection of its own, opened within `timeout` and never pooled, to another server
     /// of this pool's deployment at `host:port` (a replica the master lists), with the
     /// pool's login.
@@ -616,6 +637,40 @@ impl Pool {
         drop(state);
         drop(stale);
         self.returned.notify_all();
+    }
+}
+
+/// A connection lent by [`Pool::lend`]: back to its pool with [`finish`](Lent::finish),
+/// which says whether it is still in step; one dropped without is closed.
+pub(crate) struct Lent<'p> {
+    pool: &'p Pool,
+    generation: u64,
+    conn: Option<Conn>,
+    timeout: Duration,
+}
+
+impl Lent<'_> {
+    /// The connection: `None` only once finished.
+    pub(crate) fn conn(&mut self) -> Option<&mut Conn> {
+        self.conn.as_mut()
+    }
+
+    /// Gives the connection back, or closes it when `result` failed on it, and turns
+    /// `result` into the library's error, naming `what` was done.
+    pub(crate) fn finish<T>(mut self, result: redis::RedisResult<T>, what: &str) -> Result<T> {
+        match self.conn.take() {
+            Some(conn) => self.pool.finish(self.generation, conn, result, what, self.timeout),
+            None => result.map_err(|err| Error::from_redis(err, what, self.timeout)),
+        }
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            // Not finished: a reply may be left unread on it.
+            self.pool.discard(conn);
+        }
     }
 }
 
