@@ -11,6 +11,11 @@
 //! The Sentinel groups run Redis's defaults, so a full resync waits
 //! `repl-diskless-sync-delay` (5 s) for more replicas before it starts; the failovers are
 //! measured again without that delay, as the cluster runs.
+//!
+//! No caller may see an error: each waits 30 s. A release does not wait: one in flight when
+//! the master is SIGKILLed rides the failover out within the retry budget (3 s) only, and
+//! the new master can be named later than that; such a release given up is counted and
+//! printed there, not failed (the same thread's next release takes the hold it left).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -87,11 +92,15 @@ struct Failover {
 }
 
 /// What one worker saw: when each call that was granted the lock began and when it
-/// returned (CLOCK_MONOTONIC ns), and each error with when it came.
+/// returned (CLOCK_MONOTONIC ns), each error with when it came, and apart from them each
+/// release given up once the retry budget was spent (`unlock()` does not wait: it rides out
+/// a failover within the budget only, 3 s by default, and the same thread's next release
+/// takes the hold it left).
 #[derive(Default)]
 struct Seen {
     grants: Vec<(u64, u64)>,
     errors: Vec<(u64, String)>,
+    unlocks_given_up: Vec<(u64, String)>,
 }
 
 /// One scenario's figures.
@@ -117,6 +126,8 @@ struct Window {
     /// Tries sent again by the two clients (`ClientStats::retries`): the refusals ridden out.
     retries: u64,
     errors: Vec<String>,
+    /// Releases given up at the end of the retry budget (see [`Seen`]).
+    unlocks_given_up: Vec<String>,
 }
 
 impl Window {
@@ -129,7 +140,7 @@ impl Window {
         format!(
             "no-grant window | {} | promotion {promotion}, old master a replica {demotion} | window {:.2} s \
              (from {:+.2} s, its last call {:.2} s) | whole at {:+.2} s | before the fault {:.2} s \
-             | {} sections, counter {} | {} tries again | {} errors{}",
+             | {} sections, counter {} | {} tries again | {} errors{} | {} unlocks given up{}",
             self.scenario,
             self.longest.as_secs_f64(),
             self.began_ms as f64 / 1000.0,
@@ -140,7 +151,9 @@ impl Window {
             self.counter,
             self.retries,
             self.errors.len(),
-            self.errors.first().map_or(String::new(), |e| format!(", first: {e}"))
+            self.errors.first().map_or(String::new(), |e| format!(", first: {e}")),
+            self.unlocks_given_up.len(),
+            self.unlocks_given_up.first().map_or(String::new(), |e| format!(", first: {e}"))
         )
     }
 
@@ -149,12 +162,17 @@ impl Window {
         Duration::from_millis(u64::try_from(self.began_ms.max(0)).unwrap_or(0)) + self.longest
     }
 
-    /// What is wrong whatever the topology: an error, an increment lost, no grant once the
+    /// What is wrong whatever the topology: an error, a release given up but where the
+    /// master was killed (the new master can be named after the release's retry budget
+    /// ran out, as `docs/guarantees.md` says), an increment lost, no grant once the
     /// topology was whole again, or grants that came back only well after that.
     fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if !self.errors.is_empty() {
             problems.push(format!("{}: {} errors: {:?}", self.scenario, self.errors.len(), self.errors));
+        }
+        if self.fault != Fault::MasterKill && !self.unlocks_given_up.is_empty() {
+            problems.push(format!("{}: releases given up: {:?}", self.scenario, self.unlocks_given_up));
         }
         if self.counter != self.sections {
             problems.push(format!(
@@ -208,8 +226,10 @@ fn worker(client: &Client, name: &str, record: &mut redis::Connection, counter: 
                 seen.grants.push((now, called));
                 shared.last_grant.fetch_max(now, Ordering::Relaxed);
                 increment_non_atomically(record, counter);
-                if let Err(err) = guard.unlock() {
-                    seen.errors.push((monotonic_ns(), format!("unlock: {err}")));
+                match guard.unlock() {
+                    Ok(()) => {}
+                    Err(err) if err.is_transient() => seen.unlocks_given_up.push((monotonic_ns(), err.to_string())),
+                    Err(err) => seen.errors.push((monotonic_ns(), format!("unlock: {err}"))),
                 }
             }
             // Its one rival holds it for a few ms: not having it in 30 s is an outage.
@@ -300,8 +320,11 @@ fn measure(
         .max()
         .unwrap_or((0, injected.at, 0));
     let before = grants.windows(2).filter(|w| w[1] <= injected.at).map(|w| w[1] - w[0]).max().unwrap_or(0);
-    let mut errors: Vec<(u64, String)> = seen.iter().flat_map(|s| s.errors.iter().cloned()).collect();
-    errors.sort();
+    let timed = |pick: fn(&Seen) -> &Vec<(u64, String)>| -> Vec<String> {
+        let mut all: Vec<&(u64, String)> = seen.iter().flat_map(|s| pick(s).iter()).collect();
+        all.sort();
+        all.into_iter().map(|(at, e)| format!("{:+} ms {e}", since(*at))).collect()
+    };
     let counter: u64 =
         redis::cmd("GET").arg(&counter).query::<Option<u64>>(&mut record.conn()).expect("GET").unwrap_or(0);
     Window {
@@ -317,7 +340,8 @@ fn measure(
         counter,
         after_whole: grants.iter().filter(|&&g| g > whole).count(),
         retries: clients.iter().map(|c| c.stats().retries).sum(),
-        errors: errors.into_iter().map(|(at, e)| format!("{:+} ms {e}", since(at))).collect(),
+        errors: timed(|s| &s.errors),
+        unlocks_given_up: timed(|s| &s.unlocks_given_up),
     }
 }
 
@@ -430,22 +454,24 @@ const EVERY_FAULT: &[Fault] = &[Fault::ReplicaKill, Fault::ReplicaRestart, Fault
 const FAILOVERS: &[Fault] = &[Fault::Graceful, Fault::MasterKill];
 
 /// One replica under Sentinel, Redis's defaults: each fault, and how long it keeps the lock
-/// from everyone. A replica SIGKILLed costs the first grant after it its `WAIT` (sent with
-/// the reading that shows the loss; then the client finds the replica's server gone, and
-/// the master grants alone); a replica restarted at once resyncs from its backlog, and costs
-/// next to nothing. A failover leaves the new master alone: it grants once the old master
-/// follows it and has synced (the sentinels demote a reachable old master about 10 s on;
-/// a killed one is started again by the test as soon as the sentinels name the new master),
-/// a full resync that waits `repl-diskless-sync-delay` (5 s) to start.
+/// from everyone. A replica SIGKILLed costs the first grant after it its `WAIT` (1 s, sent
+/// with the reading that shows the loss; then the client finds the replica's server gone,
+/// and the master grants alone), or two when that grant's reading came before the master
+/// saw the replica go; a replica started again loads what it kept of its last sync and
+/// resyncs from the master's backlog, which costs next to nothing. A failover leaves the
+/// new master alone: it grants once the old master follows it and has synced (the
+/// sentinels demote a reachable old master about 11 s on; a killed one is started again by
+/// the test as soon as the sentinels name the new master), a full resync that waits
+/// `repl-diskless-sync-delay` (5 s) to start.
 ///
 /// Breaks if a caller waiting 30 s sees an error, if two sections overlap (the counter
 /// loses an increment), if grants do not come back within a few seconds of the master
-/// having its replica online again, or if losing the replica costs more than a `WAIT`.
+/// having its replica online again, or if losing the replica costs more than two `WAIT`s.
 #[test]
 fn with_one_replica_under_sentinel_a_window_ends_once_the_master_has_a_replica_again() {
     let windows = sentinel_windows(1, &[], EVERY_FAULT);
     report(&windows, |w| match w.fault {
-        Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(SYNC_TIMEOUT + SLACK, "a WAIT"),
+        Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(SYNC_TIMEOUT * 2 + SLACK, "two WAITs"),
         Fault::Graceful | Fault::MasterKill => None,
     });
 }
@@ -499,19 +525,19 @@ fn without_a_sync_delay_a_failover_with_two_replicas_costs_its_promotion_and_2_s
 
 /// A cluster of three masters with a replica each (`repl-diskless-sync-delay 0`, node
 /// timeout 1 s), each fault at the master of the lock's slot: its replica SIGKILLed costs
-/// the first grant after it its `WAIT`, as with Sentinel; `CLUSTER FAILOVER` (the replica
-/// catches up with a paused master, then takes over, and the old master follows it at
-/// once) costs next to nothing; a SIGKILLed master costs the cluster's failover and the
-/// killed node's return and resync as the new master's replica.
+/// one `WAIT` or two, as with Sentinel; `CLUSTER FAILOVER` (the replica catches up with a
+/// paused master, then takes over, and the old master follows it at once) costs next to
+/// nothing; a SIGKILLed master costs the cluster's failover and the killed node's return
+/// and resync as the new master's replica.
 ///
 /// Breaks if a caller waiting 30 s sees an error, if two sections overlap, if losing the
-/// replica costs more than a `WAIT`, or if a failover costs more than its promotion, 2 s
+/// replica costs more than two `WAIT`s, or if a failover costs more than its promotion, 2 s
 /// and slack.
 #[test]
 fn in_a_cluster_a_lost_replica_costs_a_wait_and_a_failover_its_promotion_and_2_s_at_most() {
     let windows = cluster_windows(&[Fault::ReplicaKill, Fault::Graceful, Fault::MasterKill]);
     report(&windows, |w| match w.fault {
-        Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(SYNC_TIMEOUT + SLACK, "a WAIT"),
+        Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(SYNC_TIMEOUT * 2 + SLACK, "two WAITs"),
         Fault::Graceful | Fault::MasterKill => {
             w.longer_than(w.promotion() + Duration::from_secs(2) + SLACK, "promotion + 2 s")
         }
