@@ -21,6 +21,7 @@ mod inspect;
 mod lock_basics;
 mod multi;
 mod nemesis;
+mod no_grant_windows;
 mod non_reentrant;
 mod redlock;
 mod replication;

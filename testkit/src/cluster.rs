@@ -172,6 +172,12 @@ impl ClusterGroup {
             .expect("the master's replica")
     }
 
+    /// The node on `port`, to kill or to start again (it keeps its `nodes.conf` and
+    /// rejoins with the role it had; [`ClusterGroup::wait_healthy`] waits for that).
+    pub fn server(&mut self, port: u16) -> &mut RedisServer {
+        self.servers.iter_mut().find(|s| s.port() == port).expect("a node of the group")
+    }
+
     /// A connection to the master that serves `key` now.
     pub fn conn_for(&self, key: &str) -> redis::Connection {
         cmd_on(self.master_of(self.slot_of(key)))

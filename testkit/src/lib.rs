@@ -1,12 +1,12 @@
 //! Support code for redlease's integration tests and benchmark: real `redis-server`
 //! processes ([`server::RedisServer`]), a fault-injecting TCP proxy ([`proxy::Proxy`]),
 //! child worker processes ([`child::Child`]) and histories of critical sections
-//! ([`history`]), certificates for TLS servers ([`pki::Pki`]), a master with a replica
-//! under three sentinels ([`sentinel::SentinelGroup`]) and a cluster of three masters with
-//! a replica each ([`cluster::ClusterGroup`]), and foreign clients of Redisson's layout for
-//! the interop tests ([`foreign`]: a peer written from the layout, and Redisson's own scripts
-//! read from a Redisson checkout when one is named). Depends only on std, `redis`, `nix` and
-//! `rcgen`.
+//! ([`history`]), certificates for TLS servers ([`pki::Pki`]), a master with a replica (or
+//! more) under three sentinels ([`sentinel::SentinelGroup`]) and a cluster of three masters
+//! with a replica each ([`cluster::ClusterGroup`]), and foreign clients of Redisson's layout
+//! for the interop tests ([`foreign`]: a peer written from the layout, and Redisson's own
+//! scripts read from a Redisson checkout when one is named). Depends only on std, `redis`,
+//! `nix` and `rcgen`.
 
 pub mod child;
 pub mod cluster;

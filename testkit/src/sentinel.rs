@@ -1,6 +1,6 @@
-//! `SentinelGroup`: a master, a replica and three sentinels on loopback ports of their own,
-//! ready for a failover (the sentinels know the replica and each other), all stopped on
-//! drop.
+//! `SentinelGroup`: a master, a replica (or more) and three sentinels on loopback ports of
+//! their own, ready for a failover (the sentinels know the replicas and each other), all
+//! stopped on drop.
 
 use std::fs;
 use std::path::PathBuf;
@@ -23,12 +23,14 @@ struct SentinelProcess {
     child: Child,
 }
 
-/// A master, a replica and three sentinels (quorum 2, down after 1.5 s: long enough that a
-/// master slowed by a loaded machine does not look down to them, which would fail it over
-/// to a replica that may still be syncing).
+/// A master, its replicas (one unless started with more) and three sentinels (quorum 2, down
+/// after 1.5 s: long enough that a master slowed by a loaded machine does not look down to
+/// them, which would fail it over to a replica that may still be syncing).
 pub struct SentinelGroup {
     servers: Vec<RedisServer>,
     sentinels: Vec<SentinelProcess>,
+    /// Arguments every data node is started with, after the test kit's own.
+    server_args: Vec<String>,
 }
 
 impl SentinelProcess {
@@ -106,6 +108,16 @@ fn info(port: u16, section: &str) -> Option<String> {
     conn_to(port).and_then(|mut c| redis::cmd("INFO").arg(section).query::<String>(&mut c)).ok()
 }
 
+/// Whether the server on `port` says its link to the master on `master` is up.
+fn follows(port: u16, master: u16) -> bool {
+    info(port, "replication")
+        .is_some_and(|own| own.contains("master_link_status:up") && own.contains(&format!("master_port:{master}\r")))
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 /// A `SENTINEL FAILOVER` refusal that a moment cures: no replica the sentinel would
 /// promote yet, or the last failover not finished.
 fn is_not_yet(err: &redis::RedisError) -> bool {
@@ -117,30 +129,68 @@ impl SentinelGroup {
     /// Starts everything and waits (up to 30 s) until every sentinel knows the replica and
     /// the other sentinels, so that a failover can happen.
     pub fn start() -> SentinelGroup {
-        let master = RedisServer::start();
-        let master_port = master.port().to_string();
-        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
-        let sentinels: Vec<SentinelProcess> = (0..3).map(|_| SentinelProcess::start(master.port())).collect();
-        let group = SentinelGroup { servers: vec![master, replica], sentinels };
-        group.wait_ready(Duration::from_secs(30));
+        SentinelGroup::start_with_replicas(1)
+    }
+
+    /// [`SentinelGroup::start`] with `replicas` replicas (at least one), and waits until
+    /// every sentinel knows all of them online.
+    pub fn start_with_replicas(replicas: usize) -> SentinelGroup {
+        SentinelGroup::start_with(replicas, &[])
+    }
+
+    /// [`SentinelGroup::start_with_replicas`], every data node started with `server_args`
+    /// after the test kit's own (e.g. `["--repl-diskless-sync-delay", "0"]`), also when it
+    /// is started again.
+    pub fn start_with(replicas: usize, server_args: &[&str]) -> SentinelGroup {
+        assert!(replicas >= 1, "a sentinel group needs a replica to fail over to");
+        let server_args: Vec<String> = server_args.iter().map(|s| s.to_string()).collect();
+        let master = RedisServer::start_with(&as_strs(&server_args));
+        let master_port = master.port();
+        let mut group = SentinelGroup { servers: vec![master], sentinels: Vec::new(), server_args };
+        for _ in 0..replicas {
+            let replica = RedisServer::start_with(&as_strs(&group.replica_args(master_port)));
+            group.servers.push(replica);
+        }
+        group.sentinels = (0..3).map(|_| SentinelProcess::start(master_port)).collect();
+        group.wait_ready_replicas(replicas, Duration::from_secs(30));
         group
+    }
+
+    /// The arguments of a replica of the master on `master_port`: the group's own, then
+    /// `--replicaof`.
+    fn replica_args(&self, master_port: u16) -> Vec<String> {
+        let mut args = self.server_args.clone();
+        args.extend(["--replicaof".to_owned(), "127.0.0.1".to_owned(), master_port.to_string()]);
+        args
     }
 
     /// Waits until every sentinel knows an online replica of the master and the other two
     /// sentinels: a failover can happen.
     pub fn wait_ready(&self, timeout: Duration) {
-        self.wait_until("every sentinel knows a replica and two other sentinels", timeout, |g| {
+        self.wait_ready_replicas(1, timeout);
+    }
+
+    /// Waits until every sentinel knows `replicas` online replicas of the master (flagged
+    /// `slave` and nothing else, their link to the master up as they last said) and the
+    /// other two sentinels. The sentinels ask a replica for its state every 10 s (every
+    /// second during a failover), so this can take that long after a replica came back.
+    pub fn wait_ready_replicas(&self, replicas: usize, timeout: Duration) {
+        let what = format!("every sentinel knows {replicas} replica(s) and two other sentinels");
+        self.wait_until(&what, timeout, |g| {
             g.sentinels.iter().all(|s| {
                 let Ok(mut c) = conn_to(s.port) else { return false };
-                let replicas: Vec<Vec<String>> =
+                let known: Vec<Vec<String>> =
                     redis::cmd("SENTINEL").arg("REPLICAS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
                 let others: Vec<Vec<String>> =
                     redis::cmd("SENTINEL").arg("SENTINELS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
-                let replica_up = replicas.iter().any(|fields| {
-                    fields.windows(2).any(|kv| kv[0] == "flags" && kv[1] == "slave")
-                        && fields.windows(2).any(|kv| kv[0] == "master-link-status" && kv[1] == "ok")
-                });
-                replica_up && others.len() >= 2
+                let up = known
+                    .iter()
+                    .filter(|fields| {
+                        fields.windows(2).any(|kv| kv[0] == "flags" && kv[1] == "slave")
+                            && fields.windows(2).any(|kv| kv[0] == "master-link-status" && kv[1] == "ok")
+                    })
+                    .count();
+                up >= replicas && others.len() >= 2
             })
         });
     }
@@ -156,6 +206,39 @@ impl SentinelGroup {
         old_server.start_again();
         redis::cmd("REPLICAOF").arg("127.0.0.1").arg(new).query::<()>(&mut old_server.conn()).expect("REPLICAOF");
         new
+    }
+
+    /// The ports of the data nodes that run and are not the master: its replicas, or
+    /// servers on their way to being ones.
+    pub fn replica_ports(&self) -> Vec<u16> {
+        let master = self.master_port();
+        self.servers.iter().filter(|s| s.pid().is_some() && s.port() != master).map(RedisServer::port).collect()
+    }
+
+    /// Starts the stopped data node on `port` again as a replica of the master the
+    /// sentinels name now (`--replicaof` from its first moment, as the configuration file
+    /// Sentinel rewrites would have it). It loads what it kept of its last sync, and syncs
+    /// from there when the master still has the rest in its backlog.
+    pub fn start_replica_again(&mut self, port: u16) {
+        let args = self.replica_args(self.master_port());
+        self.server(port).start_again_with(&as_strs(&args));
+    }
+
+    /// Waits until the master lists `replicas` replicas `state=online` (`INFO replication`)
+    /// and each says its link to this master is up.
+    pub fn wait_replicas_online(&self, replicas: usize, timeout: Duration) {
+        let what = format!("{replicas} replica(s) online at the master");
+        self.wait_until(&what, timeout, |g| {
+            let master = g.master_port();
+            let Some(listed) = info(master, "replication") else { return false };
+            let online = listed
+                .lines()
+                .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+                .filter_map(|l| l.split(',').find_map(|f| f.strip_prefix("port="))?.parse::<u16>().ok())
+                .filter(|&port| follows(port, master))
+                .count();
+            online >= replicas
+        });
     }
 
     /// Cuts the master's replication links (`CLIENT KILL TYPE replica`); the replicas
@@ -208,6 +291,22 @@ impl SentinelGroup {
         let mut c = conn_to(self.sentinels[0].port).expect("sentinel");
         redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER_NAME).query::<()>(&mut c).expect("SENTINEL FAILOVER");
         self.wait_for_new_master(old, Duration::from_secs(30))
+    }
+
+    /// `SENTINEL FAILOVER`, asked again every 20 ms while the sentinels answer
+    /// `NOGOODSLAVE` or `INPROG`, for up to `timeout`. Returns the moment the request they
+    /// took was sent, without waiting for the promotion.
+    pub fn request_failover(&self, timeout: Duration) -> Instant {
+        let deadline = Instant::now() + timeout;
+        let mut c = conn_to(self.sentinels[0].port).expect("sentinel");
+        loop {
+            let sent = Instant::now();
+            match redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER_NAME).query::<()>(&mut c) {
+                Ok(()) => return sent,
+                Err(e) if is_not_yet(&e) && Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("SENTINEL FAILOVER refused: {e}"),
+            }
+        }
     }
 
     /// `SENTINEL FAILOVER` as soon as the sentinels take one: asked again every 20 ms while

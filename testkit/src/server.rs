@@ -167,6 +167,14 @@ impl RedisServer {
         }
     }
 
+    /// `start_again` with `extra_args` in place of the ones the server was started with,
+    /// kept for its later starts: a replica started again as the replica of whichever
+    /// server is its master now, as the configuration file Sentinel rewrites would have it.
+    pub fn start_again_with(&mut self, extra_args: &[&str]) {
+        self.extra_args = extra_args.iter().map(|s| s.to_string()).collect();
+        self.start_again();
+    }
+
     /// `kill` followed by `start_again`.
     pub fn restart(&mut self) {
         self.kill();
