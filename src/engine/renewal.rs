@@ -415,6 +415,7 @@ impl Worker {
             .zip(&plans)
             .map(|((pool, _), plan)| several.then(|| self.write(pool, plan)).flatten())
             .collect();
+        let (mut round_trips, mut renewed) = (0, 0);
         for ((((pool, chunk), plan), lent), span) in chunks.iter().zip(&plans).zip(written).zip(&spans) {
             if chunk.is_empty() {
                 continue;
@@ -423,7 +424,13 @@ impl Worker {
                 Some(lent) => read(lent, plan),
                 None => plan.parts.iter().map(|part| self.on(pool, part.what(), |conn| part.call.run(conn))).collect(),
             };
-            trace::within!(span, self.settle(span, chunk, plan, replies, sent));
+            let (made, done) = trace::within!(span, self.settle(span, chunk, plan, replies, sent));
+            round_trips += made;
+            renewed += done;
+        }
+        // The time of the whole round, once: the batches' round trips overlap.
+        if round_trips > 0 {
+            self.count(sent.elapsed(), round_trips, renewed);
         }
     }
 
@@ -447,7 +454,8 @@ impl Worker {
     }
 
     /// What the replies of one batch say: each lease's answer recorded, the leases found
-    /// lost or at risk reported (inside the batch's `span`).
+    /// lost or at risk reported (inside the batch's `span`). Returns the round trips made
+    /// and the leases renewed.
     fn settle(
         &self,
         span: &trace::Span,
@@ -455,7 +463,7 @@ impl Worker {
         plan: &Plan<'_>,
         replies: Replies,
         sent: Instant,
-    ) {
+    ) -> (u64, usize) {
         let mut outcomes = vec![(Answer::Failed, None); chunk.len()];
         let mut round_trips = 0;
         for (part, replies) in plan.parts.iter().zip(replies) {
@@ -467,7 +475,6 @@ impl Worker {
         }
         let renewed = outcomes.iter().filter(|(o, _)| *o == Answer::Renewed).count();
         trace::record!(span, renewed = renewed, round_trips = round_trips);
-        self.count(sent.elapsed(), round_trips, renewed);
         for ((lease, _), (answer, run)) in chunk.iter().zip(outcomes) {
             if answer == Answer::Renewed {
                 // Redis showed the hold on this run of the server.
@@ -475,6 +482,7 @@ impl Worker {
             }
             lease.renewal_answered(answer, sent, &*self.shared, &self.config.events);
         }
+        (round_trips, renewed)
     }
 
     /// One renew script call, `renew`, on a connection of `pool` within a round trip's
