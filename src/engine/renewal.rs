@@ -407,14 +407,18 @@ impl Worker {
                 (pool, chunk)
             })
             .collect();
-        let plans: Vec<Plan<'_>> =
-            chunks.iter().map(|(pool, chunk)| Plan::of(pool.pubsub(), self.lease_millis, chunk)).collect();
-        let several = plans.iter().filter(|plan| !plan.parts.is_empty()).count() > 1;
-        let written: Vec<Option<Lent<'_>>> = chunks
+        // Each master's calls are built and written in turn, so that the next master's are
+        // built while the last one's run; the replies are then read in the same order, each
+        // master's taken apart while the next ones' are still running.
+        let several = chunks.iter().filter(|(_, chunk)| !chunk.is_empty()).count() > 1;
+        let (plans, written): (Vec<Plan<'_>>, Vec<Option<Lent<'_>>>) = chunks
             .iter()
-            .zip(&plans)
-            .map(|((pool, _), plan)| several.then(|| self.write(pool, plan)).flatten())
-            .collect();
+            .map(|(pool, chunk)| {
+                let plan = Plan::of(pool.pubsub(), self.lease_millis, chunk);
+                let lent = several.then(|| self.write(pool, &plan)).flatten();
+                (plan, lent)
+            })
+            .unzip();
         let (mut round_trips, mut renewed) = (0, 0);
         for ((((pool, chunk), plan), lent), span) in chunks.iter().zip(&plans).zip(written).zip(&spans) {
             if chunk.is_empty() {
