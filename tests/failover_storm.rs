@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use redlease::{Client, ErrorKind, FencedGuard, GroupGuard, LockGuard, ReplicaPolicy, SemaphoreGuard};
 
-use crate::helpers::build_patiently;
+use crate::helpers::{build_patiently, one_failover_test_at_a_time};
 use crate::support::child::{self, Child};
 use crate::support::history::{self, Section};
 use crate::support::sentinel::SentinelGroup;
@@ -513,6 +513,7 @@ fn parse_done(line: &str) -> Tally {
 /// The storm itself: see the module's doc comment.
 #[test]
 fn no_two_holders_of_any_kind_through_a_failover_storm() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let started = Instant::now();
     let mut group = SentinelGroup::start();
     let record = RedisServer::start();

@@ -275,6 +275,7 @@ fn assert_clean(kind: &str, conn: &mut redis::Connection) {
 
 #[test]
 fn every_lock_kind_keeps_its_promises_under_a_nemesis() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let mut report = Vec::new();
     for (kind, nodes) in [("plain", 1), ("fair", 1), ("rw", 1), ("fenced", 1), ("multi", 1), ("redlock", 3)] {
         let o = run(kind, nodes);
@@ -294,6 +295,7 @@ fn every_lock_kind_keeps_its_promises_under_a_nemesis() {
 /// non-atomic counter, no hang, clean clients.
 #[test]
 fn every_lock_kind_keeps_its_promises_through_failovers() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let mut group = SentinelGroup::start();
     let millis = run_millis(6_000);
     let mut report = Vec::new();

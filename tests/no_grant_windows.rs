@@ -469,6 +469,7 @@ const FAILOVERS: &[Fault] = &[Fault::Graceful, Fault::MasterKill];
 /// having its replica online again, or if losing the replica costs more than two `WAIT`s.
 #[test]
 fn with_one_replica_under_sentinel_a_window_ends_once_the_master_has_a_replica_again() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let windows = sentinel_windows(1, &[], EVERY_FAULT);
     report(&windows, |w| match w.fault {
         Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(SYNC_TIMEOUT * 2 + SLACK, "two WAITs"),
@@ -488,6 +489,7 @@ fn with_one_replica_under_sentinel_a_window_ends_once_the_master_has_a_replica_a
 /// its promotion, 2 s (and the sync delay, where a full resync waits for it) and slack.
 #[test]
 fn with_two_replicas_under_sentinel_a_lost_replica_costs_nothing_and_a_failover_its_promotion_and_a_resync() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let windows = sentinel_windows(2, &[], EVERY_FAULT);
     report(&windows, |w| match w.fault {
         Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(Duration::from_secs(1), "nothing"),
@@ -507,6 +509,7 @@ fn with_two_replicas_under_sentinel_a_lost_replica_costs_nothing_and_a_failover_
 /// not come back within a few seconds of the master having its replica online again.
 #[test]
 fn without_a_sync_delay_a_failover_with_one_replica_costs_the_old_master_coming_back() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let windows = sentinel_windows(1, NO_SYNC_DELAY, FAILOVERS);
     report(&windows, |_| None);
 }
@@ -519,6 +522,7 @@ fn without_a_sync_delay_a_failover_with_one_replica_costs_the_old_master_coming_
 /// costs more than its promotion, 2 s and slack.
 #[test]
 fn without_a_sync_delay_a_failover_with_two_replicas_costs_its_promotion_and_2_s_at_most() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let windows = sentinel_windows(2, NO_SYNC_DELAY, FAILOVERS);
     report(&windows, |w| w.longer_than(w.promotion() + Duration::from_secs(2) + SLACK, "promotion + 2 s"));
 }
@@ -535,6 +539,7 @@ fn without_a_sync_delay_a_failover_with_two_replicas_costs_its_promotion_and_2_s
 /// and slack.
 #[test]
 fn in_a_cluster_a_lost_replica_costs_a_wait_and_a_failover_its_promotion_and_2_s_at_most() {
+    let _one_at_a_time = one_failover_test_at_a_time();
     let windows = cluster_windows(&[Fault::ReplicaKill, Fault::Graceful, Fault::MasterKill]);
     report(&windows, |w| match w.fault {
         Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(SYNC_TIMEOUT * 2 + SLACK, "two WAITs"),

@@ -83,8 +83,14 @@ fn partition_round(server: &RedisServer, other: &Client, name: &str) -> Round {
     let worker = {
         let (watch, writes) = (watch.clone(), Arc::clone(&writes));
         thread::spawn(move || {
-            while watch.is_valid() {
-                writes.lock().unwrap().push(Instant::now());
+            // The moment is read before the check: a thread preempted between the check
+            // and its write (seen on a loaded machine) must not count as writing late.
+            loop {
+                let checked = Instant::now();
+                if !watch.is_valid() {
+                    break;
+                }
+                writes.lock().unwrap().push(checked);
                 thread::sleep(Duration::from_millis(10));
             }
         })
