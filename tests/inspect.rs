@@ -277,7 +277,7 @@ fn a_listing_holds_locks_and_nothing_beside_them() {
 fn an_election_is_found_by_its_name() {
     let server = RedisServer::start();
     let client = client(&server);
-    let leadership = client.election("jobs:leader").campaign("10.0.0.7:8080").unwrap();
+    let leadership = client.election("jobs:leader").campaign("127.0.0.7:8080").unwrap();
     let lock = client.lock("jobs:a").lock().unwrap();
     let info = client.inspect("jobs:leader").unwrap();
     assert_eq!((info.name.as_str(), info.kind), ("jobs:leader", Some(redlease::LockKind::Election)));

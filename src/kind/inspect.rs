@@ -323,7 +323,7 @@ mod tests {
         assert_eq!(info.kind, Some(LockKind::Group));
         assert_eq!((info.holders[0].role, info.holders[0].holds), (HolderRole::Values, 1));
         assert_eq!(info.holders[0].lease_left, Some(Duration::from_millis(600)));
-        let election = decode("e", raw("hash", &["6d1f:3", "1", "value", "10.0.0.7:80", "term", "12"]));
+        let election = decode("e", raw("hash", &["6d1f:3", "1", "value", "127.0.0.7:80", "term", "12"]));
         assert_eq!((election.kind, election.token, election.holders.len()), (Some(LockKind::Election), Some(12), 1));
         assert_eq!(election.holders[0].owner, "6d1f:3");
         let mut sem = raw("string", &[]);

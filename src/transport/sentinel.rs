@@ -560,14 +560,14 @@ mod tests {
     }
 
     fn named(port: u16, epoch: Option<u64>) -> Option<Answer> {
-        Some(Answer::Named { master: ("10.0.0.1".to_owned(), port), epoch })
+        Some(Answer::Named { master: ("127.0.0.11".to_owned(), port), epoch })
     }
 
     #[test]
     fn the_newest_answer_wins_and_the_url_order_breaks_ties() {
         let failed = Some(Answer::Failed("refused".into()));
         let answers = [named(1, Some(3)), None, named(2, Some(4)), Some(Answer::Unknown), failed];
-        assert_eq!(newest(&answers), Some((&("10.0.0.1".to_owned(), 2), Some(4))));
+        assert_eq!(newest(&answers), Some((&("127.0.0.11".to_owned(), 2), Some(4))));
         // A laggard listed first names the old master with the old epoch.
         assert_eq!(newest(&[named(1, Some(3)), named(2, Some(4))]).map(|(m, _)| m.1), Some(2));
         // An epoch the sentinel would not say counts as the oldest.
@@ -626,8 +626,8 @@ mod tests {
         for bad in ["m 127.0.0.1 6379 127.0.0.1", "m 127.0.0.1 x 127.0.0.1 6380", ""] {
             assert_eq!(Switch::parse(bad), None, "{bad}");
         }
-        let there = Switch::parse("m 10.0.0.1 1 10.0.0.2 2").expect("parsed");
-        let back = Switch::parse("m 10.0.0.2 2 10.0.0.1 1").expect("parsed");
+        let there = Switch::parse("m 127.0.0.11 1 127.0.0.12 2").expect("parsed");
+        let back = Switch::parse("m 127.0.0.12 2 127.0.0.11 1").expect("parsed");
         let mut memory = SwitchMemory::default();
         assert!(memory.is_news(&there));
         // The same switch, announced by the other sentinels.

@@ -373,7 +373,7 @@ fn status_and_ls_find_an_election_by_its_name() {
     let server = RedisServer::start();
     let url = server.url();
     let a = client(&server);
-    let leadership = a.election("scheduler").campaign("10.0.0.7:8080").expect("leads");
+    let leadership = a.election("scheduler").campaign("127.0.0.7:8080").expect("leads");
     let out = run(["status", "--url", &url, "scheduler"]);
     out.expect_code(0);
     assert!(out.stdout.contains("election") && !out.stdout.contains("free"), "{out:#?}");
