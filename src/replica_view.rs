@@ -97,8 +97,7 @@ impl Reading {
     /// Reads the fields out of the text of `INFO replication` followed by `INFO stats`.
     /// `None` when one is missing or malformed.
     pub(crate) fn parse(info: &str) -> Option<Reading> {
-        let field =
-            |name: &str| info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim);
+        let field = |name: &str| info_field(info, name);
         let number = |name: &str| field(name)?.parse::<u64>().ok();
         let mut attached: Vec<Node> = info.lines().filter_map(replica_line).collect();
         attached.sort_unstable();
@@ -118,6 +117,11 @@ impl Reading {
     }
 }
 
+/// The value of the field `name` in the text of an `INFO` reply (`name:value` lines).
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim)
+}
+
 /// The address of a `slaveN:ip=…,port=…,state=…` line of `INFO replication`.
 fn replica_line(line: &str) -> Option<Node> {
     let (name, fields) = line.trim().split_once(':')?;
@@ -130,9 +134,7 @@ impl Found {
     /// What `INFO replication` of a replica that went says of it, against the master's
     /// `replid`: a replica with the master's history, or it may be a master.
     pub(crate) fn from_answer(info: &str, replid: Option<&str>) -> Found {
-        let field =
-            |name: &str| info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')).map(str::trim);
-        match (field("role"), field("master_replid"), replid) {
+        match (info_field(info, "role"), info_field(info, "master_replid"), replid) {
             (Some("slave"), Some(theirs), Some(ours)) if theirs == ours => Found::ReplicaOfThisMaster,
             _ => Found::Unknown,
         }
@@ -349,7 +351,7 @@ fn went(last: &Reading, now: &Reading) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// A master with `replicas` replicas, listed as `10.0.0.1:7000`, `10.0.0.1:7001`, …
+    /// A master with `replicas` replicas, listed as `127.0.0.11:7000`, `127.0.0.11:7001`, …
     fn master(replicas: u64, backlog: bool, syncs: u64) -> Reading {
         let attached = (0..replicas).map(|i| node(i as u16)).collect();
         Reading { master: true, replicas, backlog, syncs, attached, replid: Some(REPLID.to_owned()) }
@@ -358,7 +360,7 @@ mod tests {
     const REPLID: &str = "8f3ab6c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6";
 
     fn node(i: u16) -> Node {
-        ("10.0.0.1".to_owned(), 7000 + i)
+        ("127.0.0.11".to_owned(), 7000 + i)
     }
 
     fn replica() -> Reading {

@@ -126,28 +126,26 @@ impl Wire {
     /// call's reply within the connection's timeout, then the trailer's within theirs. The
     /// trailer stays armed when the script was not loaded (`NOSCRIPT`: the call is sent
     /// again, and the trailer rides with it then).
-    fn script_with_trailer(
-        &mut self,
-        cmd: &[u8],
-        commands: &[u8],
-        replies: usize,
-        (within, then): (Duration, Duration),
-    ) -> redis::RedisResult<redis::Value> {
+    fn script_with_trailer(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        let Trailer::Armed { commands, replies, within, then } = std::mem::replace(&mut self.trailer, Trailer::None)
+        else {
+            return redis::ConnectionLike::req_packed_command(&mut self.inner, cmd);
+        };
         let mut packed = Vec::with_capacity(cmd.len() + commands.len());
         packed.extend_from_slice(cmd);
-        packed.extend_from_slice(commands);
+        packed.extend_from_slice(&commands);
         self.inner.send_packed_command(&packed)?;
         let reply = self.inner.recv_response()?;
         self.heard = true;
         let trailing = self.read_trailing(replies, within, then);
         let not_loaded = matches!(&reply, redis::Value::ServerError(err) if err.code() == "NOSCRIPT");
-        match trailing {
+        self.trailer = match trailing {
             // Out of step with the server: the caller's confirmation fails, and the pool
             // drops the connection on that error.
-            Err(err) => self.trailer = Trailer::Answered(Err(err)),
-            Ok(_) if not_loaded => {}
-            Ok(values) => self.trailer = Trailer::Answered(Ok(values)),
-        }
+            Err(err) => Trailer::Answered(Err(err)),
+            Ok(_) if not_loaded => Trailer::Armed { commands, replies, within, then },
+            Ok(values) => Trailer::Answered(Ok(values)),
+        };
         Ok(reply)
     }
 
@@ -168,20 +166,15 @@ impl Wire {
 /// Whether a packed command is a script call (`EVALSHA` or `EVAL`): what a trailer rides
 /// behind. Not `SCRIPT LOAD`, which a call that found its script unloaded sends first.
 fn is_script_call(cmd: &[u8]) -> bool {
-    let Some(start) = cmd.iter().position(|b| *b == b'\n').map(|at| at + 1) else { return false };
-    let rest = cmd.get(start..).unwrap_or_default();
-    let rest = rest.iter().position(|b| *b == b'\n').and_then(|at| rest.get(at + 1..)).unwrap_or_default();
-    let name: Vec<u8> = rest.iter().take_while(|b| **b != b'\r').map(u8::to_ascii_uppercase).collect();
-    name == b"EVALSHA" || name == b"EVAL"
+    // `*<count>\r\n$<length>\r\n<name>\r\n…`: the name is the third line.
+    let name = cmd.split(|b| *b == b'\n').nth(2).and_then(|line| line.strip_suffix(b"\r")).unwrap_or_default();
+    name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
 }
 
 impl redis::ConnectionLike for Wire {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
-        if let Trailer::Armed { commands, replies, within, then } = &self.trailer
-            && is_script_call(cmd)
-        {
-            let (commands, replies, timeouts) = (commands.clone(), *replies, (*within, *then));
-            return self.script_with_trailer(cmd, &commands, replies, timeouts);
+        if matches!(self.trailer, Trailer::Armed { .. }) && is_script_call(cmd) {
+            return self.script_with_trailer(cmd);
         }
         let reply = self.inner.req_packed_command(cmd);
         self.heard_if(reply)

@@ -265,6 +265,8 @@ fn escape(chars: &[char], i: usize) -> Result<(char, usize), String> {
 mod tests {
     use super::*;
 
+    /// An invented Java class, written here to hold the extractor to the shapes Java source
+    /// takes (comments, char literals, joined literals, text blocks); its scripts are toys.
     const SOURCE: &str = r#"
         public class Example {
             // a comment with "quotes" and tryIt( {
