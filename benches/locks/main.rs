@@ -7,7 +7,7 @@
 //! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 50 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
-//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, or 1,12)
+//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, 14, or 1,12)
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
@@ -42,6 +42,8 @@
 //!     10,000 values (the most it takes), with Redis's time in each of its two scripts.
 //! 13. Leader election: the hand-over after a resignation to a candidate parked in another
 //!     process, and the time an observer in a third process takes to see the new leader.
+//! 14. Sentinel (a master, one replica, three sentinels): step 11's pairs, hand-offs and
+//!     renewal behind `redis-sentinel://`, the most common replicated deployment.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -65,11 +67,11 @@ mod stats;
 use std::time::Instant;
 
 use redlease_testkit::cluster::ClusterGroup;
+use redlease_testkit::sentinel::SentinelGroup;
 use redlease_testkit::server::RedisServer;
 
 use child::{ROLE_ENV, Role, child_main};
 use experiments::LockKind;
-use experiments::cluster::measure_cluster;
 use experiments::contenders::Subject;
 use experiments::election::measure_elections;
 use experiments::group::measure_group_locks;
@@ -79,6 +81,7 @@ use experiments::limit::measure_limit;
 use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
 use experiments::renewal::measure_renewal;
+use experiments::replicated::{Deployment, measure_replicated};
 use experiments::semaphores::measure_semaphores;
 use experiments::throughput::measure_throughput;
 use experiments::tls::measure_tls;
@@ -88,13 +91,13 @@ use machine::Machine;
 use meter::CpuMeter;
 use placement::Placement;
 use plan::{Plan, WRITE_DOC_ENV, only_steps};
-use report::{Results, cluster_section, group_section, limit_section, uncontended_section, write_doc};
+use report::{Results, group_section, limit_section, replicated_section, uncontended_section, write_doc};
 
 /// The roles of the child processes, by the name a parent spawns them under.
 const ROLES: &[Role] = &[
     ("handoff", experiments::handoff::handoff_child),
     ("throughput", experiments::throughput::throughput_child),
-    ("cluster-handoff", experiments::cluster::cluster_handoff_child),
+    ("replicated-handoff", experiments::replicated::replicated_handoff_child),
     ("herd", experiments::herd::herd_child),
     ("election-candidate", experiments::election::candidate_child),
     ("election-observer", experiments::election::observer_child),
@@ -160,12 +163,16 @@ fn main() {
         placement.pin_server(node);
         meter.add_server(node);
     }
-    let cluster = measure_cluster(&group, &plan);
+    let cluster = measure_replicated(&Deployment::cluster(&group), &plan);
     meter.step("12. group lock");
     drop(group);
     let group_locks = measure_group_locks(&server, &plan);
     meter.step("13. election");
     let elections = measure_elections(&server, &plan);
+    meter.step("14. Sentinel");
+    let sentinels = start_sentinels(&placement, Some(&mut meter));
+    let sentinel = measure_replicated(&Deployment::sentinel(&sentinels), &plan);
+    drop(sentinels);
     meter.step("");
     let other_work = meter.steps;
 
@@ -187,6 +194,7 @@ fn main() {
         cluster,
         group_locks,
         elections,
+        sentinel,
     };
     let report = results.report();
     println!("\n{report}");
@@ -210,11 +218,37 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
                 for node in group.masters().into_iter().chain(group.replicas()) {
                     placement.pin_server(node);
                 }
-                cluster_section(&mut report, &measure_cluster(&group, plan), None);
+                replicated_section(&mut report, &measure_replicated(&Deployment::cluster(&group), plan), None);
+            }
+            14 => {
+                let sentinels = start_sentinels(placement, None);
+                replicated_section(&mut report, &measure_replicated(&Deployment::sentinel(&sentinels), plan), None);
             }
             12 => group_section(&mut report, &measure_group_locks(server, plan)),
             _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
         }
     }
     println!("\n{report}");
+}
+
+/// Step 14's deployment, every process of it placed with the first server (and metered).
+fn start_sentinels(placement: &Placement, meter: Option<&mut CpuMeter>) -> SentinelGroup {
+    let group = SentinelGroup::start();
+    let nodes = group.data_nodes();
+    for node in &nodes {
+        placement.pin_server(node);
+    }
+    let sentinels = group.sentinel_pids();
+    for &pid in &sentinels {
+        placement.pin_pid(pid);
+    }
+    if let Some(meter) = meter {
+        for node in nodes {
+            meter.add_server(node);
+        }
+        for pid in sentinels {
+            meter.add_pid(pid);
+        }
+    }
+    group
 }

@@ -40,7 +40,12 @@ impl CpuMeter {
 
     /// Counts `server` as the benchmark's own from now on.
     pub(crate) fn add_server(&mut self, server: &RedisServer) {
-        self.server_pids.push(server.pid().expect("the server is running"));
+        self.add_pid(server.pid().expect("the server is running"));
+    }
+
+    /// Counts process `pid` (a server of another kind: a sentinel) as the benchmark's own.
+    pub(crate) fn add_pid(&mut self, pid: u32) {
+        self.server_pids.push(pid);
     }
 
     /// Ends the current step (if any) and starts `name` (none when empty).

@@ -32,7 +32,7 @@ impl Placement {
         }
         let server_cpu = cpus - 1;
         let client_cpus: Vec<usize> = (0..server_cpu).collect();
-        if pin_process(server, server_cpu) && pin(0, &client_cpus) {
+        if pin_process(server.pid().expect("the server is running"), server_cpu) && pin(0, &client_cpus) {
             let clients = if server_cpu == 1 { "CPU 0".to_string() } else { format!("CPUs 0–{}", server_cpu - 1) };
             Placement {
                 description: format!(
@@ -47,15 +47,19 @@ impl Placement {
 
     /// Puts another server where the first one is (nothing when unpinned).
     pub(crate) fn pin_server(&self, server: &RedisServer) {
+        self.pin_pid(server.pid().expect("the server is running"));
+    }
+
+    /// Puts another process where the first server is (nothing when unpinned).
+    pub(crate) fn pin_pid(&self, pid: u32) {
         if let Some(cpu) = self.server_cpu {
-            assert!(pin_process(server, cpu), "pin another server to CPU {cpu}");
+            assert!(pin_process(pid, cpu), "pin process {pid} to CPU {cpu}");
         }
     }
 }
 
-/// Pins every thread of `server` to `cpu`.
-fn pin_process(server: &RedisServer, cpu: usize) -> bool {
-    let pid = server.pid().expect("the server is running");
+/// Pins every thread of process `pid` to `cpu`.
+fn pin_process(pid: u32, cpu: usize) -> bool {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("list the server's threads");
     tasks
         .flatten()

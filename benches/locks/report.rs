@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::experiments::LockKind;
-use crate::experiments::cluster::{ClusterPairKind, ClusterRenewal, ClusterRun, Layout};
 use crate::experiments::contenders::{Peer, SPIN_FIRST_SLEEP, SPIN_MAX_SLEEP, Spin, Subject};
 use crate::experiments::election::Elections;
 use crate::experiments::group::GroupLocks;
@@ -15,6 +14,7 @@ use crate::experiments::limit::{Limit, PIPELINE};
 use crate::experiments::peers::{CROWD, LIBRARY_FIXED_LEASE, Peers};
 use crate::experiments::redlock::{RED_NODE_TIMEOUT, RedlockRun};
 use crate::experiments::renewal::{RENEW_BATCH, RENEWAL_WATCHDOG, Renewal};
+use crate::experiments::replicated::{Layout, PairKind, ReplicatedRenewal, ReplicatedRun, Shape};
 use crate::experiments::semaphores::Semaphores;
 use crate::experiments::throughput::{PROCESSES, THREADS_PER_PROCESS, Throughput};
 use crate::experiments::tls::TlsRun;
@@ -55,7 +55,8 @@ pub(crate) struct Results {
     pub(crate) semaphores: Semaphores,
     pub(crate) peers: Peers,
     pub(crate) herd: Vec<HerdRun>,
-    pub(crate) cluster: ClusterRun,
+    pub(crate) cluster: ReplicatedRun,
+    pub(crate) sentinel: ReplicatedRun,
     pub(crate) group_locks: GroupLocks,
     pub(crate) elections: Elections,
 }
@@ -83,6 +84,7 @@ impl Results {
         self.report_cluster(&mut out);
         self.report_group(&mut out);
         self.report_elections(&mut out);
+        self.report_sentinel(&mut out);
         self.report_other_work(&mut out);
         out
     }
@@ -476,26 +478,45 @@ impl Results {
     }
 
     fn report_cluster(&self, out: &mut String) {
-        cluster_section(out, &self.cluster, Some(self.renewal.per_sec()));
+        replicated_section(out, &self.cluster, Some(self.renewal.per_sec()));
+    }
+
+    fn report_sentinel(&self, out: &mut String) {
+        replicated_section(out, &self.sentinel, Some(self.renewal.per_sec()));
     }
 }
 
-/// Step 11's section; `one_server`: step 4's renewals per second, when it ran.
-pub(crate) fn cluster_section(out: &mut String, c: &ClusterRun, one_server: Option<f64>) {
+/// Step 11's section (Redis Cluster) or step 14's (Sentinel); `one_server`: step 4's
+/// renewals per second, when it ran.
+pub(crate) fn replicated_section(out: &mut String, c: &ReplicatedRun, one_server: Option<f64>) {
     {
         let owner = master_letter(c.owner);
         let rtt = c.masters[c.owner].rtt.mean;
-        let _ = writeln!(
-            out,
-            "### 11. Redis Cluster: {} masters with a replica each (the test kit's `ClusterGroup`), all {} servers \
-             pinned with the first one; cluster clients on `redis-cluster://` with the masters as seeds\n",
-            c.masters.len(),
-            c.masters.len() * 2
-        );
+        let client = c.shape.client();
+        match c.shape {
+            Shape::Cluster => {
+                let _ = writeln!(
+                    out,
+                    "### 11. Redis Cluster: {} masters with a replica each (the test kit's `ClusterGroup`), all {} \
+                     servers pinned with the first one; cluster clients on `redis-cluster://` with the masters as \
+                     seeds\n",
+                    c.masters.len(),
+                    c.masters.len() * 2
+                );
+            }
+            Shape::Sentinel => {
+                let _ = writeln!(
+                    out,
+                    "### 14. Sentinel: a master with one replica and three sentinels (the test kit's \
+                     `SentinelGroup`), all five pinned with the first server; Sentinel clients on \
+                     `redis-sentinel://` with the three sentinels\n"
+                );
+            }
+        }
         let _ = writeln!(out, "| master | slots | RTT mean µs | p50 µs | p99 µs |");
         let _ = writeln!(out, "|---|---:|---:|---:|---:|");
         for (i, m) in c.masters.iter().enumerate() {
-            let what = if i == c.owner {
+            let what = if i == c.owner && c.masters.len() > 1 {
                 format!("{} (serves the locks of the pairs and hand-offs)", master_letter(i))
             } else {
                 master_letter(i).to_string()
@@ -503,14 +524,22 @@ pub(crate) fn cluster_section(out: &mut String, c: &ClusterRun, one_server: Opti
             let _ = writeln!(out, "| {what} | {} | {:.1} | {:.1} | {:.1} |", m.slots, m.rtt.mean, m.rtt.p50, m.rtt.p99);
         }
         let _ = writeln!(out);
+        let on = match c.shape {
+            Shape::Cluster => format!("on one lock whose slot master {owner} serves"),
+            Shape::Sentinel => format!("on one lock of master {owner}"),
+        };
+        let every_master = match c.shape {
+            Shape::Cluster => "Every master's",
+            Shape::Sentinel => "The master's",
+        };
         let _ = writeln!(
             out,
-            "Uncontended acquire + release, one thread, {PAIR_BLOCKS} blocks per kind, interleaved, on one lock \
-             whose slot master {owner} serves. The limit pair is two trivial `EVALSHA`s with the lock's name as \
-             `KEYS[1]` on a plain connection to {owner}. Every master's `INFO commandstats` is reset before each \
-             block and read after it: the commands clients sent it, those its scripts ran, and its replica's \
-             `REPLCONF` (acknowledgements); the CPU time of {owner} and of its replica is read from `/proc` \
-             around each block (ticks of 10 ms). RTT: {owner}'s. Target ≤ {TARGET_PAIR_RATIO}.\n"
+            "Uncontended acquire + release, one thread, {PAIR_BLOCKS} blocks per kind, interleaved, {on}. The limit \
+             pair is two trivial `EVALSHA`s with the lock's name as `KEYS[1]` on a plain connection to {owner}. \
+             {every_master} `INFO commandstats` is reset before each block and read after it: the commands clients \
+             sent it, those its scripts ran, and its replica's `REPLCONF` (acknowledgements); the CPU time of \
+             {owner} and of its replica is read from `/proc` around each block (ticks of 10 ms). RTT: {owner}'s. \
+             Target ≤ {TARGET_PAIR_RATIO}.\n"
         );
         let _ = writeln!(
             out,
@@ -520,30 +549,30 @@ pub(crate) fn cluster_section(out: &mut String, c: &ClusterRun, one_server: Opti
              replica | mean / (2 × RTT) | mean / limit pair | target |"
         );
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|");
-        let limit_pair =
-            c.pairs.iter().find(|p| p.kind == ClusterPairKind::Limit).map_or(f64::NAN, |p| p.stats.pair.mean);
+        let limit_pair = c.pairs.iter().find(|p| p.kind == PairKind::Limit).map_or(f64::NAN, |p| p.stats.pair.mean);
         for p in &c.pairs {
             let what: String = match p.kind {
-                ClusterPairKind::Limit => format!("two trivial keyed `EVALSHA`s straight to {owner} (the limit pair)"),
-                ClusterPairKind::Raw => format!("the two scripts sent raw to {owner}"),
-                ClusterPairKind::NoSync => {
-                    "**cluster client `try_lock()` + `unlock()`, `sync_replicas(false)`**".into()
-                }
-                ClusterPairKind::Default => {
-                    "**cluster client `try_lock()` + `unlock()`, default (each grant waits for a replica)**".into()
+                PairKind::Limit => format!("two trivial keyed `EVALSHA`s straight to {owner} (the limit pair)"),
+                PairKind::Raw => format!("the two scripts sent raw to {owner}"),
+                PairKind::NoSync => format!("**{client} `try_lock()` + `unlock()`, `sync_replicas(false)`**"),
+                PairKind::Default => {
+                    format!("**{client} `try_lock()` + `unlock()`, default (each grant waits for a replica)**")
                 }
             };
-            let judged = !matches!(p.kind, ClusterPairKind::Limit | ClusterPairKind::Raw);
+            let judged = !matches!(p.kind, PairKind::Limit | PairKind::Raw);
             let x = &p.stats;
             let own = &p.served[c.owner];
             let sent: Vec<String> = own.sent.iter().map(|(name, n)| format!("{name} {}", per_pair(*n))).collect();
-            let others: Vec<String> = p
+            let mut others: Vec<String> = p
                 .served
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| *i != c.owner)
                 .map(|(i, s)| format!("{}: {} ({})", master_letter(i), s.calls, s.replication_calls))
                 .collect();
+            if others.is_empty() {
+                others.push("none".into());
+            }
             let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
             let _ = writeln!(
                 out,
@@ -568,47 +597,64 @@ pub(crate) fn cluster_section(out: &mut String, c: &ClusterRun, one_server: Opti
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "Hand-off to a waiter parked in another process (a cluster client of its own, subscribed to the lock's \
-             channel on {owner}'s shard), holder and waiter with the same replica setting, alternating \
-             ({HANDOFF_BLOCKS} blocks each); RTT: {owner}'s, {rtt:.1} µs:\n"
+            "Hand-off to a waiter parked in another process (a {client} of its own, subscribed to the lock's \
+             channel on {owner}), holder and waiter with the same replica setting, alternating ({HANDOFF_BLOCKS} \
+             blocks each); RTT: {owner}'s, {rtt:.1} µs:\n"
         );
         let _ = writeln!(out, "| hand-off | n | p50 µs | p90 µs | p99 µs | max µs | p50 / RTT | p99 / RTT |");
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for (sync, h) in &c.handoffs {
             let what = if *sync {
-                "**cluster client, default (the waiter's grant waits for a replica)**"
+                format!("**{client}, default (the waiter's grant waits for a replica)**")
             } else {
-                "**cluster client, `sync_replicas(false)`**"
+                format!("**{client}, `sync_replicas(false)`**")
             };
-            handoff_row(out, what, h, rtt, Some("target"));
+            handoff_row(out, &what, h, rtt, Some("target"));
         }
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "Renewal: watchdog leases spread over the {} masters, held by one thread of one cluster client (watchdog \
-             {} s, renewal every {} s, `sync_replicas(false)`: renewals never wait for replicas); target: \
-             renewals/s ≥ {TARGET_RENEWAL_FRACTION} × the pipelined limit. Per master, from its `INFO commandstats` \
-             over the window: the renew scripts it ran (one per round trip) and the leases they looked at \
-             (`HEXISTS`) and renewed (`PEXPIRE`). The watchdog is one thread that sends one batch at a time, master \
-             after master, and here the masters share one vCPU: so the limit it is set against is the masters' \
-             pipelined limits in series (the time the limit takes for the same number of calls on each master, one \
-             master after the other: the renewed leases over the sum of renewed on a master / its limit), not their \
-             sum, which only masters on separate hosts renewed in parallel could approach (shown too).\n",
-            c.masters.len(),
+            "Renewal: watchdog leases {}, held by one thread of one {client} (watchdog {} s, renewal every {} s, \
+             `sync_replicas(false)`: renewals never wait for replicas); target: renewals/s ≥ \
+             {TARGET_RENEWAL_FRACTION} × the pipelined limit. {} `INFO commandstats` over the window: the renew \
+             scripts it ran (one per round trip) and the leases they looked at (`HEXISTS`) and renewed \
+             (`PEXPIRE`).{}\n",
+            match c.shape {
+                Shape::Cluster => format!("spread over the {} masters", c.masters.len()),
+                Shape::Sentinel => "on the master".to_owned(),
+            },
             RENEWAL_WATCHDOG.as_secs(),
-            RENEWAL_WATCHDOG.as_secs() / 3
+            RENEWAL_WATCHDOG.as_secs() / 3,
+            match c.shape {
+                Shape::Cluster => "Per master, from its",
+                Shape::Sentinel => "From the master's",
+            },
+            match c.shape {
+                Shape::Cluster => {
+                    " The watchdog is one thread that writes every master's batch before it reads a reply, and \
+                     here the masters share one vCPU: so the limit it is set against is the masters' pipelined \
+                     limits in series (the time the limit takes for the same number of calls on each master, one \
+                     master after the other: the renewed leases over the sum of renewed on a master / its limit), \
+                     not their sum, which only masters on separate hosts renewing in parallel could approach \
+                     (shown too)."
+                }
+                Shape::Sentinel => " Its replica applies every renewal too, on the same vCPU.",
+            }
         );
         for r in &c.renewals {
-            cluster_renewal_section(out, r, one_server);
+            renewal_section(out, r, one_server);
         }
     }
 }
 
-fn cluster_renewal_section(out: &mut String, r: &ClusterRenewal, one_server: Option<f64>) {
+fn renewal_section(out: &mut String, r: &ReplicatedRenewal, one_server: Option<f64>) {
     {
         let passes = r.passes.max(1) as f64;
         let layout = match r.layout {
-            Layout::Spread => "names `bench:cluster:lease:<i>`, spread over the slots as names without a hash tag are",
+            Layout::Spread => {
+                "names `bench:<cluster or sentinel>:lease:<i>` (spread over the slots on a cluster, as names without \
+                 a hash tag are)"
+            }
             Layout::OneSlotPerMaster => {
                 "names `{<tag>}:lease:<i>` with one hash tag per master, so that each master's leases share one slot"
             }

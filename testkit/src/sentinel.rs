@@ -208,6 +208,16 @@ impl SentinelGroup {
         new
     }
 
+    /// The data nodes (the master and its replicas) that run, in the order they were started.
+    pub fn data_nodes(&self) -> Vec<&RedisServer> {
+        self.servers.iter().filter(|s| s.pid().is_some()).collect()
+    }
+
+    /// The process ids of the three sentinels (to place them on a CPU, say).
+    pub fn sentinel_pids(&self) -> Vec<u32> {
+        self.sentinels.iter().map(|s| s.child.id()).collect()
+    }
+
     /// The ports of the data nodes that run and are not the master: its replicas, or
     /// servers on their way to being ones.
     pub fn replica_ports(&self) -> Vec<u16> {

@@ -1,6 +1,5 @@
 //! The experiments, one module each in the order of the report, and the lock kinds they use.
 
-pub(crate) mod cluster;
 pub(crate) mod contenders;
 pub(crate) mod election;
 pub(crate) mod group;
@@ -11,6 +10,7 @@ pub(crate) mod peers;
 pub(crate) mod permit_renewal;
 pub(crate) mod redlock;
 pub(crate) mod renewal;
+pub(crate) mod replicated;
 pub(crate) mod semaphores;
 pub(crate) mod throughput;
 pub(crate) mod tls;

@@ -1,9 +1,10 @@
-//! Step 11, Redis Cluster: three masters with a replica each (the test kit's
-//! `ClusterGroup`), every server pinned with the first one. The uncontended pair through a
-//! cluster client against two trivial keyed `EVALSHA`s sent straight to the master that
-//! owns the lock's slot, with what each master served per pair; the hand-off to a waiter in
-//! another process, in round trips of that master; the watchdog renewing many leases spread
-//! over the three masters, against the pipelined limit of each.
+//! Steps 11 and 14, replicated deployments: Redis Cluster (three masters with a replica
+//! each, the test kit's `ClusterGroup`) and Sentinel (a master, one replica and three
+//! sentinels, its `SentinelGroup`), every server pinned with the first one. The uncontended
+//! pair through a client of the deployment against two trivial keyed `EVALSHA`s sent
+//! straight to the master that owns the lock, with what each master served per pair; the
+//! hand-off to a waiter in another process, in round trips of that master; the watchdog
+//! renewing many leases spread over the masters, against the pipelined limit of each.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use redlease::{AnyLock, Client};
 use redlease_testkit::cluster::ClusterGroup;
+use redlease_testkit::sentinel::SentinelGroup;
 use redlease_testkit::server::RedisServer;
 
 use crate::child::{LOCK_ENV, URL_ENV, Worker, child_env};
@@ -30,6 +32,63 @@ use crate::stats::{
     server_command_stats, time_each, twice,
 };
 
+/// The kind of replicated deployment a run measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// Three masters with a replica each; clients on `redis-cluster://`.
+    Cluster,
+    /// One master with one replica behind three sentinels; clients on `redis-sentinel://`.
+    Sentinel,
+}
+
+impl Shape {
+    /// How the report names a client of this deployment.
+    pub(crate) fn client(self) -> &'static str {
+        match self {
+            Shape::Cluster => "cluster client",
+            Shape::Sentinel => "Sentinel client",
+        }
+    }
+
+    /// The prefix of the names this step uses.
+    fn prefix(self) -> &'static str {
+        match self {
+            Shape::Cluster => "bench:cluster",
+            Shape::Sentinel => "bench:sentinel",
+        }
+    }
+}
+
+/// A replicated deployment, as this step sees it: its URL, its masters and the replica of
+/// each, and which master serves a name.
+pub(crate) struct Deployment<'a> {
+    shape: Shape,
+    url: String,
+    masters: Vec<&'a RedisServer>,
+    /// `replicas[i]` replicates `masters[i]`.
+    replicas: Vec<&'a RedisServer>,
+    slots: SlotMap,
+}
+
+impl<'a> Deployment<'a> {
+    pub(crate) fn cluster(group: &'a ClusterGroup) -> Deployment<'a> {
+        let masters = group.masters();
+        let replicas = masters.iter().map(|m| group.replica_of(m.port())).collect();
+        let ports = masters.iter().map(|m| m.port()).collect();
+        let slots = SlotMap::read(group, ports);
+        Deployment { shape: Shape::Cluster, url: group.url(), masters, replicas, slots }
+    }
+
+    pub(crate) fn sentinel(group: &'a SentinelGroup) -> Deployment<'a> {
+        let master_port = group.master_port();
+        let (masters, replicas): (Vec<&RedisServer>, Vec<&RedisServer>) =
+            group.data_nodes().into_iter().partition(|s| s.port() == master_port);
+        assert_eq!((masters.len(), replicas.len()), (1, 1), "a master and one replica");
+        let slots = SlotMap { ports: vec![master_port], owner: None };
+        Deployment { shape: Shape::Sentinel, url: group.url(), masters, replicas, slots }
+    }
+}
+
 /// Whether a child's cluster client waits for a replica after each grant ("1") or not.
 pub(crate) const SYNC_ENV: &str = "REDLEASE_BENCH_SYNC";
 /// Round trips made for this long before the masters' round trips are measured (a VM's
@@ -44,15 +103,15 @@ pub(crate) struct Master {
     pub(crate) rtt: Summary,
 }
 
-/// The kinds of pair measured, in the order of [`ClusterRun::pairs`].
+/// The kinds of pair measured, in the order of [`ReplicatedRun::pairs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ClusterPairKind {
+pub(crate) enum PairKind {
     /// Two trivial `EVALSHA`s with the lock's name as `KEYS[1]`, straight to its master.
     Limit,
-    /// The library's acquire and release scripts (sharded build) sent raw to the master,
+    /// The library's acquire and release scripts (the sharded build on a cluster) sent raw to the master,
     /// with the arguments the library sends: what the pair costs without the client.
     Raw,
-    /// `try_lock()` + `unlock()` through a cluster client with `sync_replicas(false)`.
+    /// `try_lock()` + `unlock()` through a client of the deployment with `sync_replicas(false)`.
     NoSync,
     /// The same with the default settings: every grant waits for a replica (`WAIT 1`).
     Default,
@@ -79,10 +138,10 @@ impl Served {
     }
 }
 
-pub(crate) struct ClusterPair {
-    pub(crate) kind: ClusterPairKind,
+pub(crate) struct ReplicatedPair {
+    pub(crate) kind: PairKind,
     pub(crate) stats: PairStats,
-    /// Per master, in the order of [`ClusterRun::masters`].
+    /// Per master, in the order of [`ReplicatedRun::masters`].
     pub(crate) served: Vec<Served>,
     /// CPU time of the owning master and of its replica per pair, µs (`/proc/<pid>/stat`,
     /// in ticks of 10 ms added up over the blocks).
@@ -90,17 +149,18 @@ pub(crate) struct ClusterPair {
     pub(crate) cpu_replica_us: f64,
 }
 
-pub(crate) struct ClusterRun {
+pub(crate) struct ReplicatedRun {
+    pub(crate) shape: Shape,
     pub(crate) masters: Vec<Master>,
     /// The master (an index into `masters`) that owns the slots of the pairs' and the
     /// hand-offs' locks.
     pub(crate) owner: usize,
-    pub(crate) pairs: Vec<ClusterPair>,
+    pub(crate) pairs: Vec<ReplicatedPair>,
     /// Hand-offs with and without replica sync: (`sync_replicas`, summary).
     pub(crate) handoffs: Vec<(bool, Summary)>,
     /// The renewal with the leases' names spread over every slot, then with one hash tag
     /// per master.
-    pub(crate) renewals: Vec<ClusterRenewal>,
+    pub(crate) renewals: Vec<ReplicatedRenewal>,
 }
 
 /// How the renewal's lease names land on the masters.
@@ -113,7 +173,7 @@ pub(crate) enum Layout {
 }
 
 /// The renewal of many leases spread over the masters.
-pub(crate) struct ClusterRenewal {
+pub(crate) struct ReplicatedRenewal {
     pub(crate) layout: Layout,
     pub(crate) leases: usize,
     pub(crate) acquire_time: Duration,
@@ -123,7 +183,7 @@ pub(crate) struct ClusterRenewal {
     pub(crate) round_trips: u64,
     pub(crate) renewed: u64,
     pub(crate) renew_time: Duration,
-    /// Per master, in the order of [`ClusterRun::masters`].
+    /// Per master, in the order of [`ReplicatedRun::masters`].
     pub(crate) nodes: Vec<NodeRenewal>,
     pub(crate) held: usize,
     pub(crate) lost_events: u64,
@@ -136,7 +196,7 @@ pub(crate) struct ClusterRenewal {
     pub(crate) failed_releases: u64,
 }
 
-impl ClusterRenewal {
+impl ReplicatedRenewal {
     pub(crate) fn per_sec(&self) -> f64 {
         self.renewed as f64 / self.renew_time.as_secs_f64()
     }
@@ -166,10 +226,11 @@ pub(crate) struct NodeRenewal {
     pub(crate) keys_left: u64,
 }
 
-/// Which master serves each slot, from `CLUSTER SLOTS`, as indexes into `ports`.
+/// Which master serves each slot, from `CLUSTER SLOTS`, as indexes into `ports`; `None`
+/// where one master serves every name.
 struct SlotMap {
     ports: Vec<u16>,
-    owner: Vec<usize>,
+    owner: Option<Vec<usize>>,
 }
 
 impl SlotMap {
@@ -182,11 +243,17 @@ impl SlotMap {
                 ports.iter().position(|&p| p == port).expect("a master of the group")
             })
             .collect();
-        SlotMap { ports, owner }
+        SlotMap { ports, owner: Some(owner) }
+    }
+
+    /// Slots `master` serves (every one, when it is the only master).
+    fn served_by(&self, master: usize) -> usize {
+        self.owner.as_ref().map_or(16384, |owner| owner.iter().filter(|&&o| o == master).count())
     }
 
     /// The master (index) of each of `keys`, from `CLUSTER KEYSLOT` (pipelined).
     fn masters_of(&self, conn: &mut redis::Connection, keys: &[String]) -> Vec<usize> {
+        let Some(owner) = &self.owner else { return vec![0; keys.len()] };
         let mut masters = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(PIPELINE) {
             let mut pipe = redis::pipe();
@@ -194,7 +261,7 @@ impl SlotMap {
                 pipe.cmd("CLUSTER").arg("KEYSLOT").arg(key);
             }
             let slots: Vec<usize> = pipe.query(conn).expect("CLUSTER KEYSLOT");
-            masters.extend(slots.into_iter().map(|slot| self.owner[slot]));
+            masters.extend(slots.into_iter().map(|slot| owner[slot]));
         }
         masters
     }
@@ -208,23 +275,20 @@ impl SlotMap {
     }
 }
 
-pub(crate) fn measure_cluster(group: &ClusterGroup, plan: &Plan) -> ClusterRun {
-    let servers: Vec<&RedisServer> = group.masters();
-    assert_eq!(servers.len(), 3, "three masters");
-    let ports: Vec<u16> = servers.iter().map(|s| s.port()).collect();
-    let slots = SlotMap::read(group, ports.clone());
-    let url = group.url();
+pub(crate) fn measure_replicated(deployment: &Deployment, plan: &Plan) -> ReplicatedRun {
+    let Deployment { shape, url, masters: servers, slots, .. } = deployment;
+    let prefix = shape.prefix();
 
-    // The pairs' lock is on the master that serves "bench:cluster:pair-0"; the hand-offs'
-    // locks on the same master.
+    // The pairs' lock is on the master that serves "<prefix>:pair-0"; the hand-offs' locks
+    // on the same master.
     let mut any = servers[0].conn();
-    let owner = slots.masters_of(&mut any, &["bench:cluster:pair-0".to_string()])[0];
-    let pair_name = slots.name_on(&mut any, "bench:cluster:pair", owner);
-    let raw_name = slots.name_on(&mut any, "bench:cluster:raw", owner);
+    let owner = slots.masters_of(&mut any, &[format!("{prefix}:pair-0")])[0];
+    let pair_name = slots.name_on(&mut any, &format!("{prefix}:pair"), owner);
+    let raw_name = slots.name_on(&mut any, &format!("{prefix}:raw"), owner);
 
     // The round trip of each master, one after the other.
     let mut rtts = Vec::new();
-    for server in &servers {
+    for server in servers {
         let mut conn = server.conn();
         let call = trivial_call(&mut conn);
         let warm_until = Instant::now() + RTT_WARMUP / 3;
@@ -237,29 +301,30 @@ pub(crate) fn measure_cluster(group: &ClusterGroup, plan: &Plan) -> ClusterRun {
         }));
     }
 
-    let replica = group.replica_of(servers[owner].port());
-    let pairs = measure_cluster_pairs(&url, &servers, owner, replica, &pair_name, &raw_name, plan);
-    let handoffs = measure_cluster_handoffs(&url, servers[owner], &slots, owner, plan);
-    let renewals = [Layout::Spread, Layout::OneSlotPerMaster]
-        .into_iter()
-        .map(|layout| {
+    let pairs = measure_pairs(deployment, owner, &pair_name, &raw_name, plan);
+    let handoffs = measure_handoffs(deployment, owner, plan);
+    let layouts = match shape {
+        Shape::Cluster => &[Layout::Spread, Layout::OneSlotPerMaster][..],
+        // One master: where the names land makes no difference.
+        Shape::Sentinel => &[Layout::Spread][..],
+    };
+    let renewals = layouts
+        .iter()
+        .map(|&layout| {
             let names: Vec<String> = match layout {
-                Layout::Spread => (0..plan.leases).map(|i| format!("bench:cluster:lease:{i}")).collect(),
+                Layout::Spread => (0..plan.leases).map(|i| format!("{prefix}:lease:{i}")).collect(),
                 Layout::OneSlotPerMaster => {
-                    let tags: Vec<String> = (0..servers.len())
-                        .map(|m| slots.name_on(&mut any, &format!("bench:cluster:tag-{m}"), m))
-                        .collect();
+                    let tags: Vec<String> =
+                        (0..servers.len()).map(|m| slots.name_on(&mut any, &format!("{prefix}:tag-{m}"), m)).collect();
                     (0..plan.leases).map(|i| format!("{{{}}}:lease:{i}", tags[i % tags.len()])).collect()
                 }
             };
-            measure_cluster_renewal(&url, &servers, &slots, layout, &names, plan)
+            measure_renewal(url, servers, slots, layout, &names, plan)
         })
         .collect();
 
-    let masters = (0..servers.len())
-        .map(|i| Master { slots: slots.owner.iter().filter(|&&o| o == i).count(), rtt: rtts[i] })
-        .collect();
-    ClusterRun { masters, owner, pairs, handoffs, renewals }
+    let masters = (0..servers.len()).map(|i| Master { slots: slots.served_by(i), rtt: rtts[i] }).collect();
+    ReplicatedRun { shape: *shape, masters, owner, pairs, handoffs, renewals }
 }
 
 /// `EVALSHA` of `return 1` (loaded with `SCRIPT LOAD` on `conn`) with `key` as `KEYS[1]`.
@@ -343,24 +408,23 @@ impl BlockCounters for MasterCounters {
     }
 }
 
-fn measure_cluster_pairs(
-    url: &str,
-    servers: &[&RedisServer],
+fn measure_pairs(
+    deployment: &Deployment,
     owner: usize,
-    replica: &RedisServer,
     name: &str,
     raw_name: &str,
     plan: &Plan,
-) -> Vec<ClusterPair> {
-    let no_sync = Client::builder(url).sync_replicas(false).build().expect("cluster client without replica sync");
-    let default = Client::open(url).expect("cluster client");
+) -> Vec<ReplicatedPair> {
+    let (url, servers, replica) = (&deployment.url, &deployment.masters, deployment.replicas[owner]);
+    let no_sync = Client::builder(url).sync_replicas(false).build().expect("client without replica sync");
+    let default = Client::open(url).expect("client with the default settings");
     let no_sync_lock: AnyLock = no_sync.lock(name).into();
     let default_lock: AnyLock = default.lock(name).into();
     let mut limit_conn = servers[owner].conn();
     let limit = keyed_trivial_call(&mut limit_conn, name);
     let mut raw_conn = servers[owner].conn();
-    let mut raw = RawPair::new(no_sync.id(), raw_name, true);
-    let kinds = [ClusterPairKind::Limit, ClusterPairKind::Raw, ClusterPairKind::NoSync, ClusterPairKind::Default];
+    let mut raw = RawPair::new(no_sync.id(), raw_name, deployment.shape == Shape::Cluster);
+    let kinds = [PairKind::Limit, PairKind::Raw, PairKind::NoSync, PairKind::Default];
     let mut counters = MasterCounters {
         conns: servers.iter().map(|s| s.conn()).collect(),
         owner,
@@ -414,32 +478,36 @@ fn measure_cluster_pairs(
                     served
                 })
                 .collect();
-            ClusterPair { kind, stats, served, cpu_owner_us, cpu_replica_us }
+            ReplicatedPair { kind, stats, served, cpu_owner_us, cpu_replica_us }
         })
         .collect()
 }
 
-/// One holder here and one waiter in a child process, each with a cluster client that does
-/// (or does not) wait for a replica after its grants, handing a lock back and forth.
-struct ClusterHandoffRig {
+/// One holder here and one waiter in a child process, each with a client of the deployment
+/// that does (or does not) wait for a replica after its grants, handing a lock back and
+/// forth.
+struct HandoffRig {
     channel: String,
+    /// `PUBSUB`'s count of the channel's subscribers: `SHARDNUMSUB` on a cluster.
+    numsub: &'static str,
     holder: Box<dyn Contender>,
     child: Worker,
     /// To the master that serves the lock's slot (and its channel's shard).
     raw: redis::Connection,
 }
 
-impl ClusterHandoffRig {
-    fn new(url: &str, owner: &RedisServer, name: String, sync: bool) -> ClusterHandoffRig {
-        let client = Client::builder(url).sync_replicas(sync).build().expect("cluster client for the hand-offs");
+impl HandoffRig {
+    fn new(url: &str, owner: &RedisServer, shape: Shape, name: String, sync: bool) -> HandoffRig {
+        let client = Client::builder(url).sync_replicas(sync).build().expect("client for the hand-offs");
         let mut holder = Process::with_client(Subject::Lock(LockKind::Plain), &client).contender(&name);
         let child = Worker::spawn(
-            "cluster-handoff",
+            "replicated-handoff",
             &[(URL_ENV, url.to_string()), (LOCK_ENV, name.clone()), (SYNC_ENV, u8::from(sync).to_string())],
         );
         child.expect("ready");
         assert!(holder.try_take(), "the hand-off lock starts free");
-        ClusterHandoffRig { channel: format!("redisson_lock__channel:{{{name}}}"), holder, child, raw: owner.conn() }
+        let numsub = if shape == Shape::Cluster { "SHARDNUMSUB" } else { "NUMSUB" };
+        HandoffRig { channel: format!("redisson_lock__channel:{{{name}}}"), numsub, holder, child, raw: owner.conn() }
     }
 
     /// One hand-off, as step 2's: from just before the release to the child's return from
@@ -447,14 +515,11 @@ impl ClusterHandoffRig {
     fn round(&mut self) -> u64 {
         self.child.send("go");
         self.child.expect("waiting");
-        // Parked: subscribed to the lock's channel on its shard.
+        // Parked: subscribed to the lock's channel (on its shard).
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let (_, count): (String, u64) = redis::cmd("PUBSUB")
-                .arg("SHARDNUMSUB")
-                .arg(&self.channel)
-                .query(&mut self.raw)
-                .expect("PUBSUB SHARDNUMSUB");
+            let (_, count): (String, u64) =
+                redis::cmd("PUBSUB").arg(self.numsub).arg(&self.channel).query(&mut self.raw).expect("PUBSUB NUMSUB");
             if count >= 1 {
                 break;
             }
@@ -473,19 +538,15 @@ impl ClusterHandoffRig {
 
 /// Hand-offs without and with replica sync, in alternating blocks, on locks served by
 /// `owner`.
-fn measure_cluster_handoffs(
-    url: &str,
-    owner_server: &RedisServer,
-    slots: &SlotMap,
-    owner: usize,
-    plan: &Plan,
-) -> Vec<(bool, Summary)> {
+fn measure_handoffs(deployment: &Deployment, owner: usize, plan: &Plan) -> Vec<(bool, Summary)> {
+    let owner_server = deployment.masters[owner];
     let mut conn = owner_server.conn();
-    let mut rigs: Vec<(bool, ClusterHandoffRig)> = [false, true]
+    let mut rigs: Vec<(bool, HandoffRig)> = [false, true]
         .into_iter()
         .map(|sync| {
-            let name = slots.name_on(&mut conn, &format!("bench:cluster:handoff:sync-{sync}"), owner);
-            (sync, ClusterHandoffRig::new(url, owner_server, name, sync))
+            let prefix = format!("{}:handoff:sync-{sync}", deployment.shape.prefix());
+            let name = deployment.slots.name_on(&mut conn, &prefix, owner);
+            (sync, HandoffRig::new(&deployment.url, owner_server, deployment.shape, name, sync))
         })
         .collect();
     for (_, rig) in &mut rigs {
@@ -508,25 +569,25 @@ fn measure_cluster_handoffs(
     syncs.into_iter().zip(samples.into_iter().map(Summary::of_nanos)).collect()
 }
 
-/// Child: the waiter of the cluster hand-offs, with a cluster client that waits for a
+/// Child: the waiter of the hand-offs, with a client of the deployment that waits for a
 /// replica after its grants when `SYNC_ENV` is "1".
-pub(crate) fn cluster_handoff_child() {
+pub(crate) fn replicated_handoff_child() {
     let sync = child_env(SYNC_ENV) == "1";
-    let client = Client::builder(child_env(URL_ENV)).sync_replicas(sync).build().expect("cluster client of the waiter");
+    let client = Client::builder(child_env(URL_ENV)).sync_replicas(sync).build().expect("client of the waiter");
     serve_handoffs(Process::with_client(Subject::Lock(LockKind::Plain), &client).contender(&child_env(LOCK_ENV)));
     let _ = std::io::stdout().flush();
 }
 
 /// The watchdog of one cluster client renewing the leases `names`, held by one thread,
 /// with the pipelined limit of each master measured just before they were taken.
-fn measure_cluster_renewal(
+fn measure_renewal(
     url: &str,
     servers: &[&RedisServer],
     slots: &SlotMap,
     layout: Layout,
     names: &[String],
     plan: &Plan,
-) -> ClusterRenewal {
+) -> ReplicatedRenewal {
     let events = Arc::new(EventCounts::default());
     // No replica sync: the grants are not what is measured here (renewals never wait), and
     // 100,000 `WAIT`s would only lengthen the run.
@@ -536,7 +597,7 @@ fn measure_cluster_renewal(
         .sync_replicas(false)
         .events(events.clone())
         .build()
-        .expect("cluster client for the renewal run");
+        .expect("client for the renewal run");
     let mut conns: Vec<redis::Connection> = servers.iter().map(|s| s.conn()).collect();
     let master_of = slots.masters_of(&mut conns[0], names);
     let mut on_node: Vec<Vec<&String>> = servers.iter().map(|_| Vec::new()).collect();
@@ -592,7 +653,7 @@ fn measure_cluster_renewal(
     }
     assert_eq!(client.stats().leases, 0, "every lease is forgotten after its guard dropped");
 
-    ClusterRenewal {
+    ReplicatedRenewal {
         layout,
         leases: names.len(),
         acquire_time,
