@@ -236,11 +236,11 @@ fn each_release_wakes_one_waiter_not_all() {
     let mut conn = server.conn();
     let name = "fair-herd";
     let holder = client.fair_lock(name).lock().unwrap();
+    let base = calls_of(&mut conn, "evalsha");
     let env = [("REDIS_URL", server.url()), ("LOCK", name.to_string()), ("THREADS", "10".to_string())];
     let mut workers = [Child::spawn("fair_herd_waiters", &env), Child::spawn("fair_herd_waiters", &env)];
     assert!(wait_until(Duration::from_secs(20), || llen(&mut conn, &queue(name)) == 20), "20 queued");
-    thread::sleep(Duration::from_millis(100)); // let every waiter park
-    let scripts_before = calls_of(&mut conn, "evalsha");
+    let scripts_before = wait_parked(&mut conn, base, 20);
     holder.unlock().unwrap();
     for w in &mut workers {
         w.wait_line("done", Duration::from_secs(60));
@@ -358,6 +358,20 @@ fn an_idle_fair_client_sends_nothing() {
 
 /// Threads of one client queued on a fair lock one after another; each, once it has the
 /// lock, says its place and holds it until told to release.
+/// Waits until `waiters` threads that started queueing after the server had run `base`
+/// scripts are parked: each ran the attempt that queued it and the one after its
+/// subscription was confirmed, and parks after that. Returns the scripts run by then.
+fn wait_parked(conn: &mut redis::Connection, base: u64, waiters: u64) -> u64 {
+    let expected = base + 2 * waiters;
+    assert!(
+        wait_until(Duration::from_secs(20), || calls_of(conn, "evalsha") >= expected),
+        "{waiters} waiters each ran their two scripts: {} of {}",
+        calls_of(conn, "evalsha") - base,
+        2 * waiters
+    );
+    calls_of(conn, "evalsha")
+}
+
 struct Queued {
     got: mpsc::Receiver<usize>,
     releases: Vec<mpsc::Sender<()>>,
@@ -428,9 +442,9 @@ fn a_waiter_that_becomes_the_head_while_the_lock_is_held_runs_no_script() {
     let mut conn = server.conn();
     let name = "fair-crowned";
     let holder = client.fair_lock(name).lock().unwrap();
+    let base = calls_of(&mut conn, "evalsha");
     let queued = Queued::up(&client, &mut conn, name, 2);
-    thread::sleep(Duration::from_millis(200)); // let both park
-    let before = calls_of(&mut conn, "evalsha");
+    let before = wait_parked(&mut conn, base, 2);
     holder.unlock().unwrap();
     assert_eq!(queued.next_holder(), 0, "the first in line has it");
     thread::sleep(Duration::from_millis(300));
@@ -487,8 +501,10 @@ fn a_head_crowned_while_the_lock_is_free_is_woken_to_take_it() {
     let far = server_ms(&mut conn) + 60_000;
     redis::cmd("RPUSH").arg(queue(name)).arg("ghost:1").query::<()>(&mut conn).unwrap();
     redis::cmd("ZADD").arg(timeouts(name)).arg(far).arg("ghost:1").query::<()>(&mut conn).unwrap();
+    let base = calls_of(&mut conn, "evalsha");
     let queued = Queued::up_behind(&client, &mut conn, name, 1, 1);
-    thread::sleep(Duration::from_millis(200)); // let it park, until the head's deadline or 30 s
+    // Parked until the head's deadline or 30 s.
+    wait_parked(&mut conn, base, 1);
     // The ghost dies, and the lock's lease runs out unreleased.
     let past = server_ms(&mut conn) - 1;
     redis::cmd("ZADD").arg(timeouts(name)).arg(past).arg("ghost:1").query::<()>(&mut conn).unwrap();

@@ -36,11 +36,11 @@
 //! | `AtRisk` | a fixed hold that outlasts the watchdog part is added (`hold_added`) | `Held`; the spell's end is reported by the renewal that ends it |
 //! | `Held` | a renewal sent at `t` succeeds (`renewal_answered`: renewed) | `Held`, the watchdog part valid until `t` + lease − drift, at risk from `t` + lease/2 |
 //! | `Held` | a renewal round trip fails (`renewal_answered`: failed), the watchdog part being what keeps the lease valid | `AtRisk`, reported once a spell, with the deadline |
-//! | `Held` | half the watchdog lease passes since the last success's send (the clock: the renewal due at a third is not back), the watchdog part being what keeps the lease valid | `AtRisk`, reported when that renewal's failure comes back |
+//! | `Held` | half the watchdog lease passes since the last success's send (the clock: the renewal due at a third is not back), the watchdog part being what keeps the lease valid | `AtRisk`, reported when that renewal's failure comes back (the renewal thread's look before its next batch, `expired`, says nothing) |
 //! | `AtRisk` | a renewal succeeds (`renewal_answered`: renewed) | `Held`, reported when the spell was |
 //! | `Held`, `AtRisk` | Redis says the owner's hold is gone, to a renewal (`renewal_answered`: gone) | `Lost`, reported |
 //! | `Held`, `AtRisk` | Redis says so to a release or a query (`lost`) | `Lost`, reported once |
-//! | `Held`, `AtRisk` | the local deadline passes (the clock: renewals failed, or every fixed hold ran out) | `Lost`, seen by `state()`; reported by whoever acts on it first (next rows) |
+//! | `Held`, `AtRisk` | the local deadline passes (the clock: renewals failed, or every fixed hold ran out) | `Lost`, seen by `state()`; reported once, by whoever acts on it first: the renewal thread's look before its next batch (`expired`) or the next rows |
 //! | `Lost` by the clock alone | a renewal fails (`renewal_answered`: failed) | `Lost`, reported; nothing scheduled |
 //! | `Lost` by the clock alone | a renewal sent before the deadline succeeds after it (`renewal_answered`: renewed) | `Lost`, reported: a loss is final, whatever comes back after it |
 //! | `Lost` by the clock alone | its renewal is to go out (`renewal_sent`) | `Lost`, reported; nothing is sent |
@@ -852,7 +852,8 @@ mod tests {
             act: |core, now| {
                 let half = core.next_change(now).unwrap();
                 assert_eq!(core.state(half - ms(1)), LeaseState::Held);
-                (half, Effects::default())
+                // The renewal thread's look before its next batch (`expired`): at risk is not lost.
+                (half, core.expired(half))
             },
             next: Some(LeaseState::AtRisk),
             says: "nothing",
@@ -898,10 +899,15 @@ mod tests {
             act: |core, now| {
                 let end = core.expires_at().unwrap();
                 assert!(now < end);
-                (end, Effects::default())
+                assert_eq!(said(core.expired(end - ms(1))), "nothing", "live until its deadline");
+                // The renewal thread's look before its next batch (`expired`) once it passed;
+                // the look after that says nothing.
+                let first = core.expired(end);
+                assert_eq!(said(core.expired(end + ms(1))), "nothing", "once");
+                (end, first)
             },
             next: Some(LeaseState::Lost),
-            says: "nothing",
+            says: "lost",
         },
         Row {
             state: "`Lost` by the clock alone",
