@@ -133,3 +133,33 @@ fn a_redis_restart_loses_the_lease_and_a_waiter_gets_the_lock() {
     assert_eq!(waiting.join().unwrap(), Some(true), "the waiter got the lock");
     assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::NotHeld);
 }
+
+/// A pass of several batches is pipelined: behind a link of 100 ms each way, six batches
+/// of one server are renewed in a pass of about two round trips, not six.
+///
+/// Breaks if the watchdog waits for each batch's reply before it writes the next (a pass
+/// can then take no less than 1.2 s).
+#[test]
+fn a_pass_of_several_batches_does_not_wait_for_each_reply() {
+    let server = RedisServer::start();
+    let proxy = crate::support::proxy::Proxy::start(server.addr());
+    let client = redlease::Client::builder(proxy.url())
+        .watchdog_timeout(Duration::from_secs(6))
+        .renew_batch_size(10)
+        .build()
+        .unwrap();
+    // Taken within the coalescing window of one pass (a quarter of the 2 s renewal period).
+    let guards: Vec<_> = (0..60).map(|i| client.lock(format!("pipelined-{i}")).lock().unwrap()).collect();
+    proxy.set_latency(Duration::from_millis(100));
+    let before = client.stats();
+    // A pass's counts are added when it ends: two passes ended.
+    let renewed = |stats: &redlease::ClientStats| stats.leases_renewed - before.leases_renewed;
+    assert!(wait_until(Duration::from_secs(10), || renewed(&client.stats()) >= 120), "two passes");
+    let after = client.stats();
+    assert_eq!(renewed(&after), 120, "every lease renewed in each pass");
+    assert_eq!(after.renewal_round_trips - before.renewal_round_trips, 12, "six batches a pass");
+    let per_pass = (after.renewal_time - before.renewal_time) / 2;
+    assert!(per_pass < Duration::from_millis(1000), "a pass of six batches took {per_pass:?}");
+    assert!(guards.iter().all(|g| g.is_held()));
+    proxy.set_latency(Duration::ZERO);
+}

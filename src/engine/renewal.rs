@@ -29,6 +29,7 @@
 //! does, and left to expire (within one lease) once it holds and waits for nothing. An
 //! acquire only reads a flag for it: the write is this thread's, after the leases due.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -47,6 +48,12 @@ use crate::span::Span;
 use crate::trace;
 use crate::transport::{Conn, Lent, Pool, RunId, Topology};
 use crate::wheel::{Wheel, WheelKey};
+
+/// How many rounds of a pass may be written and unanswered at once (each round one batch
+/// per node): enough that Redis has the next batch while the client settles the last,
+/// and that a pass over a distant server costs a fraction of a round trip per round; few
+/// enough that a release waits for at most this many batches ahead of its lease's.
+const ROUNDS_IN_FLIGHT: usize = 4;
 
 pub(crate) struct Renewer {
     shared: Arc<Shared>,
@@ -343,9 +350,12 @@ impl Worker {
     }
 
     /// Renews the leases that are still held with a watchdog. One batch goes to one node
-    /// (in a cluster, the master of its leases' slots); with several nodes, the next batch
-    /// of each is written before any reply is read, so that a pass over n masters costs
-    /// about one round trip, not n.
+    /// (in a cluster, the master of its leases' slots). A pass of more than one batch is
+    /// pipelined: each node keeps one connection through the pass, a round (the next batch
+    /// of every node) is written while up to [`ROUNDS_IN_FLIGHT`] − 1 rounds before it are
+    /// unanswered, and their replies are read in order. The client builds and settles
+    /// batches while Redis runs the ones before, a round over n masters costs about one
+    /// round trip, not n, and a pass of many rounds a fraction of one round trip per round.
     fn renew(&self, leases: Vec<Arc<Lease>>) {
         for lease in &leases {
             lease.renewal_fired();
@@ -360,41 +370,64 @@ impl Worker {
         }
         let size = self.config.renew_batch_size.max(1);
         let rounds = by_node.iter().map(|(_, leases)| leases.len().div_ceil(size)).max().unwrap_or(0);
+        // One batch in the whole pass goes as any call does: the pool sends it again on a
+        // connection it finds dead after a quiet spell.
+        let pipelined = rounds > 1 || by_node.len() > 1;
+        let mut lines: Vec<Line<'_>> = by_node.iter().map(|(pool, _)| Line { pool, lent: None, epoch: 0 }).collect();
+        let started = Instant::now();
+        let (mut round_trips, mut renewed) = (0, 0);
+        let mut in_flight: VecDeque<Round> = VecDeque::with_capacity(ROUNDS_IN_FLIGHT);
         for round in 0..rounds {
             // At shutdown the rest is left alone: each round could cost a command timeout.
             if self.shared.state.lock().shutdown {
-                return;
+                break;
             }
-            let batches: Vec<(&Pool, &[Arc<Lease>])> = by_node
+            let batches = by_node
                 .iter()
-                .filter_map(|(pool, leases)| leases.chunks(size).nth(round).map(|batch| (&**pool, batch)))
-                .collect();
-            self.renew_batches(&batches);
+                .enumerate()
+                .filter_map(|(node, (_, leases))| leases.chunks(size).nth(round).map(|batch| (node, batch)));
+            in_flight.push_back(self.send_round(batches, &mut lines, pipelined));
+            while in_flight.len() >= ROUNDS_IN_FLIGHT || !pipelined {
+                let Some(round) = in_flight.pop_front() else { break };
+                let (made, done) = self.settle_round(round, &mut lines);
+                round_trips += made;
+                renewed += done;
+            }
+        }
+        for round in in_flight {
+            let (made, done) = self.settle_round(round, &mut lines);
+            round_trips += made;
+            renewed += done;
+        }
+        for line in lines {
+            if let Some(lent) = line.lent {
+                let _ = lent.finish(Ok(()), "renewing leases");
+            }
+        }
+        // The time of the whole pass, once: its round trips overlap.
+        if round_trips > 0 {
+            self.count(started.elapsed(), round_trips, renewed);
         }
     }
 
-    /// Renews one batch of leases per node: every batch's calls written to its node
-    /// before any reply is read (one node: sent and read as any call, the pool sending
-    /// again on a connection found dead while idle). A node whose batch could not be
-    /// written that way gets it the same way too.
-    fn renew_batches(&self, batches: &[(&Pool, &[Arc<Lease>])]) {
-        // Marked in flight just before its batch goes out: a release waits for the one
-        // round trip that carries its lease, and a lease released meanwhile is left out.
-        // Each lease goes with how the script may set its expiry: a lease that also has
-        // fixed-lease holds must never be shortened to the watchdog's.
+    /// Marks the leases of one batch per node in flight, just before their batch goes out
+    /// (a release waits for the one round trip that carries its lease, and a lease released
+    /// meanwhile is left out), and writes each batch on its node's line when `pipelined`.
+    /// Each lease goes with how the script may set its expiry: a lease that also has
+    /// fixed-lease holds must never be shortened to the watchdog's.
+    fn send_round<'a>(
+        &self,
+        batches: impl Iterator<Item = (usize, &'a [Arc<Lease>])>,
+        lines: &mut [Line<'_>],
+        pipelined: bool,
+    ) -> Round {
         let sent = Instant::now();
-        // One span per batch, entered for each step of it: the leases lost by the clock
-        // before they could go, and what the replies say, are reported inside it.
-        let spans: Vec<_> = batches
-            .iter()
-            .map(|(pool, _)| {
-                trace::span!(TRACE, "renew", pool = pool.id(), client = &*self.client; leases, renewed, round_trips)
-            })
-            .collect();
-        let chunks: Vec<(&Pool, Chunk)> = batches
-            .iter()
-            .zip(&spans)
-            .map(|(&(pool, candidates), span)| {
+        let batches = batches
+            .map(|(node, candidates)| {
+                let line = &mut lines[node];
+                // One span per batch, entered for each step of it: the leases lost by the
+                // clock before they could go, and what the replies say, are reported inside it.
+                let span = trace::span!(TRACE, "renew", pool = line.pool.id(), client = &*self.client; leases, renewed, round_trips);
                 let chunk: Chunk = trace::within!(span, {
                     candidates
                         .iter()
@@ -404,54 +437,57 @@ impl Worker {
                         .collect()
                 });
                 trace::record!(span, leases = chunk.len());
-                (pool, chunk)
+                let plan = Plan::of(line.pool.pubsub(), self.lease_millis, &chunk);
+                let written = if pipelined { self.write(line, &plan) } else { None };
+                Batch { node, chunk, plan, span, written }
             })
             .collect();
-        // Each master's calls are built and written in turn, so that the next master's are
-        // built while the last one's run; the replies are then read in the same order, each
-        // master's taken apart while the next ones' are still running.
-        let several = chunks.iter().filter(|(_, chunk)| !chunk.is_empty()).count() > 1;
-        let (plans, written): (Vec<Plan<'_>>, Vec<Option<Lent<'_>>>) = chunks
-            .iter()
-            .map(|(pool, chunk)| {
-                let plan = Plan::of(pool.pubsub(), self.lease_millis, chunk);
-                let lent = several.then(|| self.write(pool, &plan)).flatten();
-                (plan, lent)
-            })
-            .unzip();
+        Round { sent, batches }
+    }
+
+    /// Reads the replies of a round (sending as any call the batches that were not
+    /// written) and settles its leases. Returns the round trips made and the leases
+    /// renewed.
+    fn settle_round(&self, round: Round, lines: &mut [Line<'_>]) -> (u64, usize) {
         let (mut round_trips, mut renewed) = (0, 0);
-        for ((((pool, chunk), plan), lent), span) in chunks.iter().zip(&plans).zip(written).zip(&spans) {
-            if chunk.is_empty() {
+        for batch in round.batches {
+            if batch.chunk.is_empty() {
                 continue;
             }
-            let replies = match lent {
-                Some(lent) => read(lent, plan),
-                None => plan.parts.iter().map(|part| self.on(pool, part.what(), |conn| part.call.run(conn))).collect(),
+            let line = &mut lines[batch.node];
+            let replies = match batch.written {
+                Some(epoch) => line.read(epoch, &batch.plan),
+                None => {
+                    let pool = line.pool;
+                    batch.plan.parts.iter().map(|part| self.on(pool, part.what(), |conn| part.call.run(conn))).collect()
+                }
             };
-            let (made, done) = trace::within!(span, self.settle(span, chunk, plan, replies, sent));
+            let (made, done) =
+                trace::within!(batch.span, self.settle(&batch.span, &batch.chunk, &batch.plan, replies, round.sent));
             round_trips += made;
             renewed += done;
         }
-        // The time of the whole round, once: the batches' round trips overlap.
-        if round_trips > 0 {
-            self.count(sent.elapsed(), round_trips, renewed);
-        }
+        (round_trips, renewed)
     }
 
-    /// Writes every call of `plan` to a connection of `pool`, in one write, without
-    /// reading: the connection, for [`read`]; `None` when that failed (the batch is then
-    /// sent as any call is).
-    fn write<'p>(&self, pool: &'p Pool, plan: &Plan<'_>) -> Option<Lent<'p>> {
+    /// Writes every call of `plan` on `line`, in one write, without reading: the epoch of
+    /// the connection it went on, for [`Line::read`]; `None` when that failed (the batch is
+    /// then sent as any call is).
+    fn write(&self, line: &mut Line<'_>, plan: &Plan) -> Option<u64> {
         if plan.parts.is_empty() {
             return None;
         }
-        let mut lent = pool.lend(self.round_trip_limit()).ok()?;
+        if line.lent.is_none() {
+            line.lent = Some(line.pool.lend(self.round_trip_limit()).ok()?);
+            line.epoch += 1;
+        }
         let packed: Vec<u8> = plan.parts.iter().flat_map(|part| part.call.packed().iter().copied()).collect();
-        let written = lent.conn()?.send_only(&packed);
+        let written = line.lent.as_mut()?.conn()?.send_only(&packed);
         match written {
-            Ok(()) => Some(lent),
+            Ok(()) => Some(line.epoch),
             Err(err) => {
-                let _ = lent.finish::<()>(Err(err), "renewing leases");
+                // Closed: what was written on it before is lost with it.
+                line.close(err, "renewing leases");
                 None
             }
         }
@@ -464,7 +500,7 @@ impl Worker {
         &self,
         span: &trace::Span,
         chunk: &[(Arc<Lease>, bool)],
-        plan: &Plan<'_>,
+        plan: &Plan,
         replies: Replies,
         sent: Instant,
     ) -> (u64, usize) {
@@ -472,7 +508,7 @@ impl Worker {
         let mut round_trips = 0;
         for (part, replies) in plan.parts.iter().zip(replies) {
             round_trips += 1 + self.take_replies(chunk, &part.indexes, replies, &mut outcomes, |j| {
-                part.alone(j, self.lease_millis, &self.topology, |pool, what, call| {
+                part.alone(j, chunk, self.lease_millis, &self.topology, |pool, what, call| {
                     self.on(pool, what, |conn| call.run(conn))
                 })
             });
@@ -575,133 +611,201 @@ type Chunk = Vec<(Arc<Lease>, bool)>;
 /// Per call of a batch: its replies and the run of the server that gave them.
 type Replies = Vec<Result<(Vec<RenewOutcome>, Option<RunId>)>>;
 
-/// The renew calls of one node's batch: one per kind of lease it has.
-struct Plan<'a> {
-    parts: Vec<Part<'a>>,
+/// The renew calls of one node's batch: one per kind of lease it has. It keeps no
+/// borrow of the batch, so that a batch can be in flight while the next is written.
+struct Plan {
+    parts: Vec<Part>,
 }
 
-/// One renew call of a batch: the places of its leases in the batch, their entries, the
-/// call.
-struct Part<'a> {
+/// One renew call of a batch: the kind of lease it renews, the places of its leases in
+/// the batch, the call.
+struct Part {
+    kind: PartKind,
     indexes: Vec<usize>,
-    entries: Entries<'a>,
     call: RenewCall,
 }
 
-/// A call's entries, by the kind of lease it renews.
-enum Entries<'a> {
-    Locks(Vec<RenewEntry<'a>>),
-    Permits(Vec<PermitEntry<'a>>),
-    Groups(Vec<GroupEntry<'a>>),
+/// The kind of lease a call renews.
+#[derive(Clone, Copy)]
+enum PartKind {
+    Locks,
+    Permits,
+    Groups,
 }
 
-impl<'a> Plan<'a> {
+/// One lease's entry in a renew call, by its kind.
+enum Entry<'a> {
+    Lock(RenewEntry<'a>),
+    Permits(PermitEntry<'a>),
+    Group(GroupEntry<'a>),
+}
+
+impl<'a> Entry<'a> {
+    /// The entry of `lease` (`fixed_too`: it also has fixed-lease holds, which the renewal
+    /// must never cut short).
+    fn of(lease: &'a Lease, fixed_too: bool) -> Entry<'a> {
+        let name = lease.name();
+        match lease.renews() {
+            Renews::Hash { field, hold_keys, .. } => {
+                let how = match (hold_keys, fixed_too) {
+                    (Some(prefix), _) => Renewal::ReadHolds(prefix),
+                    (None, true) => Renewal::LengthenOnly,
+                    (None, false) => Renewal::Reset,
+                };
+                Entry::Lock(RenewEntry { name, field, how })
+            }
+            Renews::Permits(ids) => Entry::Permits(PermitEntry { name, ids }),
+            Renews::Group { owner, fields } => Entry::Group(GroupEntry { name, owner, fields }),
+        }
+    }
+}
+
+impl Plan {
     /// One call for the locks of `chunk`, one for its permits and one for its groups (for
     /// those it has), for a node of `pubsub`'s kind.
-    fn of(pubsub: PubSub, lease_millis: u64, chunk: &'a [(Arc<Lease>, bool)]) -> Plan<'a> {
+    fn of(pubsub: PubSub, lease_millis: u64, chunk: &[(Arc<Lease>, bool)]) -> Plan {
         let (mut locks, mut permits, mut groups) = (Vec::new(), Vec::new(), Vec::new());
         for (i, (lease, fixed_too)) in chunk.iter().enumerate() {
-            let name = lease.name();
-            match lease.renews() {
-                Renews::Hash { field, hold_keys, .. } => {
-                    let how = match (hold_keys, fixed_too) {
-                        (Some(prefix), _) => Renewal::ReadHolds(prefix),
-                        (None, true) => Renewal::LengthenOnly,
-                        (None, false) => Renewal::Reset,
-                    };
-                    locks.push((i, RenewEntry { name, field, how }));
-                }
-                Renews::Permits(ids) => permits.push((i, PermitEntry { name, ids })),
-                Renews::Group { owner, fields } => groups.push((i, GroupEntry { name, owner, fields })),
+            match Entry::of(lease, *fixed_too) {
+                Entry::Lock(entry) => locks.push((i, entry)),
+                Entry::Permits(entry) => permits.push((i, entry)),
+                Entry::Group(entry) => groups.push((i, entry)),
             }
         }
         let mut parts = Vec::new();
         if !locks.is_empty() {
             let (indexes, entries): (Vec<usize>, Vec<RenewEntry<'_>>) = locks.into_iter().unzip();
             let call = kind::renew_call(pubsub, lease_millis, &entries);
-            parts.push(Part { indexes, entries: Entries::Locks(entries), call });
+            parts.push(Part { kind: PartKind::Locks, indexes, call });
         }
         if !permits.is_empty() {
             let (indexes, entries): (Vec<usize>, Vec<PermitEntry<'_>>) = permits.into_iter().unzip();
             let call = kind::renew_permits_call(pubsub, lease_millis, &entries);
-            parts.push(Part { indexes, entries: Entries::Permits(entries), call });
+            parts.push(Part { kind: PartKind::Permits, indexes, call });
         }
         if !groups.is_empty() {
             let (indexes, entries): (Vec<usize>, Vec<GroupEntry<'_>>) = groups.into_iter().unzip();
             let call = kind::renew_groups_call(pubsub, lease_millis, &entries);
-            parts.push(Part { indexes, entries: Entries::Groups(entries), call });
+            parts.push(Part { kind: PartKind::Groups, indexes, call });
         }
         Plan { parts }
     }
 }
 
-impl Part<'_> {
+impl Part {
     /// What its call does, for an error's words.
     fn what(&self) -> &'static str {
-        match self.entries {
-            Entries::Locks(_) => "renewing leases",
-            Entries::Permits(_) => "renewing permits",
-            Entries::Groups(_) => "renewing group leases",
+        match self.kind {
+            PartKind::Locks => "renewing leases",
+            PartKind::Permits => "renewing permits",
+            PartKind::Groups => "renewing group leases",
         }
     }
 
-    /// Renews its `j`th lease alone, for `lease_millis`, on the pool `topology` has for it
-    /// now (its key declared, so that `MOVED` and `ASK` take it where its slot is), with
-    /// `run` given the pool, what the call does, and the call.
+    /// Renews its `j`th lease of `chunk` alone, for `lease_millis`, on the pool `topology`
+    /// has for it now (its key declared, so that `MOVED` and `ASK` take it where its slot
+    /// is), with `run` given the pool, what the call does, and the call.
     fn alone(
         &self,
         j: usize,
+        chunk: &[(Arc<Lease>, bool)],
         lease_millis: u64,
         topology: &Topology,
         run: impl FnOnce(&Pool, &'static str, RenewCall) -> Result<(Vec<RenewOutcome>, Option<RunId>)>,
     ) -> Result<(Vec<RenewOutcome>, Option<RunId>)> {
-        match &self.entries {
-            Entries::Locks(entries) => {
-                let one = std::slice::from_ref(&entries[j]);
-                let pool = topology.pool_for(entries[j].name);
-                run(&pool, "renewing a lease", kind::renew_call(pool.pubsub(), lease_millis, one))
+        let (lease, fixed_too) = &chunk[self.indexes[j]];
+        match Entry::of(lease, *fixed_too) {
+            Entry::Lock(entry) => {
+                let pool = topology.pool_for(entry.name);
+                run(&pool, "renewing a lease", kind::renew_call(pool.pubsub(), lease_millis, &[entry]))
             }
-            Entries::Permits(entries) => {
-                let one = std::slice::from_ref(&entries[j]);
-                let pool = topology.pool_for(&keys::permit_timeouts(entries[j].name));
-                run(&pool, "renewing permits", kind::renew_permits_call(pool.pubsub(), lease_millis, one))
+            Entry::Permits(entry) => {
+                let pool = topology.pool_for(&keys::permit_timeouts(entry.name));
+                run(&pool, "renewing permits", kind::renew_permits_call(pool.pubsub(), lease_millis, &[entry]))
             }
-            Entries::Groups(entries) => {
-                let one = std::slice::from_ref(&entries[j]);
-                let pool = topology.pool_for(entries[j].name);
-                run(&pool, "renewing a group lease", kind::renew_groups_call(pool.pubsub(), lease_millis, one))
+            Entry::Group(entry) => {
+                let pool = topology.pool_for(entry.name);
+                run(&pool, "renewing a group lease", kind::renew_groups_call(pool.pubsub(), lease_millis, &[entry]))
             }
         }
     }
 }
 
-/// Reads the replies of every call of `plan`, written on `lent` by `Renewer::write`, and
-/// gives the connection back (closed when a reply failed: it may be out of step); per
-/// call, its replies and the run of the server that gave them. After a failed reply the
-/// rest are not read, and fail too.
-fn read(mut lent: Lent<'_>, plan: &Plan<'_>) -> Replies {
-    let mut read: Vec<Vec<RenewOutcome>> = Vec::with_capacity(plan.parts.len());
-    let mut failed: Option<redis::RedisError> = None;
-    let mut run = None;
-    if let Some(conn) = lent.conn() {
-        run = conn.run();
-        for part in &plan.parts {
-            match conn.receive().and_then(|value| part.call.outcomes(conn, value)) {
-                Ok(outcomes) => read.push(outcomes),
-                Err(err) => {
-                    failed = Some(err);
-                    break;
-                }
-            }
+/// One node's connection through a pass: lent at its first batch, written to round
+/// after round, and given back at the end of the pass (closed when a reply failed on it).
+/// Its epoch tells the batches written on it from those written on one before it.
+struct Line<'p> {
+    pool: &'p Pool,
+    lent: Option<Lent<'p>>,
+    epoch: u64,
+}
+
+/// The batches of one round, from the instant their leases were marked in flight.
+struct Round {
+    sent: Instant,
+    batches: Vec<Batch>,
+}
+
+/// One node's batch of a round: its leases, its calls, its span, and the epoch of the
+/// line it was written on (`None`: to be sent as any call).
+struct Batch {
+    node: usize,
+    chunk: Chunk,
+    plan: Plan,
+    span: trace::Span,
+    written: Option<u64>,
+}
+
+impl Line<'_> {
+    /// Closes the connection after `err`: what was written on it is lost with it.
+    fn close(&mut self, err: redis::RedisError, what: &str) {
+        if let Some(lent) = self.lent.take() {
+            let _ = lent.finish::<()>(Err(err), what);
         }
     }
-    let what = plan.parts.get(read.len()).map_or("renewing leases", Part::what);
-    let mut ended = lent.finish::<()>(failed.map_or(Ok(()), Err), what).err();
-    let mut out: Replies = read.into_iter().map(|outcomes| Ok((outcomes, run))).collect();
-    for part in plan.parts.iter().skip(out.len()) {
-        out.push(Err(ended.take().unwrap_or_else(|| {
-            Error::new(ErrorKind::Redis, format!("{} failed: an earlier reply on its connection failed", part.what()))
-        })));
+
+    /// Reads the replies of every call of `plan`, written on the connection of `epoch`;
+    /// per call, its replies and the run of the server that gave them. After a failed
+    /// reply the connection is closed (it may be out of step) and the rest fail too, as
+    /// does a batch whose connection was closed since it was written.
+    fn read(&mut self, epoch: u64, plan: &Plan) -> Replies {
+        let mut read: Vec<Vec<RenewOutcome>> = Vec::with_capacity(plan.parts.len());
+        let mut failed: Option<redis::RedisError> = None;
+        let mut run = None;
+        let mut ended = None;
+        match self.lent.as_mut().filter(|_| self.epoch == epoch).and_then(Lent::conn) {
+            Some(conn) => {
+                run = conn.run();
+                for part in &plan.parts {
+                    match conn.receive().and_then(|value| part.call.outcomes(conn, value)) {
+                        Ok(outcomes) => read.push(outcomes),
+                        Err(err) => {
+                            failed = Some(err);
+                            break;
+                        }
+                    }
+                }
+            }
+            None => {
+                ended = Some(Error::new(
+                    ErrorKind::Redis,
+                    "renewing leases failed: the connection it was written on was closed",
+                ));
+            }
+        }
+        if let Some(err) = failed {
+            let what = plan.parts.get(read.len()).map_or("renewing leases", Part::what);
+            ended = self.lent.take().and_then(|lent| lent.finish::<()>(Err(err), what).err());
+        }
+        let mut out: Replies = read.into_iter().map(|outcomes| Ok((outcomes, run))).collect();
+        for part in plan.parts.iter().skip(out.len()) {
+            out.push(Err(ended.take().unwrap_or_else(|| {
+                Error::new(
+                    ErrorKind::Redis,
+                    format!("{} failed: an earlier reply on its connection failed", part.what()),
+                )
+            })));
+        }
+        out
     }
-    out
 }
