@@ -120,7 +120,7 @@ impl Client {
     /// (the master the sentinels name, followed through failovers) and
     /// `redis-cluster://[[user]:password@]host[:port][,host[:port]...]` (seed nodes of a
     /// Redis 7 cluster: every command goes to the master of its key's slot, lock messages
-    /// use sharded pub/sub). See `docs/deployment.md`.
+    /// use sharded pub/sub). See [`guide::deployment`](crate::guide::deployment).
     pub fn open(url: &str) -> Result<Client> {
         Client::builder(url).build()
     }
@@ -511,7 +511,7 @@ impl ClientBuilder {
     /// single server (no replica, no replication backlog) grants at once. It costs a round
     /// trip plus the replication delay per grant on a replicated master, and nothing on a
     /// single server. Renewals do not wait. The rules, and what they leave open, are in
-    /// `docs/guarantees.md`.
+    /// [`guide::guarantees`](crate::guide::guarantees#replication-and-failover).
     ///
     /// Defaults to `true`, as Redisson's `checkLockSyncedSlaves`: a lock a failover can
     /// silently lose is a lock two owners can hold. `true` is
@@ -528,7 +528,7 @@ impl ClientBuilder {
     /// as Redisson does ([`WhenConnected`](ReplicaPolicy::WhenConnected): no grant refused
     /// for want of a replica, at the cost of grants a failover can lose), or none
     /// ([`Off`](ReplicaPolicy::Off)). The costs of each, measured, are in
-    /// `docs/guarantees.md`, "Replication and failover".
+    /// [`guide::guarantees`](crate::guide::guarantees#replication-and-failover), "Replication and failover".
     ///
     /// Defaults to [`ReplicaPolicy::Required`].
     pub fn replica_policy(mut self, policy: ReplicaPolicy) -> ClientBuilder {
