@@ -258,11 +258,16 @@ impl Client {
     /// `MULTI` left open; it goes back to the pool and serves the locks next. A connection
     /// whose command failed with an I/O error is not reused.
     ///
+    /// The connection is the `redis` crate's, which redlease re-exports as
+    /// [`redlease::redis`](crate::redis): commands are built with it, and a program needs
+    /// no `redis` dependency of its own (one that has one, `redis = "1.8"`, gets the same
+    /// crate).
+    ///
     /// ```no_run
     /// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
     /// // Who holds "nightly-report" now: the fields of its lock hash.
     /// let holders: Vec<String> = client.with_connection("nightly-report", |conn| {
-    ///     redis::cmd("HKEYS").arg("nightly-report").query(conn)
+    ///     redlease::redis::cmd("HKEYS").arg("nightly-report").query(conn)
     /// })?;
     /// # Ok::<(), redlease::Error>(())
     /// ```

@@ -1,6 +1,7 @@
 //! The documents checked against what they describe, by reading both as text: the rustdoc
 //! of `src/` links the documents of record (`redlease::guide`) instead of naming their
-//! files.
+//! files; and its examples compile for a user, who has `redlease` and not its
+//! dependencies.
 
 use std::path::{Path, PathBuf};
 
@@ -81,4 +82,128 @@ fn no_doc_comment_names_a_document_of_record_by_its_file() {
         "doc comments that name a document's file instead of linking crate::guide::NAME:\n{}",
         found.join("\n")
     );
+}
+
+/// A fenced code block of a Markdown text: its info string, its lines, the number of its
+/// opening line, and the paragraph right before it (empty when a heading or another block
+/// is right before it).
+#[derive(Debug)]
+struct Block {
+    info: String,
+    lines: Vec<String>,
+    line: usize,
+    before: String,
+}
+
+fn code_blocks(markdown: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut paragraph: Vec<&str> = Vec::new();
+    let mut open: Option<Block> = None;
+    for (index, line) in markdown.lines().enumerate() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (&mut open, fence) {
+            (Some(_), Some(_)) => {
+                blocks.extend(open.take());
+                paragraph.clear();
+            }
+            (Some(block), None) => block.lines.push(line.to_owned()),
+            (None, Some(info)) => {
+                open = Some(Block {
+                    info: info.trim().to_owned(),
+                    lines: Vec::new(),
+                    line: index + 1,
+                    before: paragraph.join("\n"),
+                });
+            }
+            (None, None) if line.trim().is_empty() || line.starts_with('#') => paragraph.clear(),
+            (None, None) => paragraph.push(line),
+        }
+    }
+    blocks
+}
+
+/// Whether rustdoc compiles a block with this info string as Rust (it does unless another
+/// language is named).
+fn is_rust(info: &str) -> bool {
+    info.split(',').map(str::trim).all(|token| {
+        token.is_empty()
+            || token.starts_with("edition")
+            || matches!(token, "rust" | "no_run" | "should_panic" | "compile_fail" | "ignore")
+    })
+}
+
+/// Where `word` followed by `::` starts a path in `text` (not in the middle of another
+/// path, as in `redlease::redis::cmd`).
+fn paths_starting_with(text: &str, word: &str) -> usize {
+    let needle = format!("{word}::");
+    text.match_indices(&needle)
+        .filter(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+        })
+        .count()
+}
+
+/// The library's own dependencies, as code names them (`rustc-hash` is `rustc_hash`): a
+/// user of redlease has none of them unless the user adds it.
+fn library_dependencies() -> Vec<String> {
+    let manifest = read(&root().join("Cargo.toml"));
+    let mut in_dependencies = false;
+    let mut names = Vec::new();
+    for line in manifest.lines() {
+        if line.starts_with('[') {
+            in_dependencies = line.trim() == "[dependencies]";
+            continue;
+        }
+        if in_dependencies && let Some((name, _)) = line.split_once('=') {
+            let name = name.trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                names.push(name.replace('-', "_"));
+            }
+        }
+    }
+    assert!(names.iter().any(|n| n == "redis"), "no [dependencies] read from Cargo.toml: {names:?}");
+    names
+}
+
+/// The examples of the documentation compile as doctests, which see every dependency of
+/// the crate; a user's program sees only `redlease` (and what it re-exports). An example
+/// that names one of the library's dependencies directly (`redis::cmd`) compiles here and
+/// not for the user who copies it.
+#[test]
+fn doc_examples_name_no_dependency_a_user_does_not_have() {
+    let dependencies = library_dependencies();
+    let mut examples: Vec<(String, usize, String)> = Vec::new();
+    for (path, text) in sources() {
+        for (line, comment) in doc_comments(&text) {
+            for block in code_blocks(&comment).into_iter().filter(|b| is_rust(&b.info)) {
+                examples.push((path.clone(), line + block.line, block.lines.join("\n")));
+            }
+        }
+    }
+    let mut documents = vec![root().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("read docs")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    documents.extend(docs);
+    for document in documents {
+        let shown = document.strip_prefix(root()).expect("under the root").display().to_string();
+        for block in code_blocks(&read(&document)).into_iter().filter(|b| is_rust(&b.info)) {
+            examples.push((shown.clone(), block.line, block.lines.join("\n")));
+        }
+    }
+    assert!(examples.len() > 20, "too few examples found: {}", examples.len());
+    let mut found = Vec::new();
+    for (path, line, code) in &examples {
+        for dependency in &dependencies {
+            if paths_starting_with(code, dependency) > 0 {
+                found
+                    .push(format!("{path}:{line}: `{dependency}::` (write `redlease::{dependency}::` if re-exported)"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "examples that name a dependency of the library:\n{}", found.join("\n"));
 }
