@@ -1,8 +1,9 @@
 //! The documents checked against what they describe, by reading both as text: the rustdoc
 //! of `src/` links the documents of record (`redlease::guide`) instead of naming their
-//! files; and its examples compile for a user, who has `redlease` and not its
-//! dependencies.
+//! files; its examples compile for a user, who has `redlease` and not its dependencies;
+//! and `docs/design.md` lists every name `lib.rs` exports.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn root() -> &'static Path {
@@ -206,4 +207,70 @@ fn doc_examples_name_no_dependency_a_user_does_not_have() {
         }
     }
     assert!(found.is_empty(), "examples that name a dependency of the library:\n{}", found.join("\n"));
+}
+
+/// The names `lib.rs` exports: the last name of every `pub use` (or its `as` name).
+fn exports_of_lib_rs() -> BTreeSet<String> {
+    let text = read(&root().join("src/lib.rs"));
+    let mut names = BTreeSet::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("\npub use ") {
+        let after = &rest[at + "\npub use ".len()..];
+        let end = after.find(';').expect("a pub use ends with ;");
+        let item = &after[..end];
+        let listed = match (item.find('{'), item.rfind('}')) {
+            (Some(open), Some(close)) => item[open + 1..close].split(',').map(str::to_owned).collect(),
+            _ => vec![item.to_owned()],
+        };
+        for one in listed {
+            let one = one.trim();
+            if one.is_empty() {
+                continue;
+            }
+            let name = match one.split_once(" as ") {
+                Some((_, alias)) => alias.trim(),
+                None => one.rsplit("::").next().unwrap_or(one).trim(),
+            };
+            names.insert(name.to_owned());
+        }
+        rest = &after[end..];
+    }
+    names
+}
+
+/// The names `docs/design.md` says `lib.rs` exports: the backquoted names of the table
+/// after the line that says so, in its second column.
+fn exports_in_the_design() -> BTreeSet<String> {
+    let design = read(&root().join("docs/design.md"));
+    let lines: Vec<&str> = design.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.contains("`lib.rs` re-exports"))
+        .expect("docs/design.md has a line that says what `lib.rs` re-exports");
+    let mut names = BTreeSet::new();
+    let mut rows = lines[start + 1..].iter().skip_while(|l| !l.starts_with('|'));
+    for row in rows.by_ref().take_while(|l| l.starts_with('|')) {
+        let Some(column) = row.split('|').nth(2) else { continue };
+        for (index, part) in column.split('`').enumerate() {
+            if index % 2 == 1 {
+                names.insert(part.trim().to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// The list of exports in the design is the façade a reader trusts to be whole: every
+/// name `lib.rs` exports is in it, and nothing else.
+#[test]
+fn the_design_lists_every_export_of_lib_rs_and_no_other() {
+    let exported = exports_of_lib_rs();
+    let listed = exports_in_the_design();
+    assert!(exported.len() > 50, "too few exports read from lib.rs: {exported:?}");
+    let missing: Vec<&String> = exported.difference(&listed).collect();
+    let extra: Vec<&String> = listed.difference(&exported).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/design.md's list of exports differs from lib.rs: not listed {missing:?}; listed but not exported {extra:?}"
+    );
 }
