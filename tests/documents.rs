@@ -1,10 +1,13 @@
 //! The documents checked against what they describe, by reading both as text: the rustdoc
 //! of `src/` links the documents of record (`redlease::guide`) instead of naming their
 //! files; its examples compile for a user, who has `redlease` and not its dependencies;
-//! and `docs/design.md` lists every name `lib.rs` exports.
+//! `docs/design.md` lists every name `lib.rs` exports; and every shell command a packaged
+//! document shows can be run where it is read (on crates.io and docs.rs, where only the
+//! package's files are), or says that it is run from a clone of the repository.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -99,6 +102,8 @@ struct Block {
 fn code_blocks(markdown: &str) -> Vec<Block> {
     let mut blocks = Vec::new();
     let mut paragraph: Vec<&str> = Vec::new();
+    // A blank line ends a paragraph; the next text line starts another.
+    let mut ended = false;
     let mut open: Option<Block> = None;
     for (index, line) in markdown.lines().enumerate() {
         let fence = line.trim_start().strip_prefix("```");
@@ -116,8 +121,15 @@ fn code_blocks(markdown: &str) -> Vec<Block> {
                     before: paragraph.join("\n"),
                 });
             }
-            (None, None) if line.trim().is_empty() || line.starts_with('#') => paragraph.clear(),
-            (None, None) => paragraph.push(line),
+            (None, None) if line.starts_with('#') => paragraph.clear(),
+            (None, None) if line.trim().is_empty() => ended = true,
+            (None, None) => {
+                if ended {
+                    paragraph.clear();
+                    ended = false;
+                }
+                paragraph.push(line);
+            }
         }
     }
     blocks
@@ -273,4 +285,117 @@ fn the_design_lists_every_export_of_lib_rs_and_no_other() {
         missing.is_empty() && extra.is_empty(),
         "docs/design.md's list of exports differs from lib.rs: not listed {missing:?}; listed but not exported {extra:?}"
     );
+}
+
+/// The words that mark a shell block as one to run from a clone of the repository; they
+/// stand in the paragraph right before it.
+const REPOSITORY_ONLY: &str = "from a clone of the repository";
+
+/// The files a package of the workspace ships, as `cargo package --list` gives them.
+fn packaged_files(package: &str) -> Vec<String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["package", "--list", "--allow-dirty", "--offline", "-p", package, "--manifest-path"])
+        .arg(root().join("Cargo.toml"))
+        .output()
+        .expect("run cargo package --list");
+    assert!(out.status.success(), "cargo package --list -p {package}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// The commands of a shell block, one per line (continuations joined), without comments,
+/// each as its words after any `VAR=value` assignments.
+fn commands(block: &Block) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut pending = String::new();
+    for line in &block.lines {
+        let code = match line.find(" #") {
+            Some(at) => &line[..at],
+            None if line.trim_start().starts_with('#') => "",
+            None => line,
+        };
+        if let Some(continued) = code.trim_end().strip_suffix('\\') {
+            pending.push_str(continued);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(code);
+        let words: Vec<String> = pending
+            .split_whitespace()
+            .skip_while(|w| w.split_once('=').is_some_and(|(name, _)| !name.is_empty() && !name.contains('-')))
+            .map(str::to_owned)
+            .collect();
+        pending.clear();
+        if !words.is_empty() {
+            out.push(words);
+        }
+    }
+    out
+}
+
+/// Why a command cannot be run from the package's files alone, if it cannot.
+fn needs_a_clone(words: &[String], packaged: &[String]) -> Option<&'static str> {
+    let program = words[0].as_str();
+    if program == "cargo" {
+        return match words.get(1).map(String::as_str) {
+            Some("add") => None,
+            Some("install") if words.iter().any(|w| w == "--path") => Some("installs from a path"),
+            Some("install") => None,
+            _ => Some("runs cargo in the workspace"),
+        };
+    }
+    if program.contains('/') && !packaged.iter().any(|f| f == program.trim_start_matches("./")) {
+        return Some("runs a file the package does not ship");
+    }
+    None
+}
+
+/// On crates.io and docs.rs a reader has the package's files only: a shell command a
+/// packaged document shows runs there (`cargo add redlease`, `cargo install --locked
+/// redlease-cli`, the installed `redlease`), or the paragraph before its block says that it
+/// is run from a clone of the repository. `cargo install` is always `--locked`, so that
+/// an install builds with the versions the package was tested with. The README's quick
+/// start is the two commands of a fresh clone: the demo and the tests.
+#[test]
+fn every_command_a_packaged_document_shows_runs_where_it_is_read() {
+    let mut problems = Vec::new();
+    let mut documents = 0;
+    for (package, dir) in [("redlease", root().to_path_buf()), ("redlease-cli", root().join("cli"))] {
+        let packaged = packaged_files(package);
+        for file in packaged.iter().filter(|f| f.ends_with(".md")) {
+            documents += 1;
+            let shown = format!("{package}'s {file}");
+            for block in code_blocks(&read(&dir.join(file))) {
+                if !matches!(block.info.as_str(), "sh" | "bash" | "console" | "shell") {
+                    continue;
+                }
+                let marked = block.before.to_lowercase().contains(REPOSITORY_ONLY);
+                for words in commands(&block) {
+                    let line = words.join(" ");
+                    if words[0] == "cargo"
+                        && words.get(1).is_some_and(|w| w == "install")
+                        && !words.contains(&"--locked".to_owned())
+                    {
+                        problems.push(format!("{shown}:{}: `{line}` installs without --locked", block.line));
+                    }
+                    if let Some(why) = needs_a_clone(&words, &packaged)
+                        && !marked
+                    {
+                        problems.push(format!(
+                            "{shown}:{}: `{line}` {why}, and the paragraph before its block does not say \"{REPOSITORY_ONLY}\"",
+                            block.line
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(documents >= 8, "too few packaged documents read: {documents}");
+    assert!(problems.is_empty(), "commands a reader of the package cannot run as shown:\n{}", problems.join("\n"));
+
+    let readme = read(&root().join("README.md"));
+    let quick_start = &readme[readme.find("## Quick start").expect("the README has a quick start")..];
+    let block = code_blocks(quick_start).into_iter().next().expect("the quick start shows its commands");
+    let shown: Vec<String> = commands(&block).into_iter().map(|w| w.join(" ")).collect();
+    assert_eq!(shown, ["scripts/demo", "scripts/test"], "the quick start of a fresh clone is the demo and the tests");
+    assert!(block.before.to_lowercase().contains(REPOSITORY_ONLY), "{block:?}");
 }
