@@ -120,7 +120,7 @@ impl Client {
     /// (the master the sentinels name, followed through failovers) and
     /// `redis-cluster://[[user]:password@]host[:port][,host[:port]...]` (seed nodes of a
     /// Redis 7 cluster: every command goes to the master of its key's slot, lock messages
-    /// use sharded pub/sub). See `docs/deployment.md`.
+    /// use sharded pub/sub). See [`guide::deployment`](crate::guide::deployment).
     pub fn open(url: &str) -> Result<Client> {
         Client::builder(url).build()
     }
@@ -258,11 +258,16 @@ impl Client {
     /// `MULTI` left open; it goes back to the pool and serves the locks next. A connection
     /// whose command failed with an I/O error is not reused.
     ///
+    /// The connection is the `redis` crate's, which redlease re-exports as
+    /// [`redlease::redis`](crate::redis): commands are built with it, and a program needs
+    /// no `redis` dependency of its own (one that has one, `redis = "1.8"`, gets the same
+    /// crate).
+    ///
     /// ```no_run
     /// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
     /// // Who holds "nightly-report" now: the fields of its lock hash.
     /// let holders: Vec<String> = client.with_connection("nightly-report", |conn| {
-    ///     redis::cmd("HKEYS").arg("nightly-report").query(conn)
+    ///     redlease::redis::cmd("HKEYS").arg("nightly-report").query(conn)
     /// })?;
     /// # Ok::<(), redlease::Error>(())
     /// ```
@@ -511,7 +516,7 @@ impl ClientBuilder {
     /// single server (no replica, no replication backlog) grants at once. It costs a round
     /// trip plus the replication delay per grant on a replicated master, and nothing on a
     /// single server. Renewals do not wait. The rules, and what they leave open, are in
-    /// `docs/guarantees.md`.
+    /// [`guide::guarantees`](crate::guide::guarantees#replication-and-failover).
     ///
     /// Defaults to `true`, as Redisson's `checkLockSyncedSlaves`: a lock a failover can
     /// silently lose is a lock two owners can hold. `true` is
@@ -528,7 +533,7 @@ impl ClientBuilder {
     /// as Redisson does ([`WhenConnected`](ReplicaPolicy::WhenConnected): no grant refused
     /// for want of a replica, at the cost of grants a failover can lose), or none
     /// ([`Off`](ReplicaPolicy::Off)). The costs of each, measured, are in
-    /// `docs/guarantees.md`, "Replication and failover".
+    /// [`guide::guarantees`](crate::guide::guarantees#replication-and-failover), "Replication and failover".
     ///
     /// Defaults to [`ReplicaPolicy::Required`].
     pub fn replica_policy(mut self, policy: ReplicaPolicy) -> ClientBuilder {

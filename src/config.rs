@@ -45,7 +45,8 @@ const MAX_RENEW_BATCH_SIZE: usize = 100_000;
 
 /// What a grant on a master with replicas waits for before it is given
 /// ([`ClientBuilder::replica_policy`](crate::ClientBuilder::replica_policy)); the rules and
-/// what each costs are in `docs/guarantees.md`, "Replication and failover".
+/// what each costs are in [`guide::guarantees`](crate::guide::guarantees#replication-and-failover),
+/// "Replication and failover".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ReplicaPolicy {

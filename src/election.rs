@@ -27,7 +27,7 @@ use crate::watch::LeaseWatch;
 /// cluster slot: the hash `redlease_election:{NAME}` (the leader's owner field, `value`,
 /// `term`; its time to live is the leader's lease), the counter
 /// `redlease_term:redlease_election:{NAME}` (never expires), and the observers' channel
-/// `redlease_leader:redlease_election:{NAME}` (`docs/design.md`, "Elections").
+/// `redlease_leader:redlease_election:{NAME}` ([`guide::design`](crate::guide::design#elections), "Elections").
 ///
 /// ```no_run
 /// let client = redlease::Client::open("redis://127.0.0.1:6379/")?;
@@ -188,7 +188,7 @@ impl fmt::Debug for Election {
 ///
 /// Its [`term`](Leadership::term) is greater than every earlier leader's: pass it with
 /// what the leader writes, and let the resource refuse a smaller one (a leader paused past
-/// its lease may still act, as any lease holder may; see `docs/guarantees.md`). The lease
+/// its lease may still act, as any lease holder may; see [`guide::guarantees`](crate::guide::guarantees#elections)). The lease
 /// is the watchdog's: [`is_leader`](Leadership::is_leader) turns false at the validity
 /// deadline when renewals fail, and [`watch`](Leadership::watch) tells other threads.
 #[must_use = "if unused the leadership is resigned at once"]

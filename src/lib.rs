@@ -149,6 +149,13 @@ pub use sendable_lock::SendableLock;
 pub use spin_lock::SpinLock;
 pub use watch::LeaseWatch;
 
+/// The `redis` crate (1.x) that redlease is built on, whose types its API lends and gives:
+/// [`Client::with_connection`] lends a `redis::Connection`, [`Error::redis_error`] gives a
+/// `redis::RedisError`. Named through `redlease::redis`, it is the very version redlease
+/// was built with, with no dependency to add; a program that adds `redis = "1.8"` itself
+/// gets the same crate (Cargo takes one 1.x for both).
+pub use redis;
+
 /// The README's example, compiled as a doctest so that it cannot rot.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

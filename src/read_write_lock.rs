@@ -20,7 +20,8 @@ use crate::kind::Kind;
 ///   [`ErrorKind::WouldDeadlock`](crate::ErrorKind::WouldDeadlock) at once (it would wait for
 ///   itself forever).
 /// - **Readers are not held back for a waiting writer** (Redisson's policy): while readers
-///   keep overlapping, a writer waits. See `docs/guarantees.md`.
+///   keep overlapping, a writer waits. See
+///   [`guide::guarantees`](crate::guide::guarantees#read-write-lock).
 ///
 /// Redis layout: one hash `name` with `mode` (`read` or `write`), `<owner>` (read holds) and
 /// `<owner>:write` (write holds); one key per read hold, `{name}:<owner>:rwlock_timeout:<k>`,

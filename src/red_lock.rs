@@ -36,7 +36,7 @@ const MIN_NODES: usize = 3;
 /// guard counts as held while a majority of the nodes' leases are held; when fewer are, the
 /// lease is lost ([`LockGuard::is_held`] turns false and each client reports its lost
 /// node through [`LockEvents`](crate::LockEvents)). What Redlock does and does not promise
-/// is in `docs/guarantees.md`; in short, it needs bounded clock drift and pauses, and it
+/// is in [`guide::guarantees`](crate::guide::guarantees#redlock); in short, it needs bounded clock drift and pauses, and it
 /// gives no fencing token.
 ///
 /// ```no_run

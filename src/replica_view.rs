@@ -35,7 +35,7 @@
 //!   every replica that went before and has not come back is gone too: none can be
 //!   promoted while it is gone, and one that starts again syncs from this master before
 //!   its link is up (a failover during that first sync is a second fault; see
-//!   `docs/guarantees.md`). Asked once per loss, also after its hold-down; one that
+//!   [`guide::guarantees`](crate::guide::guarantees#replication-and-failover)). Asked once per loss, also after its hold-down; one that
 //!   cannot be reached, or answers, keeps the master `Alone`.
 //!
 //! A fresh view (just connected, or the master just switched: a new generation) has no
@@ -65,7 +65,7 @@ use std::time::{Duration, Instant};
 /// How long a master that lost a replica grants nothing while it has fewer than before:
 /// longer than Sentinel takes from promoting a replica to demoting the old master it can
 /// reach. (An old master cut off from the sentinels for longer is what the server's
-/// `min-replicas-to-write` is for: see `docs/deployment.md`.)
+/// `min-replicas-to-write` is for: see [`guide::deployment`](crate::guide::deployment#sentinel).)
 pub(crate) const HOLD_DOWN: Duration = Duration::from_secs(10);
 
 /// How long a reading of an unreplicated master stands for the grants after it.

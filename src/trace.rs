@@ -1,6 +1,6 @@
 //! Tracing through the `tracing` crate, with the `tracing` feature: spans around acquires,
 //! releases and renewal batches, events for what [`LockEvents`](crate::LockEvents) reports
-//! and for failovers followed and transient errors retried (docs/design.md, "Tracing",
+//! and for failovers followed and transient errors retried ([`guide::design`](crate::guide::design#tracing), "Tracing",
 //! says what, at which levels, with which fields).
 //!
 //! The rest of the crate names `tracing` only through these macros. Without the feature

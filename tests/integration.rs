@@ -7,6 +7,7 @@ mod bad_input;
 mod cluster;
 mod connection;
 mod deadline;
+mod documents;
 mod election;
 mod exclusion;
 mod failover_storm;

@@ -33,7 +33,7 @@ use crate::trace;
 /// Most values one group lock takes. One script call goes through them all while Redis
 /// serves nothing else, at about 3.5 µs of Redis's time per value: 1,000 values keep it
 /// busy about 3.5 ms per acquire and as long per release (10,000 took 33 ms; see
-/// `docs/performance.md`, step 12).
+/// [`guide::performance`](crate::guide::performance), step 12).
 pub const MAX_GROUP_VALUES: usize = 1_000;
 
 /// The values of a group lock, as its scripts take them: each value's field, concatenated;

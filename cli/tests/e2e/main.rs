@@ -2,6 +2,7 @@
 //! (redlease-testkit). Every process a test starts is killed and reaped when the test ends.
 
 mod bad_input;
+mod documented;
 mod election;
 mod environment;
 mod exclusion;
