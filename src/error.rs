@@ -652,7 +652,7 @@ mod tests {
                 Some(&self.0)
             }
         }
-        let deep = std::io::Error::new(std::io::ErrorKind::Other, "the certificate expired");
+        let deep = std::io::Error::other("the certificate expired");
         let io = std::io::Error::new(std::io::ErrorKind::InvalidData, Handshake(deep));
         let e = Error::from_redis(redis::RedisError::from(io), "connecting", Duration::from_secs(1));
         let texts = chain(&e);
