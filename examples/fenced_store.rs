@@ -7,13 +7,18 @@
 //! The store is a compare-and-set in Lua on keys of its own: it keeps the highest token it
 //! has accepted and rejects any write that carries a lower one.
 //!
-//! Uses `REDIS_URL` (default `redis://127.0.0.1:6379/`).
+//! Uses `REDIS_URL` when set; else a Redis on 127.0.0.1:6379 if one answers; else it starts
+//! a throwaway `redis-server` (from `REDLEASE_REDIS_SERVER` or `PATH`) and stops it at the end.
+//!
 //! Run: `cargo run --example fenced_store`
 
 use std::thread;
 use std::time::Duration;
 
 use redlease::Client;
+
+#[path = "support/redis_url.rs"]
+mod redis_url;
 
 /// Accept the write only if its token is at least the highest seen so far.
 const FENCED_WRITE: &str = r"
@@ -34,7 +39,7 @@ fn write(store: &mut redis::Connection, token: u64, value: &str) -> redis::Redis
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    let (url, _throwaway) = redis_url::redis_url()?;
     let client = Client::open(&url)?;
     let mut store = redis::Client::open(url.as_str())?.get_connection()?;
 
@@ -58,6 +63,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("slow worker wakes; its guard says held = {}", slow_guard.is_held());
     println!("slow worker writes anyway: accepted = {}", write(&mut store, slow_token, "stale")?);
     let value: String = redis::cmd("GET").arg("example:report").query(&mut store)?;
-    println!("the store holds {value:?}");
+    let verdict = if value == "fresh" {
+        "the fast worker's write; the stale one was refused"
+    } else {
+        "the stale write got through"
+    };
+    println!("the store holds \"{value}\": {verdict}");
     Ok(())
 }

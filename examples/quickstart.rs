@@ -7,18 +7,18 @@
 //!
 //! Run: `cargo run --example quickstart`
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redlease::Client;
 
+#[path = "support/redis_url.rs"]
+mod redis_url;
+
 const LOCK: &str = "quickstart:nightly-report";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (url, _throwaway) = redis_url()?;
+    let (url, _throwaway) = redis_url::redis_url()?;
     let started = Instant::now();
     let say = move |who: &str, what: String| println!("[{:>5} ms] {who:<8} {what}", started.elapsed().as_millis());
 
@@ -60,61 +60,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     say("main", format!("all rounds done; lock still exists: {}", observer.lock(LOCK).is_locked()?));
     Ok(())
-}
-
-/// The URL to use, and the throwaway server started for it, if any (stopped on drop).
-fn redis_url() -> Result<(String, Option<Throwaway>), Box<dyn std::error::Error>> {
-    if let Ok(url) = std::env::var("REDIS_URL") {
-        println!("using REDIS_URL={url}");
-        return Ok((url, None));
-    }
-    let default = SocketAddr::from((Ipv4Addr::LOCALHOST, 6379));
-    if answers_ping(default) {
-        println!("using the Redis at 127.0.0.1:6379");
-        return Ok(("redis://127.0.0.1:6379/".into(), None));
-    }
-    let server = Throwaway::start()?;
-    println!("nothing answers on 127.0.0.1:6379: started a throwaway redis-server on port {}", server.port);
-    Ok((format!("redis://127.0.0.1:{}/", server.port), Some(server)))
-}
-
-fn answers_ping(addr: SocketAddr) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else { return false };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut reply = [0u8; 7];
-    stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
-}
-
-/// A redis-server this demo started; killed when dropped.
-struct Throwaway {
-    child: Child,
-    port: u16,
-}
-
-impl Throwaway {
-    fn start() -> Result<Throwaway, Box<dyn std::error::Error>> {
-        let binary = std::env::var("REDLEASE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
-        let child = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {binary} ({e}); install it with `apt-get install redis-server`"))?;
-        let server = Throwaway { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !answers_ping(SocketAddr::from((Ipv4Addr::LOCALHOST, port))) {
-            if Instant::now() > deadline {
-                return Err("the throwaway redis-server did not answer within 10 s".into());
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
-    }
-}
-
-impl Drop for Throwaway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -7,7 +7,9 @@
 //! acquisitions are "at once", most wake-ups are wasted, and some waits time out. With
 //! `client.fair_lock(..)` the lock goes round in turn.
 //!
-//! Uses `REDIS_URL` (default `redis://127.0.0.1:6379/`).
+//! Uses `REDIS_URL` when set; else a Redis on 127.0.0.1:6379 if one answers; else it starts
+//! a throwaway `redis-server` (from `REDLEASE_REDIS_SERVER` or `PATH`) and stops it at the end.
+//!
 //! Run: `cargo run --example stats`
 
 use std::thread;
@@ -15,13 +17,33 @@ use std::time::{Duration, Instant};
 
 use redlease::{Client, DurationHistogram};
 
-fn quantiles(h: &DurationHistogram) -> String {
-    let q = |q: f64| h.quantile(q).map_or("-".to_owned(), |d| format!("{d:?}"));
-    format!("{} counted, mean {:?}, p50 < {}, p99 < {}", h.count(), h.mean(), q(0.5), q(0.99))
+#[path = "support/redis_url.rs"]
+mod redis_url;
+
+/// A duration in the unit that suits it: `850 µs`, `12.3 ms`, `1.20 s`.
+fn human(d: Duration) -> String {
+    let micros = d.as_secs_f64() * 1e6;
+    if micros < 1000.0 {
+        format!("{micros:.0} µs")
+    } else if micros < 1e6 {
+        format!("{:.1} ms", micros / 1000.0)
+    } else {
+        format!("{:.2} s", micros / 1e6)
+    }
 }
 
-fn main() -> redlease::Result<()> {
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned());
+/// How many, their mean, and the bucket bounds under which half and 99 % of them fall.
+fn quantiles(h: &DurationHistogram) -> String {
+    if h.count() == 0 {
+        return "none".to_owned();
+    }
+    let q = |q: f64| h.quantile(q).map_or("-".to_owned(), human);
+    let mean = human(h.mean());
+    format!("{} of them, mean {mean}, half under {}, 99 % under {}", h.count(), q(0.5), q(0.99))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (url, _throwaway) = redis_url::redis_url()?;
     let client = Client::open(&url)?;
     let lock = client.lock("example:stats");
     let until = Instant::now() + Duration::from_secs(2);

@@ -405,6 +405,19 @@ pub fn redact_url(url: &str) -> String {
 
 /// Builds a [`Client`] with settings other than the defaults.
 ///
+/// `Duration::MAX` follows one rule in every duration setting. A time the client only waits
+/// for ([`connect_timeout`](ClientBuilder::connect_timeout),
+/// [`command_timeout`](ClientBuilder::command_timeout),
+/// [`ping_interval`](ClientBuilder::ping_interval),
+/// [`retry_budget`](ClientBuilder::retry_budget)) may be `Duration::MAX`: no limit. A time
+/// sent to Redis in milliseconds ([`watchdog_timeout`](ClientBuilder::watchdog_timeout),
+/// [`fair_wait_timeout`](ClientBuilder::fair_wait_timeout),
+/// [`replica_sync_timeout`](ClientBuilder::replica_sync_timeout)) must be at most 2^53 - 1
+/// ms (about 285,000 years), the most Redis's scripts hold exactly: a longer one is
+/// [`InvalidInput`](crate::ErrorKind::InvalidInput) at [`build`](ClientBuilder::build),
+/// naming the setting. The [clock drift margin](ClientBuilder::clock_drift_margin) must
+/// leave most of the watchdog lease, so `Duration::MAX` is refused there too.
+///
 /// ```no_run
 /// use std::time::Duration;
 ///
@@ -427,7 +440,8 @@ impl ClientBuilder {
 
     /// Lease of every acquisition made without [`with_lease`](crate::Lock::with_lease); the
     /// watchdog renews such leases every third of it while their guard lives, and a crashed
-    /// holder's lock frees itself after it. At least 30 ms.
+    /// holder's lock frees itself after it. At least 30 ms, at most 2^53 - 1 ms (it is
+    /// written into Redis: `Duration::MAX` is `InvalidInput`).
     ///
     /// Defaults to 30 seconds.
     pub fn watchdog_timeout(mut self, timeout: Duration) -> ClientBuilder {
@@ -436,6 +450,8 @@ impl ClientBuilder {
     }
 
     /// How long a queued fair-lock waiter keeps its place in the queue without polling.
+    /// Longer than zero, at most 2^53 - 1 ms (it is written into Redis: `Duration::MAX` is
+    /// `InvalidInput`).
     ///
     /// Defaults to 300 seconds.
     pub fn fair_wait_timeout(mut self, timeout: Duration) -> ClientBuilder {
@@ -454,7 +470,7 @@ impl ClientBuilder {
     }
 
     /// Time allowed to open a connection (TCP connect and handshake), and to wait for a
-    /// free pooled connection.
+    /// free pooled connection. `Duration::MAX`: no limit.
     ///
     /// Defaults to 5 seconds.
     pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
@@ -464,6 +480,7 @@ impl ClientBuilder {
 
     /// Time allowed for the reply to one command. When it passes the caller gets
     /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) and the outcome is unknown.
+    /// `Duration::MAX`: no limit (a server that never answers blocks the call for ever).
     ///
     /// Defaults to 3 seconds.
     pub fn command_timeout(mut self, timeout: Duration) -> ClientBuilder {
@@ -484,7 +501,8 @@ impl ClientBuilder {
     /// command timeout (a silent firewall drop, a frozen proxy) is closed and opened again,
     /// and every waiter is woken to look at its lock. So a dead pub/sub connection is
     /// noticed within this interval plus the command timeout. An idle client, with no
-    /// waiter, sends nothing.
+    /// waiter, sends nothing. `Duration::MAX`: never checked (a dead connection is then
+    /// noticed only by each waiter's look at its lock, at the latest one lease later).
     ///
     /// Defaults to 10 seconds.
     pub fn ping_interval(mut self, interval: Duration) -> ClientBuilder {
@@ -542,7 +560,8 @@ impl ClientBuilder {
     }
 
     /// How long a grant waits for a replica to confirm it (see
-    /// [`sync_replicas`](ClientBuilder::sync_replicas)).
+    /// [`sync_replicas`](ClientBuilder::sync_replicas)). Longer than zero, at most 2^53 - 1
+    /// ms (it is sent to Redis as `WAIT`'s timeout: `Duration::MAX` is `InvalidInput`).
     ///
     /// Defaults to 1 second, as Redisson's `slavesSyncTimeout`.
     pub fn replica_sync_timeout(mut self, timeout: Duration) -> ClientBuilder {
@@ -560,7 +579,7 @@ impl ClientBuilder {
     /// that got no reply within the command timeout is not tried again: its outcome is
     /// unknown. An acquire that may have been granted before its connection broke is undone
     /// before it is tried again. `ZERO` returns the first error of a call that does not
-    /// wait.
+    /// wait; `Duration::MAX` keeps it trying without limit.
     ///
     /// Defaults to 3 seconds.
     pub fn retry_budget(mut self, budget: Duration) -> ClientBuilder {
@@ -582,7 +601,8 @@ impl ClientBuilder {
     }
 
     /// The time taken off every lease's validity besides the
-    /// [drift rate](ClientBuilder::clock_drift_rate)'s share.
+    /// [drift rate](ClientBuilder::clock_drift_rate)'s share. With the rate's share it must
+    /// be less than a third of the watchdog timeout (`Duration::MAX` is `InvalidInput`).
     ///
     /// Defaults to 2 milliseconds, Redlock's allowance.
     pub fn clock_drift_margin(mut self, margin: Duration) -> ClientBuilder {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::events::Events;
-use crate::keys::{MAX_LEASE, MIN_WATCHDOG_TIMEOUT};
+use crate::keys::{MAX_LEASE, MAX_LEASE_MILLIS, MIN_WATCHDOG_TIMEOUT};
 use crate::span::Span;
 
 /// Default lease when none is given; the watchdog renews every third of it.
@@ -177,22 +177,28 @@ impl Config {
                 self.watchdog_timeout
             )));
         }
-        if self.watchdog_timeout > MAX_LEASE {
-            return Err(Error::invalid(format!(
-                "watchdog timeout {:?} is longer than {MAX_LEASE:?}",
-                self.watchdog_timeout
-            )));
-        }
+        // What Redis is told in milliseconds must fit what its scripts hold exactly; the
+        // times the client only waits for may be `Duration::MAX`, "no limit".
+        let in_redis = |what: &str, d: Duration, how: &str| {
+            if d > MAX_LEASE {
+                Err(Error::invalid(format!(
+                    "{what} {d:?} is longer than {MAX_LEASE:?} ({MAX_LEASE_MILLIS} milliseconds), the longest time sent to Redis (its scripts hold no longer one exactly): {how}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        in_redis("watchdog timeout", self.watchdog_timeout, "it is the lease written into Redis")?;
         positive("fair wait timeout", self.fair_wait_timeout)?;
-        if self.fair_wait_timeout > MAX_LEASE {
-            return Err(Error::invalid(format!(
-                "fair wait timeout {:?} is longer than {MAX_LEASE:?}",
-                self.fair_wait_timeout
-            )));
-        }
+        in_redis(
+            "fair wait timeout",
+            self.fair_wait_timeout,
+            "it is written into Redis as each queued waiter's deadline",
+        )?;
+        positive("replica sync timeout", self.replica_sync_timeout)?;
+        in_redis("replica sync timeout", self.replica_sync_timeout, "it is sent to Redis as WAIT's timeout")?;
         positive("connect timeout", self.connect_timeout)?;
         positive("ping interval", self.ping_interval)?;
-        positive("replica sync timeout", self.replica_sync_timeout)?;
         positive("command timeout", self.command_timeout)?;
         if !(1..=MAX_POOL_SIZE).contains(&self.pool_size) {
             return Err(Error::invalid(format!(
@@ -211,7 +217,7 @@ impl Config {
         let span = self.watchdog_span();
         if !span.drift_fits() {
             return Err(Error::invalid(format!(
-                "the clock drift allowance ({:?}: {} of the lease plus {:?}) must be less than a third of the watchdog timeout {:?}",
+                "the clock drift allowance ({:?}: {} of the lease plus the clock drift margin {:?}) must be less than a third of the watchdog timeout {:?}",
                 span.drift, self.drift_rate, self.drift_margin, self.watchdog_timeout
             )));
         }

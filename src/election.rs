@@ -95,14 +95,14 @@ impl Election {
         self.run(value, Wait::No)
     }
 
-    /// Campaigns for at most `timeout`.
+    /// Campaigns for at most `timeout` (a timeout that overflows the clock,
+    /// `Duration::MAX`: without deadline, as `campaign`).
     ///
     /// # Errors
     ///
     /// As [`campaign`](Election::campaign).
     pub fn campaign_for(&self, value: &str, timeout: Duration) -> Result<Option<Leadership>> {
-        let deadline = engine::deadline_after(timeout).map_err(|e| self.renamed(e))?;
-        self.run(value, Wait::Until(deadline))
+        self.run(value, engine::wait_within(timeout))
     }
 
     /// Campaigns until `deadline`.
@@ -280,14 +280,14 @@ impl LeaderObserver {
     }
 
     /// Waits at most `timeout` for the leadership to change: whether it did
-    /// ([`current`](LeaderObserver::current) says to what).
+    /// ([`current`](LeaderObserver::current) says to what). A timeout that overflows the
+    /// clock (`Duration::MAX`) is a wait without deadline, as `wait_change`'s.
     ///
     /// # Errors
     ///
     /// As [`wait_change`](LeaderObserver::wait_change).
     pub fn wait_change_for(&mut self, timeout: Duration) -> Result<bool> {
-        let deadline = engine::deadline_after(timeout).map_err(|e| self.election.renamed(e))?;
-        self.wait(Wait::Until(deadline))
+        self.wait(engine::wait_within(timeout))
     }
 
     /// Waits until `deadline` for the leadership to change: whether it did.

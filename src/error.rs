@@ -478,9 +478,21 @@ impl fmt::Display for Error {
         if let Some(name) = &self.lock {
             write!(f, " ({} {})", self.subject.describe(), shown_name(name))?;
         }
-        // The source's text only in the alternate form: `source()` gives it to reporters.
-        if let Some(source) = self.source.as_ref().filter(|_| f.alternate() && !self.quoted) {
-            write!(f, ": {source}")?;
+        // The causes' texts only in the alternate form, each once: `source()` gives them to
+        // reporters. A cause whose text the line ends with already (one that repeats its
+        // own source's) is not said again.
+        if f.alternate() {
+            let mut said = String::new();
+            let mut next = std::error::Error::source(self);
+            while let Some(cause) = next {
+                let text = cause.to_string();
+                if !said.ends_with(&text) {
+                    write!(f, ": {text}")?;
+                    said.push_str(": ");
+                    said.push_str(&text);
+                }
+                next = cause.source();
+            }
         }
         if let Some(hint) = &self.hint {
             write!(f, " ({hint})")?;
@@ -513,8 +525,14 @@ impl fmt::Debug for Shown {
 }
 
 impl std::error::Error for Error {
+    /// The failure that kept Redis from answering. redis-rs's error shows its cause's text
+    /// as its own and gives that same cause as its `source()`: a walk of the chain would
+    /// say it twice, so the cause is given in its place (it says all the `redis` error
+    /// says; [`Error::redis_error`] still gives the `redis` error itself).
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().filter(|_| !self.quoted).map(|e| e as &(dyn std::error::Error + 'static))
+        let redis = self.source.as_ref().filter(|_| !self.quoted)?;
+        let cause = std::error::Error::source(redis).filter(|cause| cause.to_string() == redis.to_string());
+        Some(cause.unwrap_or(redis))
     }
 }
 
@@ -597,6 +615,57 @@ mod tests {
         assert!(e.is_timeout() && e.is_connection_error());
         assert!(e.to_string().contains("command timeout (3s)"), "{e}");
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    /// The texts of `e` and of every cause below it, as a reporter that walks
+    /// `source()` (anyhow's `{:#}`) shows them.
+    fn chain(e: &Error) -> Vec<String> {
+        let mut texts = vec![e.to_string()];
+        let mut next = std::error::Error::source(e);
+        while let Some(cause) = next {
+            texts.push(cause.to_string());
+            next = cause.source();
+        }
+        texts
+    }
+
+    /// A cause wrapped in redis-rs's error (whose `Display` is its cause's, and whose
+    /// `source()` is that cause too) is said once by a walk of the chain, and once by the
+    /// alternate form; a cause of the cause is said too, once.
+    #[test]
+    fn walking_the_chain_says_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, "invalid peer certificate: UnknownIssuer");
+        let e = Error::from_redis(redis::RedisError::from(io), "connecting", Duration::from_secs(1));
+        let texts = chain(&e);
+        assert_eq!(texts.join(": "), "redis error: connecting failed: invalid peer certificate: UnknownIssuer");
+        assert_eq!(format!("{e:#}"), texts.join(": "));
+
+        #[derive(Debug)]
+        struct Handshake(std::io::Error);
+        impl fmt::Display for Handshake {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("the TLS handshake failed")
+            }
+        }
+        impl std::error::Error for Handshake {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let deep = std::io::Error::other("the certificate expired");
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, Handshake(deep));
+        let e = Error::from_redis(redis::RedisError::from(io), "connecting", Duration::from_secs(1));
+        let texts = chain(&e);
+        for (i, a) in texts.iter().enumerate() {
+            for b in &texts[i + 1..] {
+                assert!(!a.contains(b.as_str()) && !b.contains(a.as_str()), "a text repeats: {texts:?}");
+            }
+        }
+        assert_eq!(
+            format!("{e:#}"),
+            "redis error: connecting failed: the TLS handshake failed: the certificate expired"
+        );
+        assert_eq!(format!("{e:#}"), texts.join(": "));
     }
 
     /// `Display` says each cause once when a reporter walks the chain: the source's text

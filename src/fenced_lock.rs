@@ -46,8 +46,8 @@ impl FencedLock {
     }
 
     /// Waits at most `timeout`: `Ok(None)` when the lock was not free in time. A timeout so
-    /// large that the deadline overflows `Instant` is
-    /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without limit.
+    /// large that the deadline overflows `Instant` (`Duration::MAX`) is a wait without
+    /// deadline, as `lock`'s.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FencedGuard>> {
         self.0.try_lock_for(timeout)?.map(FencedGuard::new).transpose()
     }

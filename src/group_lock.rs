@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{self, Engine, GroupHold, GroupValues, LeaseState, Wait};
-use crate::error::{Context, Error, Result};
+use crate::error::{Error, Result};
 use crate::watch::LeaseWatch;
 
 /// Many values of one group, taken all or none in one script call and one round trip
@@ -99,11 +99,10 @@ impl GroupLock {
     }
 
     /// Waits at most `timeout`: `Ok(None)` when the values were not all free in time. A
-    /// timeout so large that the deadline overflows `Instant` is
-    /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without limit.
+    /// timeout so large that the deadline overflows `Instant` (`Duration::MAX`) is a wait
+    /// without deadline, as `lock`'s.
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<GroupGuard>> {
-        let deadline = engine::deadline_after(timeout).on_lock(&self.group)?;
-        self.take(Wait::Until(deadline))
+        self.take(engine::wait_within(timeout))
     }
 
     /// Waits until `deadline`: `Ok(None)` when the values were not all free by then.

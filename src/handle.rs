@@ -73,8 +73,7 @@ impl Handle {
     }
 
     pub(crate) fn try_lock_for<M: GuardMode>(&self, timeout: Duration) -> Result<Option<LockGuard<M>>> {
-        let deadline = engine::deadline_after(timeout).on_lock(&self.name)?;
-        self.acquire(Wait::Until(deadline))
+        self.acquire(engine::wait_within(timeout))
     }
 
     pub(crate) fn try_lock_until<M: GuardMode>(&self, deadline: Instant) -> Result<Option<LockGuard<M>>> {
@@ -190,9 +189,8 @@ macro_rules! acquire_ladder {
             }
 
             /// Waits at most `timeout`: `Ok(None)` when the lock was not free in time. A
-            /// timeout so large that the deadline overflows `Instant` is
-            /// [`InvalidInput`](crate::ErrorKind::InvalidInput); use `lock` to wait without
-            /// limit.
+            /// timeout so large that the deadline overflows `Instant` (`Duration::MAX`) is a
+            /// wait without deadline, as `lock`'s.
             pub fn try_lock_for(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
                 self.0.try_lock_for(timeout)
             }

@@ -92,6 +92,17 @@ pub struct Holder {
     pub client: Option<ClientIdentity>,
 }
 
+impl Holder {
+    /// Whether this is the keeper a once-per-window hold leaves
+    /// ([`keep_at_least`](crate::Lock::keep_at_least)): the owner field `<client id>:0`,
+    /// which no thread and no acquisition has, written by a release before the window
+    /// ended. Nobody holds the lock then: the window keeps it taken until its lease
+    /// ([`LockInfo::lease_left`]) runs out, and the client that released it may have exited.
+    pub fn is_window_keeper(&self) -> bool {
+        self.owner.rsplit_once(':').is_some_and(|(id, number)| !id.is_empty() && number == "0")
+    }
+}
+
 /// One place in a fair lock's queue. (`Default` is an empty record, to fill in for tests.)
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -203,5 +214,20 @@ impl LockInfo {
     /// Whether the key exists but is not one of the library's (nor Redisson's).
     pub fn is_foreign(&self) -> bool {
         self.kind.is_none() && self.key_type != "none"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_keeper_is_number_zero_of_a_client() {
+        let holder = |owner: &str| Holder { owner: owner.to_owned(), ..Holder::default() };
+        assert!(holder("6d1f-aa:0").is_window_keeper());
+        assert!(!holder("6d1f-aa:1").is_window_keeper());
+        assert!(!holder("6d1f-aa:10").is_window_keeper());
+        assert!(!holder(":0").is_window_keeper());
+        assert!(!holder("0").is_window_keeper());
     }
 }

@@ -84,10 +84,10 @@ impl CountDownLatch {
         }
     }
 
-    /// Waits at most `timeout` for the latch to open; whether it did.
+    /// Waits at most `timeout` for the latch to open; whether it did (a timeout that
+    /// overflows the clock, `Duration::MAX`: without deadline, as `await_zero`).
     pub fn await_for(&self, timeout: Duration) -> Result<bool> {
-        let deadline = engine::deadline_after(timeout).on_latch(&self.name)?;
-        self.await_until(deadline)
+        engine::await_latch(&self.engine, &self.name, engine::wait_within(timeout))
     }
 
     /// Waits until `deadline` for the latch to open; whether it did.

@@ -101,10 +101,10 @@ impl MultiLock {
         self.acquire(Wait::No)
     }
 
-    /// Waits at most `timeout` for every member at once.
+    /// Waits at most `timeout` for every member at once (a timeout that overflows the
+    /// clock, `Duration::MAX`: without deadline, as `lock`).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        let deadline = engine::deadline_after(timeout)?;
-        self.acquire(Wait::Until(deadline))
+        self.acquire(engine::wait_within(timeout))
     }
 
     /// Waits until `deadline` for every member at once.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::clock;
 use crate::engine::{self, Hold};
 use crate::error::{Error, Result};
 use crate::fan_out;
@@ -116,10 +117,10 @@ impl RedLock {
         self.acquire(None, true)
     }
 
-    /// Attempts until one succeeds or `timeout` has passed.
+    /// Attempts until one succeeds or `timeout` has passed (a timeout that overflows the
+    /// clock, `Duration::MAX`: until one succeeds, as `lock`).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<RedLockGuard>> {
-        let deadline = engine::deadline_after(timeout)?;
-        self.acquire(Some(deadline), false)
+        self.acquire(clock::deadline_in(timeout), false)
     }
 
     /// Attempts until one succeeds or `deadline` has passed.

@@ -171,14 +171,14 @@ macro_rules! semaphore_handle {
             }
 
             /// Waits at most `timeout` for `permits`: `Ok(None)` when they were not
-            /// available in time. A timeout that overflows the clock is `InvalidInput`.
+            /// available in time. A timeout that overflows the clock (`Duration::MAX`) is a
+            /// wait without deadline, as `acquire`'s.
             pub fn try_acquire_for(
                 &self,
                 permits: u64,
                 timeout: std::time::Duration,
             ) -> $crate::Result<Option<$guard>> {
-                let deadline = $crate::engine::deadline_after(timeout).map_err(|e| e.on_semaphore(&self.name))?;
-                self.take(permits, $crate::engine::Wait::Until(deadline))
+                self.take(permits, $crate::engine::wait_within(timeout))
             }
 
             /// Waits until `deadline` for `permits`.

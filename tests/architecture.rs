@@ -392,3 +392,33 @@ fn the_checker_finds_a_loop_an_upward_import_a_root_path_and_a_homeless_module()
     let homeless = sources(&[("", ""), ("front", ""), ("base", ""), ("stray", "")]);
     assert!(violations(&homeless, &floors).iter().any(|v| v.contains("`stray` is on no floor")));
 }
+
+/// Every example that talks to Redis runs as it is on a machine with nothing on 6379: it
+/// takes its URL from the shared `examples/support/redis_url.rs` (REDIS_URL, else a Redis
+/// on 127.0.0.1:6379 if one answers, else a throwaway `redis-server` it starts and stops),
+/// and what it prints is for a human to read, not a `Debug` dump (`{:?}`).
+///
+/// Breaks if an example falls back to a fixed `redis://127.0.0.1:6379/` of its own (before
+/// the fix: `stats` and `fenced_store` failed with "connection refused" there) or prints
+/// with `{:?}`.
+#[test]
+fn every_example_finds_or_starts_its_redis_and_prints_for_people() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut checked = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("read examples") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let name = path.file_stem().expect("a name").to_string_lossy().into_owned();
+        let code = strip_comments(&std::fs::read_to_string(&path).expect("read example"));
+        assert!(!code.contains(":?}") && !code.contains("{:?"), "{name} prints a Debug dump");
+        if code.contains("Client::") {
+            assert!(code.contains("mod redis_url;"), "{name} does not use examples/support/redis_url.rs");
+            assert!(!code.contains("127.0.0.1:6379"), "{name} has a fixed Redis address of its own");
+        }
+        checked.push(name);
+    }
+    checked.sort();
+    assert_eq!(checked, ["fenced_store", "quickstart", "stats"], "the examples checked");
+}

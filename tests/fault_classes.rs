@@ -823,7 +823,7 @@ fn assert_invalid<T>(result: redlease::Result<T>, what: &str) {
 
 /// Sizes and durations so large that they would overflow (or allocate, or spawn) are
 /// `InvalidInput` before anything happens: the builder settings before connecting (nothing
-/// listens on port 1), and the lease and wait of every lock kind before anything is sent.
+/// listens on port 1), and the lease of every lock kind before anything is sent.
 ///
 /// Breaks if one of these is accepted (a pool of 2^40 connections, a renew batch beyond
 /// what Redis takes, a lease Lua cannot hold) or fails with another kind (a connection
@@ -860,9 +860,134 @@ fn sizes_and_durations_beyond_their_limits_are_invalid_input() {
             lock.clone().with_lease(Duration::MAX).try_lock(),
             &format!("{kind}: with_lease(MAX).try_lock()"),
         );
-        assert_invalid(lock.try_lock_for(Duration::MAX), &format!("{kind}: try_lock_for(MAX)"));
     }
     assert_eq!(commands_served(&mut conn) - before, 0, "nothing was sent");
+}
+
+/// A wait whose deadline overflows the clock (`Duration::MAX`) is a wait without deadline,
+/// as parking_lot's `try_lock_for` reads it: every `_for` verb of every kind grants at once
+/// what is free, and a contended one waits as `lock()` does, until the release.
+///
+/// Breaks if one of them refuses the wait (before the fix: `InvalidInput`, "overflows the
+/// clock"), or returns `None` without waiting.
+#[test]
+fn a_wait_whose_deadline_overflows_is_a_wait_without_deadline() {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let rw = client.read_write_lock("forever-rw");
+    let kinds: [(&str, AnyLock); 8] = [
+        ("lock", client.lock("forever-lock").into()),
+        ("fair", client.fair_lock("forever-fair").into()),
+        ("fenced", client.fenced_lock("forever-fenced").into()),
+        ("non-reentrant", client.non_reentrant_lock("forever-nr").into()),
+        ("non-reentrant fair", client.non_reentrant_fair_lock("forever-nrf").into()),
+        ("spin", client.spin_lock("forever-spin").into()),
+        ("read", rw.read().into()),
+        ("write", client.read_write_lock("forever-rw-w").write().into()),
+    ];
+    let forever = Duration::MAX;
+    let granted = |what: &str, got: redlease::Result<bool>| match got {
+        Ok(true) => {}
+        Ok(false) => panic!("{what}: not granted, on a free lock"),
+        Err(e) => panic!("{what}: {e}"),
+    };
+    for (kind, lock) in &kinds {
+        granted(kind, lock.try_lock_for(forever).map(|g| g.is_some()));
+    }
+    granted("fenced (own type)", client.fenced_lock("forever-f2").try_lock_for(forever).map(|g| g.is_some()));
+    granted(
+        "multi",
+        MultiLock::new([client.lock("forever-m1"), client.lock("forever-m2")])
+            .try_lock_for(forever)
+            .map(|g| g.is_some()),
+    );
+    granted("group", client.group_lock("forever-group", ["a", "b"]).try_lock_for(forever).map(|g| g.is_some()));
+    let semaphore = client.semaphore("forever-sem");
+    assert!(semaphore.try_set_permits(1).unwrap());
+    granted("semaphore", semaphore.try_acquire_for(1, forever).map(|g| g.is_some()));
+    let expirable = client.permit_expirable_semaphore("forever-pes");
+    assert!(expirable.try_set_permits(1).unwrap());
+    granted("permit semaphore", expirable.try_acquire_for(1, forever).map(|g| g.is_some()));
+    let latch = client.count_down_latch("forever-latch");
+    assert!(latch.try_set_count(1).unwrap());
+    latch.count_down().unwrap();
+    granted("latch", latch.await_for(forever));
+    granted("election", client.election("forever-election").campaign_for("v", forever).map(|l| l.is_some()));
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let node_clients: Vec<Client> = nodes.iter().map(crate::helpers::client).collect();
+    granted(
+        "redlock",
+        RedLock::new(node_clients.iter().map(|c| c.lock("forever-red"))).try_lock_for(forever).map(|g| g.is_some()),
+    );
+
+    // Contended: the wait goes on until the holder releases, 300 ms later.
+    let other = crate::helpers::client(&server);
+    let held = other.lock("forever-held").lock().unwrap();
+    let mut observer = client.election("forever-observed").observe().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let lock = client.lock("forever-held");
+    let campaigner = other.election("forever-observed");
+    thread::spawn(move || {
+        let got = lock.try_lock_for(Duration::MAX).map(|g| g.is_some()).map_err(|e| e.to_string());
+        let changed = observer.wait_change_for(Duration::MAX).map_err(|e| e.to_string());
+        let _ = tx.send((got, changed));
+    });
+    assert!(wait_until(Duration::from_secs(5), || client.stats().waiters == 1), "{:?}", client.stats());
+    thread::sleep(Duration::from_millis(300));
+    drop(held);
+    let leadership = campaigner.campaign("now").unwrap();
+    let (got, changed) = rx.recv_timeout(Duration::from_secs(10)).expect("the waits ended");
+    assert_eq!(got, Ok(true), "the lock, once released");
+    assert_eq!(changed, Ok(true), "the leadership changed");
+    drop(leadership);
+}
+
+/// One rule for `Duration::MAX` in every duration setting of the builder: a time the client
+/// only waits for (connect, command, ping interval, retry budget) means "no limit", and the
+/// client builds and locks; a time written into Redis in milliseconds (the watchdog
+/// timeout, the fair wait timeout, the replica sync timeout's `WAIT`) is `InvalidInput`
+/// naming the setting and the limit; the clock drift margin is an allowance, refused when
+/// it leaves nothing of the watchdog lease.
+///
+/// Breaks if a setting of the first kind is refused or overflows, or one of the second is
+/// accepted (before the fix: `replica_sync_timeout(MAX)` was taken, and turned into a
+/// `WAIT` Redis refuses on a replicated master) or refused without saying which setting.
+#[test]
+fn every_duration_setting_reads_max_by_one_rule() {
+    let server = RedisServer::start();
+    for (what, set) in [
+        ("connect_timeout", ClientBuilder::connect_timeout as fn(ClientBuilder, Duration) -> ClientBuilder),
+        ("command_timeout", ClientBuilder::command_timeout),
+        ("ping_interval", ClientBuilder::ping_interval),
+        ("retry_budget", ClientBuilder::retry_budget),
+    ] {
+        let client = set(Client::builder(server.url()), Duration::MAX)
+            .build()
+            .unwrap_or_else(|e| panic!("{what}(MAX) is no limit, and builds: {e}"));
+        let guard = client.lock(format!("max-{what}")).try_lock().unwrap().expect("free");
+        guard.unlock().unwrap_or_else(|e| panic!("{what}(MAX): {e}"));
+    }
+    let url = "redis://127.0.0.1:1/";
+    for (what, set, says) in [
+        (
+            "watchdog_timeout",
+            ClientBuilder::watchdog_timeout as fn(ClientBuilder, Duration) -> ClientBuilder,
+            "watchdog timeout",
+        ),
+        ("fair_wait_timeout", ClientBuilder::fair_wait_timeout, "fair wait timeout"),
+        ("replica_sync_timeout", ClientBuilder::replica_sync_timeout, "replica sync timeout"),
+    ] {
+        let err = set(Client::builder(url), Duration::MAX).build().expect_err(what);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{what}(MAX): {err}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("invalid input: {says} ")) && text.contains("milliseconds"),
+            "{what}(MAX): {text}"
+        );
+    }
+    let err = Client::builder(url).clock_drift_margin(Duration::MAX).build().expect_err("margin");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("clock drift margin"), "{err}");
 }
 
 /// A Redlock's per-node timeout and retry delay of `Duration::MAX` must not overflow: the
@@ -1303,13 +1428,16 @@ fn a_redlock_with_one_empty_node_name_sends_nothing_to_any_node() {
 /// password.
 ///
 /// Breaks if the error is the bare "invalid client config" of the redis crate, another kind,
-/// or shows the password.
+/// or shows the password, or does not say which part is wrong (before the fix: a port out
+/// of range, one that is not a number and a foreign scheme all said "did not parse").
 #[test]
 fn a_malformed_url_says_what_is_wrong_and_hides_its_password() {
     for (url, says) in [
-        ("redis://:s3cret@127.0.0.1:notaport/", "did not parse"),
+        ("redis://:s3cret@127.0.0.1:notaport/", "the port notaport is not a number"),
+        ("redis://:s3cret@127.0.0.1:99999/", "the port 99999 is out of range: at most 65535"),
         ("redis://:s3cret@127.0.0.1/abc", "Invalid database number"),
-        ("http://:s3cret@127.0.0.1/", "did not parse"),
+        ("http://:s3cret@127.0.0.1/", "the scheme http:// is not one of redis://, rediss://"),
+        ("redis-cluster://:s3cret@127.0.0.1:99999", "the port 99999 is out of range: at most 65535"),
     ] {
         let err = Client::open(url).expect_err(url);
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");

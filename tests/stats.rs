@@ -115,3 +115,61 @@ fn a_wake_up_that_finds_the_lock_taken_again_is_wasted() {
     drop(permit);
     assert!(waiter.join().unwrap(), "then served by the real release");
 }
+
+/// `INFO commandstats` as command → calls (an `INFO` reads itself as not yet served). A
+/// script's own commands are counted too, under their names.
+fn command_calls(conn: &mut redis::Connection) -> std::collections::BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// What was served between two readings, less the second reading's `INFO`.
+fn diff(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> std::collections::BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(name, calls)| {
+            let mine = u64::from(name == "info");
+            (name.clone(), calls - before.get(name).copied().unwrap_or(0) - mine)
+        })
+        .filter(|(_, calls)| *calls > 0)
+        .collect()
+}
+
+/// What an idle holder of one lock costs the server, with the default settings, over 10 s
+/// (docs/design.md, "What an idle client costs"): the watchdog's renewals (one script call
+/// every 10 s, a third of the 30 s lease) and the client's announcement (a `SET` with
+/// expiry as often), and nothing else on a server without replicas: no replication reading,
+/// no `PING` (no thread waits), nothing per lock beyond its renewal.
+///
+/// Breaks if an idle holder sends anything else, or more of it.
+#[test]
+fn an_idle_holder_of_one_lock_costs_a_renewal_and_an_announcement_per_third_of_a_lease() {
+    let server = RedisServer::start();
+    let client = redlease::Client::open(&server.url()).unwrap();
+    let mut conn = server.conn();
+    let guard = client.lock("idle-holder").lock().unwrap();
+    // The first announcement goes out soon after the first acquire: let it.
+    thread::sleep(Duration::from_millis(500));
+    let before = command_calls(&mut conn);
+    thread::sleep(Duration::from_secs(10) + Duration::from_millis(500));
+    let after = command_calls(&mut conn);
+    let sent = diff(&before, &after);
+    println!("an idle holder sent, in 10 s: {sent:?}");
+    // The renewal's script call, and the commands it runs in Redis (counted under their
+    // own names); the announcement. Nothing else: no INFO, no PING.
+    let allowed = ["evalsha", "hexists", "pexpire", "set"];
+    assert!(sent.keys().all(|name| allowed.contains(&name.as_str())), "{sent:?}");
+    let calls = |name: &str| sent.get(name).copied().unwrap_or(0);
+    assert!((1..=2).contains(&calls("evalsha")), "one renewal per 10 s: {sent:?}");
+    assert!((1..=2).contains(&calls("set")), "one announcement per 10 s: {sent:?}");
+    guard.unlock().unwrap();
+}

@@ -128,6 +128,16 @@ fn a_wrong_ca_an_expired_certificate_and_a_mismatched_protocol_fail_fast() {
         if let Some(says) = says {
             let text = format!("{err:#} {err:?}");
             assert!(text.contains(says), "{what}: the error says why: {text}");
+            // A reporter that walks the chain (anyhow's `{:#}`) says each cause once.
+            let mut walked = vec![err.to_string()];
+            let mut next = std::error::Error::source(&err);
+            while let Some(cause) = next {
+                walked.push(cause.to_string());
+                next = cause.source();
+            }
+            let walked = walked.join(": ");
+            assert_eq!(walked.matches(says).count(), 1, "{what}: said once: {walked}");
+            assert_eq!(format!("{err:#}").matches(says).count(), 1, "{what}: said once: {err:#}");
         }
     }
     drop(expired_server);

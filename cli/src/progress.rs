@@ -120,6 +120,15 @@ pub fn describe(info: &LockInfo) -> String {
     if !info.is_held() {
         return ": free, trying again".to_owned();
     }
+    if let [keeper] = info.holders.as_slice()
+        && keeper.is_window_keeper()
+    {
+        // Nobody holds it: an `--at-least` window keeps it until its lease ends.
+        return match info.lease_left {
+            Some(left) => format!(": kept taken by a window, {} left", whole_seconds(left)),
+            None => ": kept taken by a window, no expiry".to_owned(),
+        };
+    }
     let readers = info.holders.iter().filter(|h| h.role == HolderRole::Read).count();
     let writer = info.holders.iter().find(|h| h.role == HolderRole::Write);
     let who = match (writer, readers) {
@@ -209,6 +218,9 @@ mod tests {
         who.host = "web-3".into();
         info.holders[0].client = Some(who);
         assert_eq!(describe(&info), ": held by pid 4711 on web-3, lease 27s left");
+        // A window's keeper: nobody holds it, the window ends with the lease.
+        info.holders[0].owner = "e779d027-44e7-4f09-84c1-81db42100d50:0".into();
+        assert_eq!(describe(&info), ": kept taken by a window, 27s left");
         assert_eq!(fit("abcdef", 4), "abc");
         info.kind = Some(LockKind::Semaphore);
         info.key_type = "string".into();

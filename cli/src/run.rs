@@ -41,7 +41,7 @@ use crate::deadline::{self, Action, Stopping};
 use crate::exit::{self, Failure, say, shown};
 use crate::progress::Progress;
 use crate::signals::{self, Received};
-use crate::{locks, names};
+use crate::{locks, names, status};
 
 /// What the main thread hears about.
 #[derive(Debug)]
@@ -282,7 +282,10 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
             let why = match (&args.elect, args.permits) {
                 (Some(_), _) => format!("election {} is led by someone else", shown(&args.name)),
                 (None, Some(_)) => format!("no permit of semaphore {} is free", shown(&args.name)),
-                (None, None) => format!("lock {} is held by someone else", shown(&args.name)),
+                (None, None) => match window_end(&client, &args.name) {
+                    Some(end) => format!("lock {} is kept taken by a window until {end}", shown(&args.name)),
+                    None => format!("lock {} is held by someone else", shown(&args.name)),
+                },
             };
             return Err(Failure::new(exit::NOT_ACQUIRED, why));
         }
@@ -291,13 +294,31 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
             let why = match (&args.elect, args.permits) {
                 (Some(_), _) => format!("election {} was not won within {wait}", shown(&args.name)),
                 (None, Some(_)) => format!("no permit of semaphore {} was free within {wait}", shown(&args.name)),
-                (None, None) => format!("lock {} was not free within {wait}", shown(&args.name)),
+                (None, None) => match window_end(&client, &args.name) {
+                    Some(end) => {
+                        format!(
+                            "lock {} was not free within {wait}: a window keeps it taken until {end}",
+                            shown(&args.name)
+                        )
+                    }
+                    None => format!("lock {} was not free within {wait}", shown(&args.name)),
+                },
             };
             return Err(Failure::new(exit::NOT_ACQUIRED, why));
         }
         Err(err) => return Err(Failure::from_lock_error("cannot acquire", &err)),
     };
     run.hold(guard, &inbox)
+}
+
+/// Until when a window (`--at-least`) keeps the lock `name` taken, when that is what holds
+/// it now (one read that writes nothing; `None` also when it cannot be read).
+fn window_end(client: &Client, name: &str) -> Option<String> {
+    let info = client.inspect(name).ok()?;
+    match info.holders.as_slice() {
+        [keeper] if keeper.is_window_keeper() => Some(status::window_end(&info)),
+        _ => None,
+    }
 }
 
 /// `--at-least`, checked before anything is sent: not zero, for a kind that can keep a lock

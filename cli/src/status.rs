@@ -100,6 +100,7 @@ pub fn to_json(info: &LockInfo) -> Value {
             json!({
                 "owner": h.owner,
                 "role": h.role.name(),
+                "window": h.is_window_keeper(),
                 "holds": h.holds,
                 "ttl_ms": h.lease_left.map(ms),
                 "client": client_json(h.client.as_ref()),
@@ -211,6 +212,15 @@ pub fn to_text(info: &LockInfo, now: SystemTime) -> String {
         let _ = writeln!(out, "{name}: {state} ({})", about.join(", "));
     }
     for h in &info.holders {
+        if h.is_window_keeper() {
+            // Nobody holds it: a window keeps it after a release; its client may be gone.
+            let mut line = format!("  {:<8} {}  kept taken until {}", "window", h.owner, window_end(info));
+            if let Some(c) = &h.client {
+                let _ = write!(line, ", after a release by pid {} on {} ({})", c.pid, c.host, c.program);
+            }
+            let _ = writeln!(out, "{line}");
+            continue;
+        }
         let role = match h.role {
             HolderRole::Read => "reader",
             HolderRole::Write => "writer",
@@ -297,6 +307,11 @@ fn summary(info: &LockInfo, now: SystemTime) -> String {
         return "free".to_owned();
     }
     let readers = info.holders.iter().filter(|h| h.role == HolderRole::Read).count();
+    if let [keeper] = info.holders.as_slice()
+        && keeper.is_window_keeper()
+    {
+        return format!("kept by a window until {}", window_end(info));
+    }
     let mut text = match info.holders.as_slice() {
         [one] => format!("held by {}", client_text(one.client.as_ref(), now)),
         _ if readers > 1 => format!("{readers} readers"),
@@ -309,6 +324,19 @@ fn summary(info: &LockInfo, now: SystemTime) -> String {
         let _ = write!(text, ", {} queued", info.queue.len());
     }
     text
+}
+
+/// Until when a window keeps a lock taken, by the server's clock, and what is left:
+/// `2025-05-01T10:00:29Z (29s left)`; for a key without expiry (someone ran `PERSIST`),
+/// until it is deleted.
+pub fn window_end(info: &LockInfo) -> String {
+    match info.lease_left {
+        Some(left) => {
+            let until = humantime::format_rfc3339_seconds(info.server_time + left);
+            format!("{until} ({} left)", millis(ms(left) - ms(left) % 1000))
+        }
+        None => "its key is deleted (it has no expiry)".to_owned(),
+    }
 }
 
 /// `deadline in 5m`, `deadline passed 1s ago`, or `no deadline`.

@@ -82,12 +82,11 @@ fn begin_waiting<'a, T>(
     })
 }
 
-/// The deadline `timeout` from now: `InvalidInput` when it overflows the clock (`lock()`
-/// and its kin are the way to wait without limit).
-pub(crate) fn deadline_after(timeout: Duration) -> Result<Instant> {
-    Instant::now()
-        .checked_add(timeout)
-        .ok_or_else(|| Error::invalid(format!("wait of {timeout:?} overflows the clock")))
+/// A wait of at most `timeout` from now. One whose deadline lies beyond what `Instant`
+/// holds (`Duration::MAX`, say) is a wait without deadline, as `lock()`'s is, the way
+/// parking_lot's `try_lock_for` reads it: nobody means "until an overflow" as a limit.
+pub(crate) fn wait_within(timeout: Duration) -> Wait {
+    clock::deadline_in(timeout).map_or(Wait::Forever, Wait::Until)
 }
 
 /// The lock an acquire is for: its name, kind, fixed lease (`None`: the watchdog's), for
@@ -577,6 +576,14 @@ pub(crate) fn wait_loop<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_whose_deadline_overflows_has_none() {
+        assert!(matches!(wait_within(Duration::MAX), Wait::Forever));
+        assert!(matches!(wait_within(Duration::from_secs(u64::MAX)), Wait::Forever));
+        assert!(matches!(wait_within(Duration::from_millis(5)), Wait::Until(_)));
+        assert!(matches!(wait_within(Duration::ZERO), Wait::Until(_)));
+    }
 
     #[test]
     fn only_a_plain_locks_hash_is_kept_and_within_its_lease() {

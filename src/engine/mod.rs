@@ -16,7 +16,7 @@ mod replicas;
 mod retry;
 mod undos;
 
-pub(crate) use acquire::{Attempt, Request, Wait, acquire, attempt_within, deadline_after, prepare, ready, wait_loop};
+pub(crate) use acquire::{Attempt, Request, Wait, acquire, attempt_within, prepare, ready, wait_loop, wait_within};
 pub(crate) use core::Engine;
 pub use group::MAX_GROUP_VALUES;
 pub(crate) use group::{

@@ -17,8 +17,10 @@ pub(crate) fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
     let info = url.into_connection_info().map_err(|e| {
         // redis-rs's text ("Redis URL did not parse", "Invalid database number") never
         // repeats the URL; its kind is always "invalid client config", which says little.
+        // Its "did not parse" does not say which part: the scheme and the port are told
+        // here, anything else in redis-rs's words.
         let text = e.to_string();
-        let reason = text.split(" - ").next().unwrap_or(&text);
+        let reason = wrong_part(url).unwrap_or_else(|| text.split(" - ").next().unwrap_or(&text).to_owned());
         Error::invalid(format!("invalid redis URL {}: {reason} (expected {ACCEPTED_FORMS})", redact(url)))
     })?;
     if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
@@ -29,6 +31,42 @@ pub(crate) fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
         )));
     }
     Ok(info)
+}
+
+/// The schemes a client takes, in the words of the messages.
+const SCHEMES: &str = "redis://, rediss://, unix://, redis-sentinel://, redis-cluster://";
+
+/// Which part of a URL that redis-rs could not parse is wrong, when it is the scheme or
+/// the port (`None`: another part, left to redis-rs's words). Never quotes the login.
+fn wrong_part(url: &str) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(format!("no scheme: a URL starts with one of {SCHEMES}"));
+    };
+    // redis-rs's own aliases (valkey, redis+unix) are taken too, undocumented.
+    match scheme {
+        "redis" | "rediss" | "valkey" | "valkeys" => {}
+        "unix" | "redis+unix" | "valkey+unix" => return None,
+        _ => return Some(format!("the scheme {scheme}:// is not one of {SCHEMES}")),
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host_port)| host_port);
+    // An IPv6 host is bracketed: its port follows the `]`.
+    let port = match host_port.rsplit_once(']') {
+        Some((_, after)) => after.strip_prefix(':'),
+        None => host_port.rsplit_once(':').map(|(_, port)| port),
+    }?;
+    port_problem(port)
+}
+
+/// What is wrong with the port `port` of a URL, if anything.
+fn port_problem(port: &str) -> Option<String> {
+    if port.is_empty() || port.parse::<u16>().is_ok() {
+        None
+    } else if port.bytes().all(|b| b.is_ascii_digit()) {
+        Some(format!("the port {port} is out of range: at most {}", u16::MAX))
+    } else {
+        Some(format!("the port {port} is not a number"))
+    }
 }
 
 /// A URL that names several nodes, as the Sentinel and Cluster URLs do:
@@ -68,9 +106,9 @@ impl NodeList {
         let nodes = hosts
             .split(',')
             .map(|host| match host.rsplit_once(':') {
-                Some((name, port)) => {
-                    port.parse().map(|port| (name.to_owned(), port)).map_err(|_| bad("a port is not a number"))
-                }
+                Some((name, port)) => port.parse().map(|port| (name.to_owned(), port)).map_err(|_| {
+                    bad(&port_problem(port).unwrap_or_else(|| format!("the port {port} is not a number")))
+                }),
                 None => Ok((host.to_owned(), default_port)),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -127,7 +165,7 @@ mod tests {
     fn url_errors_say_what_is_wrong_and_hide_the_password() {
         let port = connection_info("redis://:s3cret@host:notaport/").unwrap_err();
         assert!(port.is_invalid_input());
-        assert!(port.to_string().contains("did not parse"), "{port}");
+        assert!(port.to_string().contains("the port notaport is not a number"), "{port}");
         assert!(!port.to_string().contains("s3cret"), "{port}");
         let db = connection_info("redis://host/abc").unwrap_err();
         assert!(db.to_string().contains("Invalid database number"), "{db}");
@@ -135,6 +173,43 @@ mod tests {
         if cfg!(feature = "tls") {
             assert!(connection_info("rediss://:s3cret@host:6380/").is_ok());
         }
+    }
+
+    /// A URL that does not parse says which part is wrong: the scheme, the port (not a
+    /// number, or out of range), the database; the password never shows.
+    #[test]
+    fn a_url_that_does_not_parse_says_which_part_is_wrong() {
+        let cases = [
+            (
+                "http://127.0.0.1:6379/",
+                "the scheme http:// is not one of redis://, rediss://, unix://, redis-sentinel://, redis-cluster://",
+            ),
+            (
+                "not a url",
+                "no scheme: a URL starts with one of redis://, rediss://, unix://, redis-sentinel://, redis-cluster://",
+            ),
+            ("redis://:s3cret@127.0.0.1:99999/", "the port 99999 is out of range: at most 65535"),
+            ("rediss://127.0.0.1:65536/", "the port 65536 is out of range: at most 65535"),
+            ("redis://127.0.0.1:notaport/", "the port notaport is not a number"),
+            ("redis://[::1]:70000/", "the port 70000 is out of range: at most 65535"),
+            ("redis://127.0.0.1/abc", "Invalid database number"),
+        ];
+        for (url, says) in cases {
+            let err = connection_info(url).unwrap_err();
+            assert!(err.is_invalid_input(), "{url}: {err}");
+            let text = err.to_string();
+            assert!(text.contains(&format!("{}: {says}", redact(url))), "{url}: {text}");
+            assert!(!text.contains("s3cret") && !text.contains("did not parse"), "{url}: {text}");
+        }
+        let nodes = |url: &str| NodeList::parse(url, "redis-cluster://", 6379, "F").err().map(|e| e.to_string());
+        let out_of_range = nodes("redis-cluster://127.0.0.1:7000,127.0.0.1:99999").unwrap();
+        assert!(
+            out_of_range.contains(": the port 99999 is out of range: at most 65535 (expected F)"),
+            "{out_of_range}"
+        );
+        let not_a_number = nodes("redis-cluster://127.0.0.1:x7").unwrap();
+        assert!(not_a_number.contains(": the port x7 is not a number (expected F)"), "{not_a_number}");
+        assert!(nodes("redis-cluster://127.0.0.1:7000,127.0.0.1:7001").is_none());
     }
 
     /// Every message that lists the accepted forms lists all five schemes.

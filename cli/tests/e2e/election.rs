@@ -157,6 +157,56 @@ fn runs_inside_the_window_exit_75_and_the_next_window_runs() {
     assert_eq!(after.stdout, "ran\n");
 }
 
+/// A window's keeper, once its run has ended, shows in `status` and `ls` as the window and
+/// until when it keeps the lock (no process, no uptime: the run has exited), in JSON as
+/// `"window": true`; a run inside it exits 75 saying a window keeps the lock, and until
+/// when, with `--no-wait` and at `--wait` expiry alike.
+///
+/// Breaks if the keeper reads as a holder process ("pid N ... up 0s", as before the fix), or
+/// the 75 message says only "held by someone else" / "not free".
+#[test]
+fn a_window_shows_as_the_window_and_until_when() {
+    let server = RedisServer::start();
+    let url = server.url();
+    run(["run", "--url", url.as_str(), "--at-least", "30s", "--at-most", "60s", "cron:report", "--", "true"])
+        .expect_code(0);
+    let text = run(["status", "--url", url.as_str(), "cron:report"]);
+    text.expect_code(0);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert_eq!(lines[0], "cron:report: held (plain lock)", "{text:#?}");
+    assert!(lines[1].starts_with("  window   ") && lines[1].contains(":0  kept taken until "), "{text:#?}");
+    assert!(lines[1].contains("Z (") && lines[1].contains("s left)"), "{text:#?}");
+    assert!(!text.stdout.contains("up ") && !text.stdout.contains("1 hold"), "{text:#?}");
+    let listed = run(["ls", "--url", url.as_str(), "cron:*"]);
+    listed.expect_code(0);
+    assert!(listed.stdout.contains("kept by a window until ") && !listed.stdout.contains("up "), "{listed:#?}");
+    let json = run(["status", "--json", "--url", url.as_str(), "cron:report"]);
+    let v: Value = serde_json::from_str(&json.stdout).expect("JSON");
+    assert_eq!(v[0]["holders"][0]["window"], true, "{v}");
+
+    let inside = run(["run", "--url", url.as_str(), "--no-wait", "cron:report", "--", "echo", "ran"]);
+    inside.expect_code(75).expect_one_line_error();
+    assert!(
+        inside.stderr.contains("lock \"cron:report\" is kept taken by a window until ")
+            && inside.stderr.contains(" left)"),
+        "{inside:#?}"
+    );
+    let waited = run(["run", "--url", url.as_str(), "--wait", "200ms", "cron:report", "--", "echo", "ran"]);
+    waited.expect_code(75).expect_one_line_error();
+    assert!(waited.stderr.contains("was not free within 200ms: a window keeps it taken until "), "{waited:#?}");
+    assert_eq!(format!("{}{}", inside.stdout, waited.stdout), "", "nothing ran");
+
+    // A lock held by a running process still reads as that process.
+    let holder = start(command(["run", "--url", url.as_str(), "cron:held", "--", "sleep", "5"]));
+    wait_for("held", Duration::from_secs(10), || key_exists(&mut server.conn(), "cron:held"));
+    let busy = run(["run", "--url", url.as_str(), "--no-wait", "cron:held", "--", "true"]);
+    busy.expect_code(75);
+    assert!(busy.stderr.contains("is held by someone else"), "{busy:#?}");
+    let text = run(["status", "--url", url.as_str(), "cron:held"]);
+    assert!(text.stdout.contains("  holder   ") && text.stdout.contains(" up "), "{text:#?}");
+    drop(holder);
+}
+
 /// Bad windows and elections are 64 before anything is sent: `--at-least 0s`, an
 /// `--at-least` longer than `--at-most`, `--at-least` for a kind that cannot keep a lock or
 /// with `--permits`, an empty `--value`, an empty election name.

@@ -36,6 +36,9 @@ fn rediss_with_a_private_ca_runs_shows_and_unlocks() {
     let out = run(["status", "--timeout", "2s", "--url", &url, "tls"]);
     assert_ne!(out.status.code(), Some(0), "{out:#?}");
     out.expect_one_line_error();
+    // The whole chain, each cause once: what failed, then why.
+    assert_eq!(out.stderr.matches("UnknownIssuer").count(), 1, "{out:#?}");
+    assert!(out.stderr.contains("failed: invalid peer certificate: UnknownIssuer"), "{out:#?}");
 }
 
 #[test]
