@@ -182,7 +182,7 @@ impl Config {
         let in_redis = |what: &str, d: Duration, how: &str| {
             if d > MAX_LEASE {
                 Err(Error::invalid(format!(
-                    "{what} {d:?} is longer than {MAX_LEASE:?} ({MAX_LEASE_MILLIS} milliseconds), the longest time sent to Redis (its scripts hold no longer one exactly): {how}"
+                    "{what} {d:?} is longer than {MAX_LEASE:?} ({MAX_LEASE_MILLIS} milliseconds), the longest time sent to Redis (a script counts milliseconds exactly only up to that): {how}"
                 )))
             } else {
                 Ok(())

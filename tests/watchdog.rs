@@ -135,7 +135,7 @@ fn a_redis_restart_loses_the_lease_and_a_waiter_gets_the_lock() {
 }
 
 /// A pass of several batches is pipelined: behind a link of 100 ms each way, six batches
-/// of one server are renewed in a pass of about two round trips, not six.
+/// of one server are renewed in a pass of about three round trips, not six.
 ///
 /// Breaks if the watchdog waits for each batch's reply before it writes the next (a pass
 /// can then take no less than 1.2 s).
