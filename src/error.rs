@@ -670,6 +670,44 @@ mod tests {
 
     /// `Display` says each cause once when a reporter walks the chain: the source's text
     /// is not in it, and is in the alternate form.
+    /// Every kind as docs/design.md's table of kinds ("Errors") says: transient or not.
+    #[test]
+    fn each_kind_is_transient_as_the_design_says() {
+        let design = include_str!("../docs/design.md");
+        let kinds = [
+            ErrorKind::Redis,
+            ErrorKind::Timeout,
+            ErrorKind::NotHeld,
+            ErrorKind::WouldDeadlock,
+            ErrorKind::InvalidInput,
+            ErrorKind::PermissionDenied,
+            ErrorKind::Shutdown,
+            ErrorKind::System,
+            ErrorKind::Interrupted,
+            ErrorKind::NotReplicated,
+            ErrorKind::Authentication,
+        ];
+        let rows: Vec<(&str, &str)> = design
+            .lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.strip_prefix("| `")?.split(" | ").collect();
+                let kind = cells.first()?.strip_suffix('`')?;
+                Some((kind, *cells.get(1)?))
+            })
+            .filter(|(kind, _)| kinds.iter().any(|k| format!("{k:?}") == *kind))
+            .collect();
+        assert_eq!(rows.len(), kinds.len(), "one row per kind: {rows:?}");
+        for kind in kinds {
+            let name = format!("{kind:?}");
+            let (_, said) = rows.iter().find(|(k, _)| *k == name).expect("a row");
+            let transient = Error::new(kind, "x").is_transient();
+            assert_eq!(said.starts_with("yes"), transient, "{name}: the design says {said:?}");
+        }
+        // The exceptions the `Redis` row names.
+        assert!(Error::new(ErrorKind::Redis, "x").connection().is_transient());
+        assert!(Error::new(ErrorKind::Redis, "x").transient().is_transient());
+    }
+
     #[test]
     fn the_source_is_told_once() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
