@@ -430,6 +430,51 @@ fn with_subscription_mode_off_classic_foreign_clients_and_redlease_wake_each_oth
     }
 }
 
+/// Redisson's `AUTO` takes any failure of `PUBSUB SHARDNUMSUB` for "no sharded pub/sub", and
+/// so does `ShardedSubscriptionMode::Auto` when the client's user may not run it: a client
+/// whose user's rule leaves out `pubsub|shardnumsub` (on every node) publishes and
+/// subscribes classically, as a Redisson client with that user does, and a foreign client
+/// releasing with `PUBLISH` wakes its waiter, and the other way. `On` with that user stays
+/// sharded.
+///
+/// Breaks if `Auto` refuses such a user, or stays sharded for it (neither side would hear
+/// the other).
+#[test]
+fn auto_uses_classic_pubsub_for_a_user_that_may_not_ask_for_sharded_pubsub() {
+    let group = ClusterGroup::start();
+    for server in group.masters().into_iter().chain(group.replicas()) {
+        let rule = ["classic", "on", ">classic-secret", "~*", "&*", "+@all", "-pubsub|shardnumsub"];
+        let () = redis::cmd("ACL").arg("SETUSER").arg(&rule[..]).query(&mut server.conn()).expect("ACL SETUSER");
+    }
+    let url = group.url().replacen("redis-cluster://", "redis-cluster://classic:classic-secret@", 1);
+    let client = Client::builder(&url)
+        .watchdog_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .expect("a cluster client (Auto)");
+    foreign_and_redlease_wake_each_other(&group, &client, Publish::Classic, "interop-noperm");
+
+    let sharded = Client::builder(&url)
+        .sharded_subscription_mode(ShardedSubscriptionMode::On)
+        .watchdog_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .expect("a cluster client (On)");
+    let name = "noperm-on";
+    let guard = sharded.lock(name).lock().expect("free");
+    let waiter = client_in(&group, Duration::from_secs(30), ShardedSubscriptionMode::On);
+    thread::scope(|scope| {
+        let rx = parked_waiter(scope, &waiter, name, Duration::from_secs(20));
+        let mut master = group.conn_for(name);
+        let subscribed = || listeners(&mut master, &keys::lock_channel(name), Publish::Sharded) == 1;
+        assert!(wait_until(Duration::from_secs(5), subscribed), "the On waiter SSUBSCRIBEs");
+        let released = Instant::now();
+        guard.unlock().expect("released");
+        let woken = rx.recv_timeout(Duration::from_secs(15)).expect("the waiter got the lock");
+        assert!(woken - released < Duration::from_secs(2), "woken by SPUBLISH: {:?}", woken - released);
+    });
+}
+
 /// Each foreign client's plain lock and redlease's `client`, both ways on a name starting
 /// with `prefix`: a foreign release published with `publish` wakes a parked redlease waiter,
 /// and redlease's release wakes a foreign waiter subscribed as `publish` reaches, each well
