@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, ReplicaPolicy};
+use crate::config::{Config, ReplicaPolicy, ShardedSubscriptionMode};
 use crate::election::Election;
 use crate::engine::{self, Engine, GroupValues, with_retries};
 use crate::error::Result;
@@ -120,7 +120,9 @@ impl Client {
     /// (the master the sentinels name, followed through failovers) and
     /// `redis-cluster://[[user]:password@]host[:port][,host[:port]...]` (seed nodes of a
     /// Redis 7 cluster: every command goes to the master of its key's slot, lock messages
-    /// use sharded pub/sub). See [`guide::deployment`](crate::guide::deployment).
+    /// use sharded pub/sub unless
+    /// [`sharded_subscription_mode`](ClientBuilder::sharded_subscription_mode) says
+    /// otherwise). See [`guide::deployment`](crate::guide::deployment).
     pub fn open(url: &str) -> Result<Client> {
         Client::builder(url).build()
     }
@@ -521,6 +523,24 @@ impl ClientBuilder {
     /// Defaults to `false`, as Redisson subscribes on the master by default.
     pub fn always_publish_releases(mut self, always: bool) -> ClientBuilder {
         self.config.always_publish_releases = always;
+        self
+    }
+
+    /// Which pub/sub lock messages use on a Redis Cluster: Redisson's
+    /// `shardedSubscriptionMode`, which must match that of the Redisson clients on the same
+    /// locks (else neither hears the other's releases, and a waiter waits until the holder's
+    /// lease runs out). [`Auto`](ShardedSubscriptionMode::Auto) chooses as Redisson does:
+    /// sharded (`SPUBLISH` / `SSUBSCRIBE`) when the cluster answers `PUBSUB SHARDNUMSUB`;
+    /// [`On`](ShardedSubscriptionMode::On) is sharded;
+    /// [`Off`](ShardedSubscriptionMode::Off) is classic `PUBLISH` / `SUBSCRIBE`, for a
+    /// deployment whose Redisson clients set `shardedSubscriptionMode = OFF`. Every lock
+    /// kind, semaphore, latch and election follows it. Outside a cluster (`redis://`,
+    /// `rediss://`, `unix://`, `redis-sentinel://`) it changes nothing: messages go by
+    /// `PUBLISH` / `SUBSCRIBE` there, as Redisson's do.
+    ///
+    /// Defaults to [`ShardedSubscriptionMode::Auto`], as Redisson's.
+    pub fn sharded_subscription_mode(mut self, mode: ShardedSubscriptionMode) -> ClientBuilder {
+        self.config.sharded_subscription_mode = mode;
         self
     }
 

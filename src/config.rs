@@ -66,6 +66,30 @@ pub enum ReplicaPolicy {
     Off,
 }
 
+/// Which pub/sub a client uses on a Redis Cluster: Redisson's `shardedSubscriptionMode`
+/// (`ClusterServersConfig`), with its three values and its default
+/// ([`ClientBuilder::sharded_subscription_mode`](crate::ClientBuilder::sharded_subscription_mode)).
+/// redlease and Redisson clients on the same locks must use the same pub/sub: a sharded
+/// `SSUBSCRIBE` does not hear a classic `PUBLISH`, nor a `SUBSCRIBE` an `SPUBLISH`, and a
+/// waiter that hears nothing waits until the holder's lease runs out. Outside a cluster
+/// (one server, Sentinel) it changes nothing: messages go by `PUBLISH` / `SUBSCRIBE` there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ShardedSubscriptionMode {
+    /// Sharded pub/sub when the cluster has it, as Redisson's `AUTO` decides: `build()` sends
+    /// `PUBSUB SHARDNUMSUB` on the seed node that gives the slot map; an answer means
+    /// sharded (every Redis 7 cluster), a refusal of the client's user (an ACL rule without
+    /// `pubsub|shardnumsub`, `NOPERM`) means classic, as Redisson decides for that user.
+    #[default]
+    Auto,
+    /// Sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE` on the master of the channel's slot),
+    /// without asking, as Redisson's `ON`.
+    On,
+    /// Classic pub/sub, as Redisson's `OFF`: releases `PUBLISH` (which the cluster carries to
+    /// every node) and waiters `SUBSCRIBE` on the master of the channel's slot.
+    Off,
+}
+
 /// Settings a built client runs with.
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -87,6 +111,8 @@ pub(crate) struct Config {
     /// Every release of a plain or fenced lock also publishes on the lock's channel, for
     /// waiters the master cannot count (Redisson clients subscribed on replicas).
     pub(crate) always_publish_releases: bool,
+    /// Which pub/sub a cluster client uses.
+    pub(crate) sharded_subscription_mode: ShardedSubscriptionMode,
     pub(crate) tls: TlsSettings,
     pub(crate) events: Events,
 }
@@ -137,6 +163,7 @@ impl Default for Config {
             drift_rate: DEFAULT_CLOCK_DRIFT_RATE,
             drift_margin: DEFAULT_CLOCK_DRIFT_MARGIN,
             always_publish_releases: false,
+            sharded_subscription_mode: ShardedSubscriptionMode::Auto,
             tls: TlsSettings::default(),
             events: Events::none(),
         }
@@ -246,6 +273,7 @@ impl fmt::Debug for Config {
             .field("retry_budget", &self.retry_budget)
             .field("drift_rate", &self.drift_rate)
             .field("drift_margin", &self.drift_margin)
+            .field("sharded_subscription_mode", &self.sharded_subscription_mode)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
     }

@@ -7,29 +7,57 @@
 
 use std::sync::LazyLock;
 
-/// One script from `lua/`, in two builds: messages sent with `PUBLISH` (classic pub/sub) or
-/// with `SPUBLISH` (a Redis 7 cluster's sharded pub/sub: see [`PubSub`]). Each is
-/// compiled when first used.
+/// One script from `lua/`, in three builds, one per [`PubSub`]: messages sent with
+/// `PUBLISH` on one server, with `SPUBLISH` on a cluster's sharded pub/sub, or with `PUBLISH`
+/// on a cluster (the cluster builds carry the cluster header). Each is compiled when first
+/// used.
 pub(crate) struct Lua {
     /// The source, as in `lua/` (with the prelude when it needs one).
     code: &'static str,
-    /// What goes before the sharded build's source: a script that touches the keys of
+    /// What goes before a cluster build's source: a script that touches the keys of
     /// several locks (a renewal batch) declares that it may, which a cluster requires of
     /// a script whose keys span slots (they must still be on one node). Such a script
     /// takes those keys as arguments there: a command's declared keys must share a slot.
-    sharded_header: &'static str,
+    cluster_header: &'static str,
     classic: LazyLock<redis::Script>,
     sharded: LazyLock<redis::Script>,
+    cluster_classic: LazyLock<redis::Script>,
 }
 
-/// How lock messages travel. Redis Cluster 7 has sharded pub/sub (`SPUBLISH` to the
-/// channel's slot, `SSUBSCRIBE` on its owner), and Redisson uses it there: so does redlease,
-/// on the same channels, or neither would wake the other's waiters. Everywhere else,
-/// classic `PUBLISH` / `SUBSCRIBE`.
+/// How lock messages travel, and whether the server is a cluster node. Redis Cluster 7 has
+/// sharded pub/sub (`SPUBLISH` to the channel's slot, `SSUBSCRIBE` on its owner), and
+/// Redisson uses it there unless its `shardedSubscriptionMode` says otherwise (see
+/// [`ShardedSubscriptionMode`](crate::ShardedSubscriptionMode)): redlease does as the
+/// deployment's Redisson clients do, on the same channels, or neither would wake the
+/// other's waiters. Outside a cluster, classic `PUBLISH` / `SUBSCRIBE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PubSub {
+    /// One server (or the master the sentinels name): `PUBLISH` / `SUBSCRIBE`.
     Classic,
+    /// A cluster node, sharded pub/sub: `SPUBLISH` / `SSUBSCRIBE` on the slot's master.
     Sharded,
+    /// A cluster node, classic pub/sub (`ShardedSubscriptionMode::Off`): `PUBLISH`, which the
+    /// cluster carries to every node, and `SUBSCRIBE` on the slot's master.
+    ClusterClassic,
+}
+
+impl PubSub {
+    /// Whether the server is a cluster node (a batch's keys go as arguments, and the
+    /// scripts carry the cluster header).
+    pub(crate) fn in_cluster(self) -> bool {
+        match self {
+            PubSub::Classic => false,
+            PubSub::Sharded | PubSub::ClusterClassic => true,
+        }
+    }
+
+    /// Whether messages go by sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`).
+    pub(crate) fn sharded(self) -> bool {
+        match self {
+            PubSub::Sharded => true,
+            PubSub::Classic | PubSub::ClusterClassic => false,
+        }
+    }
 }
 
 impl Lua {
@@ -38,6 +66,7 @@ impl Lua {
         match pubsub {
             PubSub::Classic => &self.classic,
             PubSub::Sharded => &self.sharded,
+            PubSub::ClusterClassic => &self.cluster_classic,
         }
     }
 }
@@ -45,22 +74,26 @@ impl Lua {
 impl Lua {
     /// The source of the build for `pubsub`, for `SCRIPT LOAD`.
     pub(crate) fn code(&self, pubsub: PubSub) -> std::borrow::Cow<'static, str> {
-        match pubsub {
-            PubSub::Classic => self.code.into(),
-            PubSub::Sharded => sharded_code(self.sharded_header, self.code).into(),
-        }
+        build_code(self.cluster_header, self.code, pubsub)
     }
 }
 
-/// The sharded build of a script's source: every `'publish'` (the scripts name the command
-/// only that way, to run it or to check it) becomes `'spublish'`, and `PUBSUB`'s `'numsub'`
-/// (counting a channel's subscribers) becomes `'shardnumsub'`.
-fn sharded_code(header: &str, source: &str) -> String {
-    format!("{header}{}", source.replace("'publish'", "'spublish'").replace("'numsub'", "'shardnumsub'"))
+/// The source of a script's build for `pubsub`. A cluster build starts with `header`; the
+/// sharded build has every `'publish'` (the scripts name the command only that way, to run
+/// it or to check it) as `'spublish'`, and `PUBSUB`'s `'numsub'` (counting a channel's
+/// subscribers) as `'shardnumsub'`.
+fn build_code(header: &str, source: &'static str, pubsub: PubSub) -> std::borrow::Cow<'static, str> {
+    match pubsub {
+        PubSub::Classic => source.into(),
+        PubSub::Sharded => {
+            format!("{header}{}", source.replace("'publish'", "'spublish'").replace("'numsub'", "'shardnumsub'")).into()
+        }
+        PubSub::ClusterClassic => format!("{header}{source}").into(),
+    }
 }
 
-fn sharded(header: &str, source: &str) -> redis::Script {
-    redis::Script::new(&sharded_code(header, source))
+fn build(header: &str, source: &'static str, pubsub: PubSub) -> redis::Script {
+    redis::Script::new(&build_code(header, source, pubsub))
 }
 
 /// The header of a script whose keys may span slots (Redis 7 script flags).
@@ -117,9 +150,10 @@ macro_rules! script {
     (source = $source:expr, header = $header:expr) => {
         Lua {
             code: $source,
-            sharded_header: $header,
-            classic: LazyLock::new(|| redis::Script::new($source)),
-            sharded: LazyLock::new(|| sharded($header, $source)),
+            cluster_header: $header,
+            classic: LazyLock::new(|| build($header, $source, PubSub::Classic)),
+            sharded: LazyLock::new(|| build($header, $source, PubSub::Sharded)),
+            cluster_classic: LazyLock::new(|| build($header, $source, PubSub::ClusterClassic)),
         }
     };
 }

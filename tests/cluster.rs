@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, ErrorKind, MultiLock, RedLock};
+use redlease::{Client, ErrorKind, MultiLock, RedLock, ShardedSubscriptionMode};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
@@ -19,9 +19,15 @@ use crate::support::server::RedisServer;
 pub const ROLES: &[crate::support::child::Role] = &[("cluster_worker", cluster_worker)];
 
 fn client(group: &ClusterGroup, watchdog: Duration) -> Client {
+    client_in(group, watchdog, ShardedSubscriptionMode::Auto)
+}
+
+/// A client whose lock messages use the pub/sub `mode` says.
+fn client_in(group: &ClusterGroup, watchdog: Duration, mode: ShardedSubscriptionMode) -> Client {
     Client::builder(group.url())
         .watchdog_timeout(watchdog)
         .command_timeout(Duration::from_secs(2))
+        .sharded_subscription_mode(mode)
         .build()
         .expect("a cluster client")
 }
@@ -77,7 +83,24 @@ fn every_kind_works_on_every_master_and_waiters_wake_across_nodes() {
     let group = ClusterGroup::start();
     let a = client(&group, Duration::from_secs(30));
     let b = client(&group, Duration::from_secs(30));
-    for name in names_on_every_master(&group, "kind") {
+    every_kind_on_every_master(&group, &a, &b, "kind");
+    // Hash tags keep a name's keys together; braces without a tag are refused.
+    a.fair_lock("{orders}:42").lock().expect("a tagged name").unlock().expect("unlock");
+    for bad in ["x{}y", "a}{b", "open{only"] {
+        let err = a.fair_lock(bad).try_lock().expect_err(bad);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad}: {err}");
+    }
+    let spread = names_on_every_master(&group, "multi");
+    let multi = MultiLock::new(spread.iter().map(|n| a.lock(n)));
+    multi.lock().expect("a multi-lock over three masters").unlock().expect("unlock");
+}
+
+/// Every lock kind, the semaphores, the latch and an election on a name (starting with
+/// `prefix`) served by each master, with clients `a` and `b` (30 s watchdog leases): every
+/// call succeeds, each lock is written on the master of its slot, and a waiter parked on
+/// `b` (a lock's, a campaign's) is woken by `a`'s release well before the lease would end.
+fn every_kind_on_every_master(group: &ClusterGroup, a: &Client, b: &Client, prefix: &str) {
+    for name in names_on_every_master(group, prefix) {
         let owner = group.master_of(group.slot_of(&name));
         let guard = a.lock(&name).lock().expect("plain");
         assert!(exists(&mut owner.conn(), &name), "{name} is on the master of its slot");
@@ -109,23 +132,33 @@ fn every_kind_works_on_every_master_and_waiters_wake_across_nodes() {
         // A waiter on client b, woken by client a's release.
         let held = a.lock(&name).lock().expect("held");
         thread::scope(|scope| {
-            let rx = parked_waiter(scope, &b, &name, Duration::from_secs(20));
+            let rx = parked_waiter(scope, b, &name, Duration::from_secs(20));
             thread::sleep(Duration::from_millis(200));
             let released = Instant::now();
             held.unlock().expect("release");
             let woken = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter got the lock");
             assert!(woken - released < Duration::from_secs(3), "woken by the message: {:?}", woken - released);
         });
+
+        // A campaign on client b, woken by the resignation of client a's leader.
+        let election = format!("{name}-election");
+        let leading = a.election(&election).campaign("one").expect("leads");
+        let mut observer = b.election(&election).observe().expect("observes");
+        thread::scope(|scope| {
+            let next = scope.spawn(|| b.election(&election).campaign_for("two", Duration::from_secs(20)));
+            thread::sleep(Duration::from_millis(300));
+            let resigned = Instant::now();
+            leading.resign().expect("resign");
+            let leads = next.join().unwrap().expect("campaigns").expect("leads after the resignation");
+            assert!(resigned.elapsed() < Duration::from_secs(3), "woken by the message: {:?}", resigned.elapsed());
+            // The new term is published to observers: seen long before a lease.
+            let deadline = resigned + Duration::from_secs(3);
+            while observer.current().map(|l| l.value.as_str()) != Some("two") {
+                assert!(observer.wait_change_until(deadline).expect("observes"), "the observer saw the new leader");
+            }
+            leads.resign().expect("resign");
+        });
     }
-    // Hash tags keep a name's keys together; braces without a tag are refused.
-    a.fair_lock("{orders}:42").lock().expect("a tagged name").unlock().expect("unlock");
-    for bad in ["x{}y", "a}{b", "open{only"] {
-        let err = a.fair_lock(bad).try_lock().expect_err(bad);
-        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad}: {err}");
-    }
-    let spread = names_on_every_master(&group, "multi");
-    let multi = MultiLock::new(spread.iter().map(|n| a.lock(n)));
-    multi.lock().expect("a multi-lock over three masters").unlock().expect("unlock");
 }
 
 /// A lock held under the watchdog (2 s) while its slot moves to another master (keys
@@ -345,47 +378,138 @@ fn bad_cluster_input_is_refused_clearly() {
 /// Each foreign client's plain lock on a Redis 7 cluster (publishing with `SPUBLISH`, since
 /// the cluster has sharded pub/sub, and waiting with `SSUBSCRIBE` on the slot's master, as
 /// Redisson does there) and redlease's, both ways: the foreign release wakes a parked
-/// redlease waiter, and redlease's release wakes a parked foreign waiter.
+/// redlease waiter, and redlease's release wakes a parked foreign waiter. So it goes with
+/// `ShardedSubscriptionMode::Auto` (the default, which finds sharded pub/sub here, as
+/// Redisson's `AUTO` does) and with `On`.
 ///
-/// Breaks if redlease publishes or subscribes classically on a cluster (neither would hear
-/// the other), or on another channel or slot.
+/// Breaks if redlease publishes or subscribes classically on a cluster in these modes
+/// (neither would hear the other), or on another channel or slot.
 #[test]
 fn foreign_locks_and_redlease_wake_each_other_through_sharded_pubsub() {
     let group = ClusterGroup::start();
-    let client = client(&group, Duration::from_secs(30));
+    for mode in [ShardedSubscriptionMode::Auto, ShardedSubscriptionMode::On] {
+        let client = client_in(&group, Duration::from_secs(30), mode);
+        foreign_and_redlease_wake_each_other(&group, &client, Publish::Sharded, &format!("interop-{mode:?}"));
+    }
+}
+
+/// Redisson's `shardedSubscriptionMode = OFF` on a cluster. With
+/// `ShardedSubscriptionMode::Off`, each foreign client's plain lock, released with `PUBLISH`
+/// (which the cluster carries to every node), wakes a redlease waiter parked with
+/// `SUBSCRIBE` on the slot's master well before the holder's 30 s lease would end, and
+/// redlease's release wakes a foreign waiter subscribed with `SUBSCRIBE`. Every lock kind,
+/// the semaphores, the latch and an election work on every master in that mode, their
+/// waiters woken across clients; and a client's leases on many slots are renewed in
+/// batches (the scripts' cluster build, publishing classically).
+///
+/// Breaks if the setting is not followed: a sharded redlease waiter does not hear a
+/// `PUBLISH` (it would get the lock at the holder's lease), nor a classic foreign waiter an
+/// `SPUBLISH`; or if the classic build of the scripts lost the cluster's header or its
+/// keys-as-arguments batches.
+#[test]
+fn with_subscription_mode_off_classic_foreign_clients_and_redlease_wake_each_other() {
+    let group = ClusterGroup::start();
+    let a = client_in(&group, Duration::from_secs(30), ShardedSubscriptionMode::Off);
+    foreign_and_redlease_wake_each_other(&group, &a, Publish::Classic, "interop-off");
+    let b = client_in(&group, Duration::from_secs(30), ShardedSubscriptionMode::Off);
+    every_kind_on_every_master(&group, &a, &b, "off-kind");
+
+    // Leases in many slots on every master, renewed in batches of several slots each.
+    let renewing = client_in(&group, Duration::from_secs(1), ShardedSubscriptionMode::Off);
+    let names: Vec<String> = (0..24).map(|i| format!("off-renewed-{i}")).collect();
+    let guards: Vec<_> = names.iter().map(|n| renewing.lock(n).lock().expect("held")).collect();
+    thread::sleep(Duration::from_millis(2500));
+    for (name, guard) in names.iter().zip(&guards) {
+        assert!(exists(&mut group.conn_for(name), name), "{name} is still held after 2.5 leases");
+        assert!(guard.is_held(), "{name}: the guard still holds it");
+    }
+    assert!(renewing.stats().renewal_round_trips > 0, "{:?}", renewing.stats());
+    assert_eq!(renewing.stats().renewals_failed, 0, "{:?}", renewing.stats());
+    for guard in guards {
+        guard.unlock().expect("released");
+    }
+}
+
+/// Redisson's `AUTO` takes any failure of `PUBSUB SHARDNUMSUB` for "no sharded pub/sub", and
+/// so does `ShardedSubscriptionMode::Auto` when the client's user may not run it: a client
+/// whose user's rule leaves out `pubsub|shardnumsub` (on every node) publishes and
+/// subscribes classically, as a Redisson client with that user does, and a foreign client
+/// releasing with `PUBLISH` wakes its waiter, and the other way. `On` with that user stays
+/// sharded.
+///
+/// Breaks if `Auto` refuses such a user, or stays sharded for it (neither side would hear
+/// the other).
+#[test]
+fn auto_uses_classic_pubsub_for_a_user_that_may_not_ask_for_sharded_pubsub() {
+    let group = ClusterGroup::start();
+    for server in group.masters().into_iter().chain(group.replicas()) {
+        let rule = ["classic", "on", ">classic-secret", "~*", "&*", "+@all", "-pubsub|shardnumsub"];
+        let () = redis::cmd("ACL").arg("SETUSER").arg(&rule[..]).query(&mut server.conn()).expect("ACL SETUSER");
+    }
+    let url = group.url().replacen("redis-cluster://", "redis-cluster://classic:classic-secret@", 1);
+    let client = Client::builder(&url)
+        .watchdog_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .expect("a cluster client (Auto)");
+    foreign_and_redlease_wake_each_other(&group, &client, Publish::Classic, "interop-noperm");
+
+    let sharded = Client::builder(&url)
+        .sharded_subscription_mode(ShardedSubscriptionMode::On)
+        .watchdog_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .expect("a cluster client (On)");
+    let name = "noperm-on";
+    let guard = sharded.lock(name).lock().expect("free");
+    let waiter = client_in(&group, Duration::from_secs(30), ShardedSubscriptionMode::On);
+    thread::scope(|scope| {
+        let rx = parked_waiter(scope, &waiter, name, Duration::from_secs(20));
+        let mut master = group.conn_for(name);
+        let subscribed = || listeners(&mut master, &keys::lock_channel(name), Publish::Sharded) == 1;
+        assert!(wait_until(Duration::from_secs(5), subscribed), "the On waiter SSUBSCRIBEs");
+        let released = Instant::now();
+        guard.unlock().expect("released");
+        let woken = rx.recv_timeout(Duration::from_secs(15)).expect("the waiter got the lock");
+        assert!(woken - released < Duration::from_secs(2), "woken by SPUBLISH: {:?}", woken - released);
+    });
+}
+
+/// Each foreign client's plain lock and redlease's `client`, both ways on a name starting
+/// with `prefix`: a foreign release published with `publish` wakes a parked redlease waiter,
+/// and redlease's release wakes a foreign waiter subscribed as `publish` reaches, each well
+/// before the holder's 30 s lease would end. Without a message the redlease waiter would
+/// look again 5 s after it parked (its client's registration) and the foreign one at its
+/// 20 s bound; the release comes a few hundred ms after each parked, so a wake-up within
+/// 2 s came by the message.
+fn foreign_and_redlease_wake_each_other(group: &ClusterGroup, client: &Client, publish: Publish, prefix: &str) {
     for (i, peer) in foreign::peers().iter().enumerate() {
-        let (who, name) = (peer.who(), format!("interop-{i}"));
+        let (who, name) = (peer.who(), format!("{prefix}-{i}"));
         let channel = keys::lock_channel(&name);
         let mut foreign = group.conn_for(&name);
         assert_eq!(peer.lock_acquire(&mut foreign, &name, JAVA_OWNER).unwrap(), Acquire::Granted, "{who}");
         thread::scope(|scope| {
-            let rx = parked_waiter(scope, &client, &name, Duration::from_secs(20));
+            let rx = parked_waiter(scope, client, &name, Duration::from_secs(20));
             let mut master = group.conn_for(&name);
-            let subscribed = || listeners(&mut master, &channel, Publish::Sharded) == 1;
-            assert!(wait_until(Duration::from_secs(5), subscribed), "redlease SSUBSCRIBEs");
+            let subscribed = || listeners(&mut master, &channel, publish) == 1;
+            assert!(wait_until(Duration::from_secs(5), subscribed), "{who}: redlease subscribes as {publish:?}");
             thread::sleep(Duration::from_millis(200));
             let released = Instant::now();
-            let freed = peer.lock_release(&mut foreign, &name, JAVA_OWNER, Publish::Sharded).unwrap();
+            let freed = peer.lock_release(&mut foreign, &name, JAVA_OWNER, publish).unwrap();
             assert_eq!(freed, Release::Freed, "{who}: the foreign unlock freed it");
             let woken = rx.recv_timeout(Duration::from_secs(15)).expect("the redlease waiter got the lock");
             assert!(
-                woken - released < Duration::from_secs(3),
+                woken - released < Duration::from_secs(2),
                 "{who}: woken by the foreign message: {:?}",
                 woken - released
             );
         });
-        // The other way: a foreign waiter on the shard channel is woken by redlease's release.
+        // The other way: a foreign waiter on the channel is woken by redlease's release.
         let guard = client.lock(&name).lock().expect("free");
         let attempt = |conn: &mut redis::Connection| peer.lock_acquire(conn, &name, JAVA_OWNER);
         let release = || guard.unlock().expect("released");
-        assert_foreign_woken(
-            &who,
-            &|| group.conn_for(&name),
-            (&channel, Publish::Sharded, lock_wake),
-            &attempt,
-            release,
-        );
-        assert_eq!(peer.lock_release(&mut foreign, &name, JAVA_OWNER, Publish::Sharded).unwrap(), Release::Freed);
+        assert_foreign_woken(&who, &|| group.conn_for(&name), (&channel, publish, lock_wake), &attempt, release);
+        assert_eq!(peer.lock_release(&mut foreign, &name, JAVA_OWNER, publish).unwrap(), Release::Freed);
     }
 }
 

@@ -173,7 +173,7 @@ pub(crate) fn renew_call(pubsub: PubSub, lease_millis: u64, entries: &[Entry<'_>
         .flat_map(|(_, members)| members.iter().copied())
         .chain(others.iter().map(|&(at, _)| at))
         .collect();
-    let as_arguments = keys_as_arguments(pubsub == PubSub::Sharded, entries.len());
+    let as_arguments = keys_as_arguments(pubsub.in_cluster(), entries.len());
     let mut call = Written::new(scripts::RENEW.on(pubsub));
     call.arg(lease_millis).arg(order.len()).arg(order.len() - others.len()).arg(groups.len());
     for &at in &order {
@@ -195,7 +195,7 @@ pub(crate) fn renew_call(pubsub: PubSub, lease_millis: u64, entries: &[Entry<'_>
 /// Renews every lease of `entries` for `lease_millis`, in one script call for a connection
 /// of `pubsub`'s kind: per entry, renewed when all its permits were still there in time.
 pub(crate) fn renew_permits_call(pubsub: PubSub, lease_millis: u64, entries: &[PermitEntry<'_>]) -> Call {
-    let as_arguments = keys_as_arguments(pubsub == PubSub::Sharded, entries.len());
+    let as_arguments = keys_as_arguments(pubsub.in_cluster(), entries.len());
     let mut call = Written::new(scripts::PERMIT_RENEW.on(pubsub));
     if !as_arguments {
         for entry in entries {
@@ -216,7 +216,7 @@ pub(crate) fn renew_permits_call(pubsub: PubSub, lease_millis: u64, entries: &[P
 /// connection of `pubsub`'s kind: per entry, renewed when the owner still held all its
 /// values in time.
 pub(crate) fn renew_groups_call(pubsub: PubSub, lease_millis: u64, entries: &[GroupEntry<'_>]) -> Call {
-    let as_arguments = keys_as_arguments(pubsub == PubSub::Sharded, entries.len());
+    let as_arguments = keys_as_arguments(pubsub.in_cluster(), entries.len());
     let mut call = Written::new(scripts::GROUP_RENEW.on(pubsub));
     if !as_arguments {
         for entry in entries {

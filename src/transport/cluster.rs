@@ -1,5 +1,6 @@
-//! Redis Cluster: the slot map, a command pool and a sharded pub/sub connection per master,
-//! every key routed to the master of its slot, and `MOVED` / `ASK` followed.
+//! Redis Cluster: the slot map, a command pool and a pub/sub connection per master (sharded
+//! unless the client's `ShardedSubscriptionMode` says classic), every key routed to the
+//! master of its slot, and `MOVED` / `ASK` followed.
 //!
 //! Hand-written rather than the `redis` crate's sync `ClusterConnection`, which serves one
 //! command at a time over one connection per node: redlease needs a pool per node (threads
@@ -10,7 +11,7 @@
 //!
 //! | event | what the cluster does |
 //! |---|---|
-//! | built | asks the seeds in turn for `CLUSTER SLOTS`; every slot must have a master |
+//! | built | asks the seeds in turn for `CLUSTER SLOTS` and `PUBSUB SHARDNUMSUB`; every slot must have a master; the pub/sub is chosen |
 //! | `MOVED slot host:port` | that slot goes to that node at once; the whole map is read again (at most once a second) |
 //! | `ASK slot host:port` | this command goes there once, behind `ASKING` |
 //! | a node cannot be reached | the map is read again (at most once every 100 ms) from another node |
@@ -23,9 +24,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::config::ShardedSubscriptionMode;
+use crate::error::{Error, ErrorKind, Result, is_transient_refusal};
 use crate::events::Events;
-use crate::transport::conn::{Conn, PubSub};
+use crate::transport::conn::PubSub;
 use crate::transport::net::Target;
 use crate::transport::pool::{Connector, Pool, Redirect};
 use crate::transport::subscriber::{Subscriber, SubscriberStats, Timing};
@@ -88,9 +90,25 @@ pub(crate) struct NodeSettings {
     /// The client's count of messages and confirmations, which every subscriber adds to.
     pub(crate) seq: Arc<AtomicU64>,
     pub(crate) events: Events,
+    /// Which pub/sub the client was told to use (see [`choose_pubsub`]).
+    pub(crate) mode: ShardedSubscriptionMode,
 }
 
-/// One master: its command pool and its sharded pub/sub connection.
+/// A range of slots and its master: (first slot, last slot, master host, master port).
+type Range = (u16, u16, String, u16);
+
+/// What a node answered `PUBSUB SHARDNUMSUB`, asked once at build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Probe {
+    /// An answer: the cluster has sharded pub/sub (Redis 7).
+    Answered,
+    /// `NOPERM`: the client's user may not ask (Redis 7 with an ACL rule).
+    NotAllowed,
+    /// Another refusal, its text: the server does not know the command (before Redis 7).
+    Unknown(String),
+}
+
+/// One master: its command pool and its pub/sub connection.
 pub(crate) struct Node {
     addr: (String, u16),
     pool: Arc<Pool>,
@@ -110,11 +128,14 @@ pub(crate) struct Cluster {
     nodes: Mutex<HashMap<(String, u16), Arc<Node>>>,
     /// When the map was last read.
     read_at: Mutex<Option<Instant>>,
+    /// How every node's lock messages travel: chosen once, at build.
+    pubsub: PubSub,
 }
 
 impl Cluster {
-    /// Parses `url`, reads the slot map from the first seed that answers, and checks that
-    /// the cluster has sharded pub/sub (Redis 7).
+    /// Parses `url`, reads the slot map from the first seed that answers, asks that seed
+    /// whether the cluster has sharded pub/sub (Redis 7), and chooses the pub/sub as
+    /// `settings.mode` says.
     pub(crate) fn connect(url: &str, settings: NodeSettings) -> Result<Arc<Cluster>> {
         let parsed = NodeList::parse(url, SCHEME, 6379, FORM)?;
         let redacted = redact(url);
@@ -124,6 +145,16 @@ impl Cluster {
         if parsed.fragment.is_some() {
             return Err(Error::invalid(format!("invalid URL {redacted}: a cluster URL has no #fragment")));
         }
+        let timing = settings.timing;
+        let read_at = Instant::now();
+        // On the connection that gave the map, as Redisson asks on the seed it read first.
+        let (ranges, probe) = ask_in_turn(&redacted, &parsed.nodes, |host, port| {
+            let (ranges, mut conn) = ask_slots(&parsed, timing, host, port)?;
+            let probe = probe_sharded(&mut conn)
+                .map_err(|err| Error::from_redis(err, "asking for sharded pub/sub", timing.command))?;
+            Ok((ranges, probe))
+        })?;
+        let pubsub = choose_pubsub(settings.mode, probe, &redacted)?;
         let cluster = Arc::new_cyclic(|me| Cluster {
             me: me.clone(),
             url: parsed,
@@ -131,10 +162,10 @@ impl Cluster {
             settings,
             map: RwLock::new(Vec::new()),
             nodes: Mutex::new(HashMap::new()),
-            read_at: Mutex::new(None),
+            read_at: Mutex::new(Some(read_at)),
+            pubsub,
         });
-        cluster.read_map()?;
-        cluster.check_sharded_pubsub()?;
+        cluster.install(ranges)?;
         Ok(cluster)
     }
 
@@ -217,7 +248,7 @@ impl Cluster {
         let timing = self.settings.timing;
         let mut pool = Pool::new(
             Connector::Direct(Box::new(client)),
-            PubSub::Sharded,
+            self.pubsub,
             self.settings.pool_size,
             timing.connect,
             timing.command,
@@ -226,7 +257,7 @@ impl Cluster {
         pool.redirect_with(redirect);
         let subscriber = Subscriber::start(
             Target::from_info(&info, None)?,
-            PubSub::Sharded,
+            self.pubsub,
             self.settings.wake_token,
             Arc::clone(&self.settings.seq),
             timing,
@@ -253,50 +284,14 @@ impl Cluster {
                 candidates.push(seed.clone());
             }
         }
-        let mut failures = Vec::new();
-        for (host, port) in candidates {
-            match self.ask_slots(&host, port) {
-                Ok(ranges) => return self.install(ranges),
-                Err(err) if err.kind() == ErrorKind::InvalidInput => return Err(err),
-                Err(err) => failures.push(format!("{host}:{port} ({err:#})")),
-            }
-        }
-        Err(Error::new(
-            ErrorKind::Redis,
-            format!("no node of {} gave its slot map: {}", self.redacted, failures.join("; ")),
-        )
-        .connection()
-        .unsent())
-    }
-
-    /// `CLUSTER SLOTS` of one node, as (first slot, last slot, master host, master port).
-    fn ask_slots(&self, host: &str, port: u16) -> Result<Vec<(u16, u16, String, u16)>> {
         let timing = self.settings.timing;
-        let info = self
-            .url
-            .node_info(host.to_owned(), port)
-            .map_err(|e| Error::invalid(format!("invalid node address {host}:{port}: {}", e.category())))?;
-        let asked = || -> redis::RedisResult<redis::Value> {
-            let mut conn = redis::Client::open(info.clone())?.get_connection_with_timeout(timing.connect)?;
-            conn.set_read_timeout(Some(timing.command))?;
-            conn.set_write_timeout(Some(timing.command))?;
-            redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)
-        };
-        let reply = asked().map_err(|err| {
-            if err.to_string().contains("cluster support disabled") {
-                Error::invalid(format!(
-                    "{host}:{port} is not in cluster mode (for a single server use redis://{host}:{port}/)"
-                ))
-            } else {
-                Error::from_redis(err, "reading the slot map", timing.command)
-            }
-        })?;
-        parse_slots(&reply, host)
-            .ok_or_else(|| Error::new(ErrorKind::Redis, "CLUSTER SLOTS answered in an unknown form"))
+        let (ranges, _) =
+            ask_in_turn(&self.redacted, &candidates, |host, port| ask_slots(&self.url, timing, host, port))?;
+        self.install(ranges)
     }
 
     /// Makes `ranges` the map, if they cover every slot.
-    fn install(&self, ranges: Vec<(u16, u16, String, u16)>) -> Result<()> {
+    fn install(&self, ranges: Vec<Range>) -> Result<()> {
         let mut owners: Vec<Option<Arc<Node>>> = vec![None; SLOTS];
         for (first, last, host, port) in ranges {
             let node = self.node_at(&host, port)?;
@@ -319,25 +314,81 @@ impl Cluster {
         *self.map.write() = owners.into_iter().flatten().collect();
         Ok(())
     }
+}
 
-    /// Redis 7's sharded pub/sub, which Redisson uses on a cluster that has it: without it a
-    /// lock's release message would not reach waiters on other nodes the way Redisson's do.
-    fn check_sharded_pubsub(&self) -> Result<()> {
-        let pool = self.pool_for("");
-        pool.run("checking sharded pub/sub", |conn: &mut Conn| {
-            redis::cmd("PUBSUB").arg("SHARDNUMSUB").query::<redis::Value>(conn)
-        })
-        .map(drop)
-        .map_err(|err| {
-            if err.kind() == ErrorKind::Redis && !err.is_connection_error() {
-                Error::invalid(format!(
-                    "the cluster of {} has no sharded pub/sub (PUBSUB SHARDNUMSUB failed): redlease needs Redis 7 in cluster mode",
-                    self.redacted
-                ))
-            } else {
-                err
-            }
-        })
+/// Asks `candidates` in turn with `ask` until one answers; an `InvalidInput` answer ends
+/// the round at once (a seed not in cluster mode), and when none answers the error names
+/// each and what it said.
+fn ask_in_turn<T>(
+    redacted: &str,
+    candidates: &[(String, u16)],
+    mut ask: impl FnMut(&str, u16) -> Result<T>,
+) -> Result<T> {
+    let mut failures = Vec::new();
+    for (host, port) in candidates {
+        match ask(host, *port) {
+            Ok(answer) => return Ok(answer),
+            Err(err) if err.kind() == ErrorKind::InvalidInput => return Err(err),
+            Err(err) => failures.push(format!("{host}:{port} ({err:#})")),
+        }
+    }
+    Err(Error::new(ErrorKind::Redis, format!("no node of {redacted} gave its slot map: {}", failures.join("; ")))
+        .connection()
+        .unsent())
+}
+
+/// `CLUSTER SLOTS` of one node, and the connection it came on.
+fn ask_slots(url: &NodeList, timing: Timing, host: &str, port: u16) -> Result<(Vec<Range>, redis::Connection)> {
+    let info = url
+        .node_info(host.to_owned(), port)
+        .map_err(|e| Error::invalid(format!("invalid node address {host}:{port}: {}", e.category())))?;
+    let asked = || -> redis::RedisResult<(redis::Value, redis::Connection)> {
+        let mut conn = redis::Client::open(info.clone())?.get_connection_with_timeout(timing.connect)?;
+        conn.set_read_timeout(Some(timing.command))?;
+        conn.set_write_timeout(Some(timing.command))?;
+        let reply = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)?;
+        Ok((reply, conn))
+    };
+    let (reply, conn) = asked().map_err(|err| {
+        if err.to_string().contains("cluster support disabled") {
+            Error::invalid(format!(
+                "{host}:{port} is not in cluster mode (for a single server use redis://{host}:{port}/)"
+            ))
+        } else {
+            Error::from_redis(err, "reading the slot map", timing.command)
+        }
+    })?;
+    let ranges = parse_slots(&reply, host)
+        .ok_or_else(|| Error::new(ErrorKind::Redis, "CLUSTER SLOTS answered in an unknown form"))?;
+    Ok((ranges, conn))
+}
+
+/// Asks `PUBSUB SHARDNUMSUB`, as Redisson's `PublishSubscribeService.checkShardingSupport`
+/// does. A connection that fails, or a refusal for a state that passes (`LOADING`, …), is
+/// an error (the next seed is asked); any other refusal is an answer too.
+fn probe_sharded(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
+    match redis::cmd("PUBSUB").arg("SHARDNUMSUB").query::<redis::Value>(conn) {
+        Ok(_) => Ok(Probe::Answered),
+        Err(err) if err.code() == Some("NOPERM") => Ok(Probe::NotAllowed),
+        Err(err) if err.code().is_some() && !is_transient_refusal(&err) => Ok(Probe::Unknown(err.to_string())),
+        Err(err) => Err(err),
+    }
+}
+
+/// The pub/sub of a cluster whose seed answered `probe`, as Redisson chooses for `mode`:
+/// `Auto` is sharded when the seed answered and classic when the user may not ask (Redisson
+/// takes any failure for "no sharded pub/sub"), `On` is sharded and `Off` classic. A cluster
+/// that does not know the command (before Redis 7) is refused whatever the mode: the
+/// scripts' cluster build needs Redis 7 (`#!lua flags=allow-cross-slot-keys`).
+fn choose_pubsub(mode: ShardedSubscriptionMode, probe: Probe, redacted: &str) -> Result<PubSub> {
+    match (mode, probe) {
+        (_, Probe::Unknown(refusal)) => Err(Error::invalid(format!(
+            "the cluster of {redacted} has no sharded pub/sub (PUBSUB SHARDNUMSUB answered {refusal}): redlease needs Redis 7 in cluster mode"
+        ))),
+        (ShardedSubscriptionMode::Auto, Probe::Answered) | (ShardedSubscriptionMode::On, _) => Ok(PubSub::Sharded),
+        (ShardedSubscriptionMode::Auto, Probe::NotAllowed) | (ShardedSubscriptionMode::Off, _) => {
+            Ok(PubSub::ClusterClassic)
+        }
     }
 }
 
@@ -366,7 +417,7 @@ impl Redirect for Cluster {
 
 /// `CLUSTER SLOTS`: `[[first, last, [host, port, id, ...], replicas...], ...]`. An empty
 /// host means the node asked.
-fn parse_slots(reply: &redis::Value, asked: &str) -> Option<Vec<(u16, u16, String, u16)>> {
+fn parse_slots(reply: &redis::Value, asked: &str) -> Option<Vec<Range>> {
     let redis::Value::Array(ranges) = reply else { return None };
     let mut parsed = Vec::with_capacity(ranges.len());
     for range in ranges {
@@ -403,5 +454,23 @@ mod tests {
         assert_eq!(hash_tag(b"foo{bar}{zap}"), Some(&b"bar"[..]));
         assert_eq!(hash_tag(b"x{}y"), None);
         assert_eq!(hash_tag(b"x}{y"), None);
+    }
+
+    #[test]
+    fn the_pubsub_is_chosen_as_redisson_chooses() {
+        use ShardedSubscriptionMode::{Auto, Off, On};
+        let chosen = |mode, probe| choose_pubsub(mode, probe, "redis-cluster://seed").ok();
+        assert_eq!(chosen(Auto, Probe::Answered), Some(PubSub::Sharded));
+        assert_eq!(chosen(Auto, Probe::NotAllowed), Some(PubSub::ClusterClassic));
+        assert_eq!(chosen(On, Probe::Answered), Some(PubSub::Sharded));
+        assert_eq!(chosen(On, Probe::NotAllowed), Some(PubSub::Sharded));
+        assert_eq!(chosen(Off, Probe::Answered), Some(PubSub::ClusterClassic));
+        assert_eq!(chosen(Off, Probe::NotAllowed), Some(PubSub::ClusterClassic));
+        for mode in [Auto, On, Off] {
+            let err = choose_pubsub(mode, Probe::Unknown("ERR unknown subcommand".into()), "redis-cluster://seed")
+                .expect_err("before Redis 7");
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+            assert!(err.to_string().contains("needs Redis 7"), "{err}");
+        }
     }
 }

@@ -77,7 +77,8 @@ pub(crate) struct Subscriber {
 
 struct Shared {
     target: Target,
-    /// Classic `SUBSCRIBE`, or sharded `SSUBSCRIBE` (a cluster node's slots).
+    /// Classic `SUBSCRIBE` (one server, or a cluster node in classic mode), or sharded
+    /// `SSUBSCRIBE` (a cluster node's slots).
     pubsub: PubSub,
     timing: Timing,
     events: Events,
@@ -179,7 +180,7 @@ impl Subscriber {
         timing: Timing,
         events: Events,
     ) -> Result<Subscriber> {
-        let subscriptions = Subscriptions::new(token.to_string(), pubsub == PubSub::Sharded, seq);
+        let subscriptions = Subscriptions::new(token.to_string(), pubsub.sharded(), seq);
         let shared = Arc::new(Shared {
             target,
             pubsub,
@@ -436,7 +437,7 @@ impl Shared {
     /// The commands in Redis's protocol, one write: `SUBSCRIBE` as `SSUBSCRIBE` (and so on)
     /// for sharded pub/sub.
     fn packed(&self, commands: &[Command]) -> Vec<u8> {
-        let sharded = self.pubsub == PubSub::Sharded;
+        let sharded = self.pubsub.sharded();
         let mut bytes = Vec::new();
         for command in commands {
             let cmd = match command {

@@ -1,7 +1,7 @@
 //! The seam between the lock logic and the servers: which connections serve a key or a
 //! channel. One server (or the master a sentinel names) serves every key and channel; in a
-//! cluster the master of the key's slot does, with the sharded pub/sub connection of the
-//! channel's slot.
+//! cluster the master of the key's slot does, with the pub/sub connection (sharded, or
+//! classic as the client's `ShardedSubscriptionMode` says) of the channel's slot.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -172,6 +172,7 @@ impl Topology {
             wake_token,
             seq: Arc::clone(&seq),
             events: config.events.clone(),
+            mode: config.sharded_subscription_mode,
         };
         let cluster = Cluster::connect(url, settings)?;
         let servers = Servers::Cluster(Arc::clone(&cluster));

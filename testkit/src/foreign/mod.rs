@@ -47,7 +47,7 @@ pub enum Release {
 }
 
 /// How a release publishes: `PUBLISH`, or `SPUBLISH` on a cluster with sharded pub/sub (as
-/// Redisson chooses).
+/// Redisson chooses; `PUBLISH` there too with its `shardedSubscriptionMode = OFF`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Publish {
     Classic,
