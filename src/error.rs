@@ -670,7 +670,7 @@ mod tests {
 
     /// `Display` says each cause once when a reporter walks the chain: the source's text
     /// is not in it, and is in the alternate form.
-    /// Every kind as docs/design.md's table of kinds ("Errors") says: transient or not.
+    /// Every kind as the design's table of kinds says (its section "Errors"): transient or not.
     #[test]
     fn each_kind_is_transient_as_the_design_says() {
         let design = include_str!("../docs/design.md");

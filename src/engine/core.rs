@@ -169,8 +169,9 @@ impl Engine {
         take_back_on_error: impl FnOnce(&redis::RedisError) -> bool,
         take_back: impl FnOnce(&mut Conn),
     ) -> redis::RedisResult<Replication> {
-        let pool = self.topology.pool_with_id(conn.pool_id());
-        let synced = self.replica_sync_of(conn).confirm(conn, pool.as_deref(), self.config.command_timeout);
+        let pool_id = conn.pool_id();
+        let pool = || self.topology.pool_with_id(pool_id);
+        let synced = self.replica_sync_of(conn).confirm(conn, pool, self.config.command_timeout);
         let untrusted = match &synced {
             Ok(Replication::Confirmed) => false,
             Ok(Replication::Unconfirmed(_)) => true,

@@ -18,6 +18,7 @@
 //! its current generation; a reading on a connection of an older generation never touches
 //! it, and a newer generation starts a fresh one.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -133,12 +134,13 @@ impl ReplicaSync {
     }
 
     /// After a grant on `conn`: whether it stands. Waits for a replica when there is one
-    /// to wait for. `pool`, the pool `conn` came from, reaches the replicas that went when
-    /// a loss holds the master down (see [`ReplicaView::replicas_to_ask`]).
+    /// to wait for. `pool` finds the pool `conn` came from, which reaches the replicas that
+    /// went when a loss holds the master down (see [`ReplicaView::replicas_to_ask`]); it is
+    /// called then only (on a cluster it looks through the masters).
     pub(crate) fn confirm(
         &self,
         conn: &mut Conn,
-        pool: Option<&Pool>,
+        pool: impl FnOnce() -> Option<Arc<Pool>>,
         command_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
         let Some(timeout) = self.timeout else { return Ok(Replication::Confirmed) };
@@ -161,9 +163,9 @@ impl ReplicaSync {
         let Some(verdict) = self.observe(conn, reading) else {
             return Ok(Replication::Unconfirmed(Unconfirmed::Superseded));
         };
-        let verdict = match (verdict, pool) {
-            (Verdict::Refused(Refusal::LostReplica { .. } | Refusal::Alone), Some(pool)) if !self.when_connected => {
-                self.ask_who_went(conn, pool, timeout, replid.as_deref()).unwrap_or(verdict)
+        let verdict = match verdict {
+            Verdict::Refused(Refusal::LostReplica { .. } | Refusal::Alone) if !self.when_connected => {
+                pool().and_then(|pool| self.ask_who_went(conn, &pool, timeout, replid.as_deref())).unwrap_or(verdict)
             }
             _ => verdict,
         };
