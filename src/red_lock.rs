@@ -98,7 +98,9 @@ impl RedLock {
     }
 
     /// Longest random pause between two attempts (each pause is drawn between half of it
-    /// and all of it).
+    /// and all of it). A delay longer than the lease (the fixed one, or the watchdog's) is
+    /// cut to the lease: by then a holder that went away has lost the lock, and a wait
+    /// without deadline (`lock()`, an overflowing `try_lock_for`) still looks again.
     ///
     /// Defaults to 50 ms.
     #[must_use = "retry_delay returns a new RedLock and leaves this one unchanged"]
@@ -177,7 +179,8 @@ impl RedLock {
             if once || deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
-            let max = u64::try_from(self.retry_delay.as_micros()).unwrap_or(u64::MAX).max(2);
+            let delay = self.retry_delay.min(Duration::from_millis(lease_millis));
+            let max = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX).max(2);
             let pause = Duration::from_micros(rand::rng().random_range(max / 2..=max));
             let pause = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
             if interrupt::nap(pause) && interrupted() {

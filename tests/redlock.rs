@@ -216,3 +216,27 @@ fn the_largest_drift_allowance_of_the_nodes_bounds_the_validity() {
     assert!(validity > Duration::from_millis(7_000), "{validity:?}");
     guard.unlock().unwrap();
 }
+
+/// A retry delay beyond the lease is cut to the lease: a `lock()` with
+/// `retry_delay(Duration::MAX)` takes the lock once its holder's lease ran out.
+///
+/// Breaks if the pause between attempts is the delay as given (it sleeps for ever).
+#[test]
+fn a_retry_delay_longer_than_the_lease_is_cut_to_it() {
+    let nodes = servers(3);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let holder = clients(&urls);
+    let held = redlock(&holder, "red:long-delay").with_lease(Duration::from_millis(500));
+    let guard = held.try_lock().unwrap().expect("free");
+    std::mem::forget(guard); // its holder went away: the lock ends with its lease
+    let waiter = clients(&urls);
+    let red = redlock(&waiter, "red:long-delay").with_lease(Duration::from_secs(1)).retry_delay(Duration::MAX);
+    let (done, got) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    thread::spawn(move || {
+        let _ = done.send(red.lock().map(|g| g.is_held()));
+    });
+    let held = got.recv_timeout(Duration::from_secs(10)).expect("lock() returned within 10 s");
+    assert!(held.unwrap(), "held");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
