@@ -163,3 +163,37 @@ fn a_pass_of_several_batches_does_not_wait_for_each_reply() {
     assert!(guards.iter().all(|g| g.is_held()));
     proxy.set_latency(Duration::ZERO);
 }
+
+/// With one pooled connection, a pass of several batches gives it back between batches:
+/// behind a link of 50 ms each way, a call made during a pass of twenty batches waits for
+/// the batch in flight at most, never the whole pass (about 1 s pipelined, 2 s one by one).
+///
+/// Breaks if the watchdog keeps the only connection lent through a pipelined pass.
+#[test]
+fn a_pass_leaves_the_only_pooled_connection_to_other_calls_between_batches() {
+    let server = RedisServer::start();
+    let proxy = crate::support::proxy::Proxy::start(server.addr());
+    let client = redlease::Client::builder(proxy.url())
+        .watchdog_timeout(Duration::from_secs(9))
+        .renew_batch_size(10)
+        .pool_size(1)
+        .build()
+        .unwrap();
+    let guards: Vec<_> = (0..200).map(|i| client.lock(format!("one-connection-{i}")).lock().unwrap()).collect();
+    proxy.set_latency(Duration::from_millis(50));
+    let before = client.stats().leases_renewed;
+    let other = client.lock("one-connection-other");
+    let mut slowest = Duration::ZERO;
+    // Calls one after another until a pass ended.
+    let until = Instant::now() + Duration::from_secs(15);
+    while client.stats().leases_renewed < before + 200 && Instant::now() < until {
+        let started = Instant::now();
+        other.try_lock().unwrap().expect("free").unlock().unwrap();
+        slowest = slowest.max(started.elapsed());
+    }
+    assert_eq!(client.stats().leases_renewed, before + 200, "a pass");
+    // A call is two round trips (200 ms), each behind one batch at most (100 ms).
+    assert!(slowest < Duration::from_millis(750), "a call made during a pass took {slowest:?}");
+    assert!(guards.iter().all(|g| g.is_held()));
+    proxy.set_latency(Duration::ZERO);
+}

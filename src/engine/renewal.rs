@@ -355,13 +355,14 @@ impl Worker {
 
     /// Renews the leases that are still held with a watchdog. One batch goes to one node
     /// (in a cluster, the master of its leases' slots). A pass of more than one batch is
-    /// pipelined: each node keeps one connection through the pass, and the replies are read
-    /// in order. On one node the next batch is written while the one before it is
-    /// unanswered ([`BATCHES_IN_FLIGHT_ON_ONE_NODE`]): the client builds and settles batches
-    /// while Redis runs the ones before, and a pass of many batches costs about half a round
-    /// trip per batch. Over several nodes a round (the next batch of every node) is written
+    /// pipelined on a connection per node lent while batches are in flight on it, the
+    /// replies read in order. On one node whose pool has more than one connection, the next
+    /// batch is written while the one before it is unanswered
+    /// ([`BATCHES_IN_FLIGHT_ON_ONE_NODE`]): the client builds and settles batches while
+    /// Redis runs the ones before, and a pass of many batches costs about half a round trip
+    /// per batch. Over several nodes a round (the next batch of every node) is written
     /// before any of its replies is read: a round over n masters costs about one round
-    /// trip, not n.
+    /// trip, not n; the connections go back to their pools between rounds.
     fn renew(&self, leases: Vec<Arc<Lease>>) {
         for lease in &leases {
             lease.renewal_fired();
@@ -376,13 +377,15 @@ impl Worker {
         }
         let size = self.config.renew_batch_size.max(1);
         let rounds = by_node.iter().map(|(_, leases)| leases.len().div_ceil(size)).max().unwrap_or(0);
-        // One batch in the whole pass goes as any call does: the pool sends it again on a
-        // connection it finds dead after a quiet spell.
-        let pipelined = rounds > 1 || by_node.len() > 1;
+        // Two batches in flight on one node keep one of its pooled connections through the
+        // pass: only where the pool has another for the client's other calls.
+        let window = if by_node.len() == 1 && self.config.pool_size > 1 { BATCHES_IN_FLIGHT_ON_ONE_NODE } else { 1 };
+        // One node's batches one at a time go as any call does: the pool sends a batch again
+        // on a connection it finds dead after a quiet spell.
+        let pipelined = by_node.len() > 1 || (rounds > 1 && window > 1);
         let mut lines: Vec<Line<'_>> = by_node.iter().map(|(pool, _)| Line { pool, lent: None, epoch: 0 }).collect();
         let started = Instant::now();
         let (mut round_trips, mut renewed) = (0, 0);
-        let window = if by_node.len() > 1 { 1 } else { BATCHES_IN_FLIGHT_ON_ONE_NODE };
         let mut in_flight: VecDeque<Round> = VecDeque::with_capacity(window);
         for round in 0..rounds {
             // At shutdown the rest is left alone: each round could cost a command timeout.
@@ -394,11 +397,16 @@ impl Worker {
                 .enumerate()
                 .filter_map(|(node, (_, leases))| leases.chunks(size).nth(round).map(|batch| (node, batch)));
             in_flight.push_back(self.send_round(batches, &mut lines, pipelined));
-            while in_flight.len() >= window || !pipelined {
+            while in_flight.len() >= window {
                 let Some(round) = in_flight.pop_front() else { break };
                 let (made, done) = self.settle_round(round, &mut lines);
                 round_trips += made;
                 renewed += done;
+            }
+            // Nothing in flight: the connections go back to their pools between rounds, so
+            // that the client's other calls never wait for a whole pass.
+            if in_flight.is_empty() {
+                lines.iter_mut().for_each(Line::give_back);
             }
         }
         for round in in_flight {
@@ -406,11 +414,7 @@ impl Worker {
             round_trips += made;
             renewed += done;
         }
-        for line in lines {
-            if let Some(lent) = line.lent {
-                let _ = lent.finish(Ok(()), "renewing leases");
-            }
-        }
+        lines.iter_mut().for_each(Line::give_back);
         // The time of the whole pass, once: its round trips overlap.
         if round_trips > 0 {
             self.count(started.elapsed(), round_trips, renewed);
@@ -764,6 +768,13 @@ struct Batch {
 }
 
 impl Line<'_> {
+    /// Gives the connection back to its pool (none of its batches is unanswered).
+    fn give_back(&mut self) {
+        if let Some(lent) = self.lent.take() {
+            let _ = lent.finish(Ok(()), "renewing leases");
+        }
+    }
+
     /// Closes the connection after `err`: what was written on it is lost with it.
     fn close(&mut self, err: redis::RedisError, what: &str) {
         if let Some(lent) = self.lent.take() {
