@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, ReplicaPolicy, ShardedSubscriptionMode};
+use crate::disk_view::SyncMode;
 use crate::election::Election;
 use crate::engine::{self, Engine, GroupValues, with_retries};
 use crate::error::Result;
@@ -576,6 +577,26 @@ impl ClientBuilder {
     /// Defaults to [`ReplicaPolicy::Required`].
     pub fn replica_policy(mut self, policy: ReplicaPolicy) -> ClientBuilder {
         self.config.replica_policy = policy;
+        self
+    }
+
+    /// Whether a grant also waits until its master's append-only file has it on disk
+    /// (`WAITAOF 1 0`, sent behind the grant in the same write): Redisson's `syncMode`. With
+    /// `appendonly yes` and `appendfsync everysec`, a crash of the master's host, or of the
+    /// server while a slow disk holds its AOF's sync back, loses the last second of writes:
+    /// a lock granted there is free again when the server starts from its AOF, while its
+    /// holder works on. [`SyncMode::Auto`] waits for the disk where the master has an AOF
+    /// and `WAITAOF` (Redis 7.2 or later, Valkey), [`SyncMode::WaitAof`] everywhere
+    /// (refusing grants a master cannot persist). A grant the disk did not confirm within
+    /// [`replica_sync_timeout`](ClientBuilder::replica_sync_timeout) is undone and refused
+    /// with [`ErrorKind::NotPersisted`](crate::ErrorKind::NotPersisted). The replicas are
+    /// waited for as the [replica policy](ClientBuilder::replica_policy) says, in every
+    /// mode. Renewals and releases do not wait. What it costs and what it keeps, measured,
+    /// is in [`guide::guarantees`](crate::guide::guarantees#persistence-and-crashes).
+    ///
+    /// Defaults to [`SyncMode::Wait`], as Redisson's locks: the replicas only.
+    pub fn sync_mode(mut self, mode: SyncMode) -> ClientBuilder {
+        self.config.sync_mode = mode;
         self
     }
 

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::disk_view::SyncMode;
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::keys::{MAX_LEASE, MAX_LEASE_MILLIS, MIN_WATCHDOG_TIMEOUT};
@@ -103,6 +104,8 @@ pub(crate) struct Config {
     /// Wait for a replica to confirm every grant (while the master has replicas).
     pub(crate) replica_policy: ReplicaPolicy,
     pub(crate) replica_sync_timeout: Duration,
+    /// Whether a grant also waits for its master's AOF.
+    pub(crate) sync_mode: SyncMode,
     pub(crate) retry_budget: Duration,
     /// The clock-drift allowance taken off every lease's validity: this share of the
     /// lease, plus `drift_margin`.
@@ -159,6 +162,7 @@ impl Default for Config {
             ping_interval: DEFAULT_PING_INTERVAL,
             replica_policy: ReplicaPolicy::Required,
             replica_sync_timeout: DEFAULT_REPLICA_SYNC_TIMEOUT,
+            sync_mode: SyncMode::default(),
             retry_budget: DEFAULT_RETRY_BUDGET,
             drift_rate: DEFAULT_CLOCK_DRIFT_RATE,
             drift_margin: DEFAULT_CLOCK_DRIFT_MARGIN,
@@ -270,6 +274,7 @@ impl fmt::Debug for Config {
             .field("ping_interval", &self.ping_interval)
             .field("replica_policy", &self.replica_policy)
             .field("replica_sync_timeout", &self.replica_sync_timeout)
+            .field("sync_mode", &self.sync_mode)
             .field("retry_budget", &self.retry_budget)
             .field("drift_rate", &self.drift_rate)
             .field("drift_margin", &self.drift_margin)

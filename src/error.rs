@@ -49,6 +49,11 @@ pub enum ErrorKind {
     /// was made on a master the client has left since. The message says which (see
     /// `ClientBuilder::sync_replicas`).
     NotReplicated,
+    /// The lock was granted, but its master's append-only file did not have it on disk in
+    /// time, or the master cannot persist it (no `appendonly`, or no `WAITAOF`, under
+    /// `SyncMode::WaitAof`), and the grant was undone. The message says which (see
+    /// `ClientBuilder::sync_mode`). Transient when the disk was only slow.
+    NotPersisted,
     /// Redis refused the URL's login: a wrong password, a user that does not exist or is
     /// disabled (`WRONGPASS`), or no password where the server wants one (`NOAUTH`). The
     /// message names the user. Never transient: no retry mends it; the URL must change.
@@ -67,6 +72,7 @@ impl ErrorKind {
             ErrorKind::Shutdown => "client shut down",
             ErrorKind::System => "system error",
             ErrorKind::NotReplicated => "not replicated",
+            ErrorKind::NotPersisted => "not persisted",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Authentication => "authentication failed",
         }
@@ -685,6 +691,7 @@ mod tests {
             ErrorKind::System,
             ErrorKind::Interrupted,
             ErrorKind::NotReplicated,
+            ErrorKind::NotPersisted,
             ErrorKind::Authentication,
         ];
         let rows: Vec<(&str, &str)> = design

@@ -106,6 +106,7 @@ mod trace;
 // Pure: no I/O.
 mod backoff;
 mod clock;
+mod disk_view;
 mod error;
 mod fast_hash;
 mod highway;
@@ -125,6 +126,7 @@ pub use config::{
     DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET, DEFAULT_WATCHDOG_TIMEOUT, ReplicaPolicy,
     ShardedSubscriptionMode,
 };
+pub use disk_view::SyncMode;
 pub use election::{Election, Leader, LeaderObserver, Leadership, MAX_ADVERTISED_LEN};
 pub use engine::{LeaseState, MAX_GROUP_VALUES};
 pub use error::{Error, ErrorKind, Result};

@@ -8,6 +8,7 @@ mod cluster;
 mod connection;
 mod deadline;
 mod documents;
+mod durability;
 mod election;
 mod exclusion;
 mod failover_storm;

@@ -106,7 +106,7 @@ pub fn code_of(err: &redlease::Error) -> u8 {
         // Whatever answered is not a Redis server: as good as none (not "Redis answered
         // with an error").
         _ if err.is_connection_error() || err.is_timeout() || is_not_redis(err) => UNAVAILABLE,
-        ErrorKind::Redis | ErrorKind::NotReplicated => REDIS_ERROR,
+        ErrorKind::Redis | ErrorKind::NotReplicated | ErrorKind::NotPersisted => REDIS_ERROR,
         _ => SOFTWARE,
     }
 }

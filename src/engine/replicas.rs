@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::config::{Config, ReplicaPolicy};
+use crate::disk_view::{Answer, DiskVerdict, DiskView, Inability, SyncMode};
 use crate::error::{Error, ErrorKind};
 use crate::replica_view::{Found, HOLD_DOWN, Node, Probe, Reading, Refusal, ReplicaView, ToAsk, Verdict};
 use crate::transport::{Conn, Pool};
@@ -51,14 +52,20 @@ pub(crate) enum Unconfirmed {
     Alone,
     /// None of its `replicas` confirmed it in time.
     NoAck { replicas: u64 },
+    /// The master's AOF did not have it on disk in time (`SyncMode::Auto`, `WaitAof`).
+    NotOnDisk,
+    /// The master cannot persist it (`SyncMode::WaitAof`): why.
+    CannotPersist(Inability),
 }
 
 impl Unconfirmed {
     /// The error of a grant that was undone because it could not be trusted. Every such
-    /// grant is transient; the ones a retry can mend at once (the master moved or is
-    /// moving, or has no replica for now) are marked unsent, and are tried again within the
-    /// retry budget, on the master the client follows by then. A grant no replica confirmed
-    /// is not: trying again would wait as long.
+    /// grant not trusted to a replica is transient; the ones a retry can mend at once (the
+    /// master moved or is moving, or has no replica for now) are marked unsent, and are
+    /// tried again within the retry budget, on the master the client follows by then. A
+    /// grant no replica confirmed is not: trying again would wait as long. A grant the
+    /// master's disk did not confirm is transient when the disk was only slow, and not
+    /// when the master cannot persist at all (no retry mends that).
     pub(crate) fn error(self, sync_timeout: Duration) -> Error {
         let (message, mendable) = match self {
             Unconfirmed::Superseded => {
@@ -83,6 +90,21 @@ impl Unconfirmed {
                 ),
                 false,
             ),
+            Unconfirmed::NotOnDisk => {
+                let message = format!(
+                    "granted, but the master's append-only file did not have it on disk within {sync_timeout:?} (a slow disk); the grant was undone"
+                );
+                return Error::new(ErrorKind::NotPersisted, message).transient();
+            }
+            Unconfirmed::CannotPersist(inability) => {
+                let lacks = match inability {
+                    Inability::AofOff => "no append-only file (appendonly no)",
+                    Inability::NoCommand => "no WAITAOF (it came with Redis 7.2; every Valkey has it)",
+                };
+                let message =
+                    format!("granted, but the master has {lacks}, which SyncMode::WaitAof needs; the grant was undone");
+                return Error::new(ErrorKind::NotPersisted, message);
+            }
         };
         let err = Error::new(ErrorKind::NotReplicated, message).transient();
         if mendable { err.unsent() } else { err }
@@ -96,14 +118,31 @@ pub(crate) struct ReplicaSync {
     when_connected: bool,
     /// The generation the view is of, and the view.
     view: Mutex<(u64, ReplicaView)>,
+    /// Whether grants wait for the master's AOF, and how long.
+    sync_mode: SyncMode,
+    disk_timeout: Duration,
+    /// The generation the disk's view is of, and the view.
+    disk: Mutex<(u64, DiskView)>,
 }
 
+/// Replies to the confirmation's commands sent behind a grant: the reading and `WAIT 1`
+/// (three) when the replicas are waited for, then `WAITAOF 1 0` (one) when the disk is.
+/// The count tells which were sent: 3, 1, or 4 for both.
+const REPLICA_REPLIES: usize = 3;
+
 impl ReplicaSync {
-    /// As `config`'s replica policy says.
+    /// As `config`'s replica policy and sync mode say.
     pub(crate) fn of(config: &Config) -> ReplicaSync {
         let timeout = (config.replica_policy != ReplicaPolicy::Off).then_some(config.replica_sync_timeout);
         let when_connected = config.replica_policy == ReplicaPolicy::WhenConnected;
-        ReplicaSync { timeout, when_connected, view: Mutex::new((0, ReplicaView::default())) }
+        ReplicaSync {
+            timeout,
+            when_connected,
+            view: Mutex::new((0, ReplicaView::default())),
+            sync_mode: config.sync_mode,
+            disk_timeout: config.replica_sync_timeout,
+            disk: Mutex::new((0, DiskView::default())),
+        }
     }
 
     /// Takes a first reading on `conn` (when the client is built), so that the first grant
@@ -118,18 +157,28 @@ impl ReplicaSync {
     }
 
     /// Before an acquire's script on `conn`: when the confirmation will read and wait (the
-    /// master had replicas at the last reading), its commands go behind the script, in the
-    /// same write, and [`confirm`](ReplicaSync::confirm) takes their replies: a synced
-    /// grant costs one round trip to the master, not two. They run after the script, on
-    /// its connection, as they would after its reply; a script that granted nothing wrote
-    /// nothing for the `WAIT` to wait for.
+    /// master had replicas at the last reading), or wait for the master's AOF, its
+    /// commands go behind the script, in the same write, and
+    /// [`confirm`](ReplicaSync::confirm) takes their replies: a synced grant costs one
+    /// round trip to the master, not two. They run after the script, on its connection, as
+    /// they would after its reply; a script that granted nothing wrote nothing for the
+    /// `WAIT` or `WAITAOF` to wait for.
     pub(crate) fn send_with_grant(&self, conn: &mut Conn, command_timeout: Duration) {
-        let Some(timeout) = self.timeout else { return };
-        if self.probe(conn) == Some(Probe::ReadAndWait) {
-            let mut pipe = redis::pipe();
+        let mut pipe = redis::pipe();
+        let (mut replies, mut within) = (0, command_timeout);
+        if let Some(timeout) = self.timeout
+            && self.probe(conn) == Some(Probe::ReadAndWait)
+        {
             info_commands(&mut pipe);
             pipe.cmd("WAIT").arg(1).arg(wait_millis(timeout));
-            conn.send_behind_next_script(&pipe, 3, (timeout.saturating_add(command_timeout), command_timeout));
+            (replies, within) = (REPLICA_REPLIES, within.saturating_add(timeout));
+        }
+        if self.disk_asks(conn) {
+            waitaof_command(&mut pipe, self.disk_timeout);
+            (replies, within) = (replies + 1, within.saturating_add(self.disk_timeout));
+        }
+        if replies > 0 {
+            conn.send_behind_next_script(&pipe, replies, (within, command_timeout));
         }
     }
 
@@ -143,13 +192,32 @@ impl ReplicaSync {
         pool: impl FnOnce() -> Option<Arc<Pool>>,
         command_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
+        // The reading, the `WAIT` and the `WAITAOF` sent behind the grant, if they were.
+        let (replica_replies, disk_reply) = match conn.take_trailing_replies() {
+            Some(replies) => split_trailing(replies?),
+            None => (None, None),
+        };
+        let replicated = self.confirm_with_replicas(conn, pool, command_timeout, replica_replies)?;
+        if replicated != Replication::Confirmed {
+            return Ok(replicated);
+        }
+        self.confirm_on_disk(conn, command_timeout, disk_reply)
+    }
+
+    /// [`confirm`](ReplicaSync::confirm) as far as the replicas go; `sent` are the replies
+    /// of the reading and `WAIT` sent behind the grant, if they were.
+    fn confirm_with_replicas(
+        &self,
+        conn: &mut Conn,
+        pool: impl FnOnce() -> Option<Arc<Pool>>,
+        command_timeout: Duration,
+        sent: Option<Vec<redis::Value>>,
+    ) -> redis::RedisResult<Replication> {
         let Some(timeout) = self.timeout else { return Ok(Replication::Confirmed) };
-        // The reading and the `WAIT` sent behind the grant, if they were.
-        let trailing = conn.take_trailing_replies();
         let Some(probe) = self.probe(conn) else { return Ok(Replication::Unconfirmed(Unconfirmed::Superseded)) };
-        let (reading, acked) = match (trailing, probe) {
+        let (reading, acked) = match (sent, probe) {
             (Some(replies), _) => {
-                let (reading, acked) = reading_and_count(replies?)?;
+                let (reading, acked) = reading_and_count(replies)?;
                 (reading, Some(acked))
             }
             (None, Probe::Skip) => return Ok(Replication::Confirmed),
@@ -188,6 +256,54 @@ impl ReplicaSync {
                 }
             }
         })
+    }
+
+    /// [`confirm`](ReplicaSync::confirm) as far as the master's AOF goes (see
+    /// [`crate::disk_view`]); `sent` is the reply of the `WAITAOF` sent behind the grant,
+    /// if it was. Asks now when it was not and should be (the view changed meanwhile).
+    fn confirm_on_disk(
+        &self,
+        conn: &mut Conn,
+        command_timeout: Duration,
+        sent: Option<redis::Value>,
+    ) -> redis::RedisResult<Replication> {
+        let reply = match sent {
+            Some(reply) => reply,
+            None if self.disk_asks(conn) => {
+                let mut pipe = redis::pipe();
+                waitaof_command(&mut pipe, self.disk_timeout);
+                let replies: Vec<redis::Value> = with_wait_timeout(conn, self.disk_timeout, command_timeout, |conn| {
+                    pipe.ignore_errors().query(conn)
+                })?;
+                replies.into_iter().next().ok_or_else(|| malformed("WAITAOF got no reply"))?
+            }
+            None => return Ok(Replication::Confirmed),
+        };
+        let answer = waitaof_answer(reply)?;
+        let verdict = {
+            let mut disk = self.disk.lock();
+            if disk.0 < conn.generation() {
+                *disk = (conn.generation(), DiskView::default());
+            }
+            // An answer from a master the pool has left judges its grant, and is not kept.
+            let view = if disk.0 == conn.generation() { &mut disk.1 } else { &mut DiskView::default() };
+            view.answered(self.sync_mode, &answer, Instant::now())
+        };
+        Ok(match verdict {
+            DiskVerdict::Persisted | DiskVerdict::Stands => Replication::Confirmed,
+            DiskVerdict::NotOnDisk => Replication::Unconfirmed(Unconfirmed::NotOnDisk),
+            DiskVerdict::CannotPersist(inability) => Replication::Unconfirmed(Unconfirmed::CannotPersist(inability)),
+            DiskVerdict::NotMaster => Replication::Unconfirmed(Unconfirmed::NotMaster),
+        })
+    }
+
+    /// Whether a grant on `conn` waits for its master's AOF (`WAITAOF 1 0`).
+    fn disk_asks(&self, conn: &Conn) -> bool {
+        if self.sync_mode == SyncMode::Wait {
+            return false;
+        }
+        let disk = self.disk.lock();
+        disk.0 < conn.generation() || disk.1.asks(self.sync_mode, Instant::now())
     }
 
     /// What to read after a grant on `conn`; `None` when `conn` is of a generation older
@@ -321,6 +437,34 @@ fn wait_count(reply: redis::Value) -> redis::RedisResult<Option<i64>> {
         redis::Value::ServerError(err) if err.code() == "UNBLOCKED" => Ok(None),
         redis::Value::ServerError(err) => Err(err.into()),
         other => Err(malformed(&format!("WAIT answered {other:?}"))),
+    }
+}
+
+/// `WAITAOF 1 0 <timeout>`: the master's own AOF, no replica's.
+fn waitaof_command(pipe: &mut redis::Pipeline, timeout: Duration) {
+    pipe.cmd("WAITAOF").arg(1).arg(0).arg(wait_millis(timeout));
+}
+
+/// Splits the replies sent behind a grant into the replicas' (the reading and `WAIT`) and
+/// the disk's (`WAITAOF`), by their count (see [`REPLICA_REPLIES`]).
+fn split_trailing(mut replies: Vec<redis::Value>) -> (Option<Vec<redis::Value>>, Option<redis::Value>) {
+    let disk = (replies.len() != REPLICA_REPLIES).then(|| replies.pop()).flatten();
+    ((!replies.is_empty()).then_some(replies), disk)
+}
+
+/// What `WAITAOF 1 0` answered: `[local, replicas]`, or one of the refusals
+/// [`Answer::of_refusal`] knows; another error is the error.
+fn waitaof_answer(reply: redis::Value) -> redis::RedisResult<Answer> {
+    match reply {
+        redis::Value::Array(counts) => match counts.first() {
+            Some(redis::Value::Int(local)) => Ok(Answer::Synced(*local)),
+            _ => Err(malformed(&format!("WAITAOF answered {counts:?}"))),
+        },
+        redis::Value::ServerError(err) => {
+            let text = format!("{} {}", err.code(), err.details().unwrap_or_default());
+            Answer::of_refusal(&text).ok_or_else(|| err.into())
+        }
+        other => Err(malformed(&format!("WAITAOF answered {other:?}"))),
     }
 }
 

@@ -57,11 +57,13 @@ pub(crate) fn riding_out<T>(
     retrying(engine, deadline, Some(name), op)
 }
 
-/// Whether a wait tries `err` again: what any call does, and a grant that no replica
+/// Whether a wait tries `err` again: what any call does, a grant that no replica
 /// confirmed, which was undone (a replica re-syncing after a failover cannot acknowledge
-/// for a while; the wait has time for it).
+/// for a while; the wait has time for it), and one a slow disk did not confirm.
 fn a_wait_tries_again(err: &Error) -> bool {
-    err.is_retryable() || err.kind() == ErrorKind::NotReplicated
+    err.is_retryable()
+        || err.kind() == ErrorKind::NotReplicated
+        || (err.kind() == ErrorKind::NotPersisted && err.is_transient())
 }
 
 fn retrying<T>(

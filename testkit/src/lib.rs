@@ -16,3 +16,4 @@ pub mod pki;
 pub mod proxy;
 pub mod sentinel;
 pub mod server;
+pub mod slow_disk;

@@ -198,8 +198,6 @@ impl RedisServer {
             "",
             "--appendonly",
             "no",
-            "--enable-debug-command",
-            "yes",
             "--dir",
             &dir,
             "--logfile",
@@ -212,6 +210,11 @@ impl RedisServer {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        // `DEBUG` is refused from Redis 7 on unless enabled; Redis 6 has it, and refuses
+        // the option.
+        if major_version(&self.binary).is_none_or(|major| major >= 7) {
+            args.extend(["--enable-debug-command".to_owned(), "yes".to_owned()]);
+        }
         args.extend(self.extra_args.iter().cloned());
         args
     }
@@ -294,6 +297,20 @@ fn install_hint() -> String {
         "redis-server is needed for these tests: install it (e.g. `apt-get install -y redis-server`) \
          or set {REDIS_SERVER_ENV} to the path of a redis-server binary"
     )
+}
+
+/// The major version `binary --version` prints (`v=7.0.15`: 7), read once per binary.
+fn major_version(binary: &Path) -> Option<u32> {
+    static SEEN: std::sync::Mutex<Vec<(PathBuf, Option<u32>)>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, major)) = seen.iter().find(|(seen, _)| seen == binary) {
+        return *major;
+    }
+    let output = Command::new(binary).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let major = text.split_whitespace().find_map(|word| word.strip_prefix("v="))?.split('.').next()?.parse().ok();
+    seen.push((binary.to_owned(), major));
+    major
 }
 
 fn find_binary() -> PathBuf {
