@@ -7,7 +7,7 @@
 //! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 50 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
-//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, 14, or 1,12)
+//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, 14, 15, or 1,12)
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
@@ -44,6 +44,8 @@
 //!     process, and the time an observer in a third process takes to see the new leader.
 //! 14. Sentinel (a master, one replica, three sentinels): step 11's pairs, hand-offs and
 //!     renewal behind `redis-sentinel://`, the most common replicated deployment.
+//! 15. `sync_mode` on Valkey 9.1 with an AOF synced every second: the pair waiting for the
+//!     master's disk (`Auto`) against `Wait`, the limit pair and a durable write's floor.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -73,6 +75,7 @@ use redlease_testkit::server::RedisServer;
 use child::{ROLE_ENV, Role, child_main};
 use experiments::LockKind;
 use experiments::contenders::Subject;
+use experiments::durable::{durable_section, measure_durable};
 use experiments::election::measure_elections;
 use experiments::group::measure_group_locks;
 use experiments::handoff::measure_handoffs;
@@ -173,6 +176,8 @@ fn main() {
     let sentinels = start_sentinels(&placement, Some(&mut meter));
     let sentinel = measure_replicated(&Deployment::sentinel(&sentinels), &plan);
     drop(sentinels);
+    meter.step("15. sync_mode");
+    let durable = measure_durable(&placement);
     meter.step("");
     let other_work = meter.steps;
 
@@ -195,6 +200,7 @@ fn main() {
         group_locks,
         elections,
         sentinel,
+        durable,
     };
     let report = results.report();
     println!("\n{report}");
@@ -225,6 +231,7 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
                 replicated_section(&mut report, &measure_replicated(&Deployment::sentinel(&sentinels), plan), None);
             }
             12 => group_section(&mut report, &measure_group_locks(server, plan)),
+            15 => durable_section(&mut report, measure_durable(placement).as_ref()),
             _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
         }
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::experiments::LockKind;
 use crate::experiments::contenders::{Peer, SPIN_FIRST_SLEEP, SPIN_MAX_SLEEP, Spin, Subject};
+use crate::experiments::durable::{Durable, durable_section};
 use crate::experiments::election::Elections;
 use crate::experiments::group::GroupLocks;
 use crate::experiments::handoff::{HANDOFF_BLOCKS, Handoffs};
@@ -59,6 +60,7 @@ pub(crate) struct Results {
     pub(crate) sentinel: ReplicatedRun,
     pub(crate) group_locks: GroupLocks,
     pub(crate) elections: Elections,
+    pub(crate) durable: Option<Durable>,
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -85,6 +87,7 @@ impl Results {
         self.report_group(&mut out);
         self.report_elections(&mut out);
         self.report_sentinel(&mut out);
+        durable_section(&mut out, self.durable.as_ref());
         self.report_other_work(&mut out);
         out
     }

@@ -55,7 +55,12 @@ impl RedisServer {
     /// (later arguments win in `redis-server`), e.g.
     /// `["--appendonly", "yes", "--appendfsync", "always"]`.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
-        let binary = find_binary();
+        RedisServer::start_binary_with(find_binary(), extra_args)
+    }
+
+    /// `start_with` on the server binary at `binary` rather than the one
+    /// `REDLEASE_REDIS_SERVER` or `PATH` names: for a measurement on a server of its own.
+    pub fn start_binary_with(binary: PathBuf, extra_args: &[&str]) -> RedisServer {
         let dir = std::env::temp_dir().join(format!(
             "redlease-test-redis-{}-{}",
             std::process::id(),

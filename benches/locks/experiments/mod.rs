@@ -1,6 +1,7 @@
 //! The experiments, one module each in the order of the report, and the lock kinds they use.
 
 pub(crate) mod contenders;
+pub(crate) mod durable;
 pub(crate) mod election;
 pub(crate) mod group;
 pub(crate) mod handoff;
