@@ -591,8 +591,11 @@ impl ClientBuilder {
     /// [`replica_sync_timeout`](ClientBuilder::replica_sync_timeout) is undone and refused
     /// with [`ErrorKind::NotPersisted`](crate::ErrorKind::NotPersisted). The replicas are
     /// waited for as the [replica policy](ClientBuilder::replica_policy) says, in every
-    /// mode. Renewals and releases do not wait. What it costs and what it keeps, measured,
-    /// is in [`guide::guarantees`](crate::guide::guarantees#persistence-and-crashes).
+    /// mode. Renewals and releases do not wait. A grant waits for the server's next sync:
+    /// with `appendfsync everysec` Valkey makes it at its cron's next tick (100 ms at its
+    /// default `hz 10`); with `appendfsync always` the write is on disk before the reply,
+    /// and `Wait` already keeps it. What it costs and what it keeps, measured, is in
+    /// [`guide::guarantees`](crate::guide::guarantees#persistence-and-crashes).
     ///
     /// Defaults to [`SyncMode::Wait`], as Redisson's locks: the replicas only.
     pub fn sync_mode(mut self, mode: SyncMode) -> ClientBuilder {
