@@ -192,8 +192,10 @@ fn a_pass_leaves_the_only_pooled_connection_to_other_calls_between_batches() {
         slowest = slowest.max(started.elapsed());
     }
     assert_eq!(client.stats().leases_renewed, before + 200, "a pass");
-    // A call is two round trips (200 ms), each behind one batch at most (100 ms).
-    assert!(slowest < Duration::from_millis(750), "a call made during a pass took {slowest:?}");
+    // A call is two round trips (200 ms), each behind one batch at most (100 ms): 400 ms,
+    // and up to twice that on a loaded machine (784 ms seen with a second suite beside).
+    // Kept behind the whole pass, as before the mend, it took 1.57 s.
+    assert!(slowest < Duration::from_millis(1200), "a call made during a pass took {slowest:?}");
     assert!(guards.iter().all(|g| g.is_held()));
     proxy.set_latency(Duration::ZERO);
 }

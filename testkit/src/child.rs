@@ -110,15 +110,15 @@ pub struct Child {
 }
 
 impl Child {
-    /// Spawns `current_exe()` with args `["child_process_entry", "--exact", "--nocapture",
-    /// "--test-threads=1", "-q"]`, env `ROLE_ENV=role` plus `env`, stdin null, stdout
+    /// Spawns `current_exe()` with args `["child_process_entry", "--exact", "--ignored",
+    /// "--nocapture", "--test-threads=1", "-q"]` (the entry is an ignored test), env `ROLE_ENV=role` plus `env`, stdin null, stdout
     /// piped (a reader thread collects the lines that start with `"@@ "`, stripped of the
     /// marker), stderr inherited.
     pub fn spawn(role: &str, env: &[(&str, String)]) -> Child {
         let exe = std::env::current_exe().expect("current_exe");
         let mut command = Command::new(&exe);
         command
-            .args(["child_process_entry", "--exact", "--nocapture", "--test-threads=1", "-q"])
+            .args(["child_process_entry", "--exact", "--ignored", "--nocapture", "--test-threads=1", "-q"])
             .env(ROLE_ENV, role)
             .env(PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::null())
