@@ -15,12 +15,15 @@
 -- the hash keeps the longest lease of any hold.
 -- A first hold on a free lock (the uncontended acquire) writes the hash in one command and
 -- sets the new key's expiry without reading it.
+-- The hold key, not among KEYS, is written first: where Redis cannot check it beforehand
+-- (Redis 6 has no `acl_check_cmd`), a user refused it is refused before anything else is
+-- written, not after a hash without its expiry.
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     local hold = ARGV[4] .. ':1'
     may('set', hold, '1', 'px', ARGV[1])
-    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
     redis.call('set', hold, 1, 'px', ARGV[1])
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
 end
@@ -28,8 +31,8 @@ if mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     local held = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0
     local hold = ARGV[4] .. ':' .. (held + 1)
     may('set', hold, '1', 'px', ARGV[1])
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('set', hold, 1, 'px', ARGV[1])
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end

@@ -137,11 +137,12 @@ fn recording(recorder: &Arc<Recorder>) -> impl FnOnce(ClientBuilder) -> ClientBu
 // 1. A partial effect reported as a failure, and a server refusal swallowed (ACL)
 // -----------------------------------------------------------------------------------------
 
-/// A server with the user `u`: every key and command, but no channel (Redis 7's default
-/// `resetchannels`), so every `PUBLISH` and `SUBSCRIBE` of the user is refused.
+/// A server with the user `u`: every key and command, but no channel (`resetchannels`,
+/// Redis 7's default, said outright for Redis 6.2, whose default is `allchannels`), so
+/// every `PUBLISH` and `SUBSCRIBE` of the user is refused.
 fn server_with_channelless_user() -> RedisServer {
     let server = RedisServer::start();
-    acl_setuser(&mut server.conn(), "u", &["on", ">pw", "~*", "+@all"]);
+    acl_setuser(&mut server.conn(), "u", &["on", ">pw", "~*", "+@all", "resetchannels"]);
     server
 }
 
@@ -1567,7 +1568,15 @@ fn spin_a_script(server: &RedisServer, spin: Duration) -> thread::JoinHandle<i64
 #[test]
 fn calls_ride_out_a_busy_script_and_the_error_says_it_is_transient() {
     let server = RedisServer::start();
-    redis::cmd("CONFIG").arg("SET").arg("busy-reply-threshold").arg(50).query::<()>(&mut server.conn()).unwrap();
+    // Redis 7's name for it; Redis 6 calls it `lua-time-limit`.
+    let mut conn = server.conn();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg(50)
+        .query::<()>(&mut conn)
+        .or_else(|_| redis::cmd("CONFIG").arg("SET").arg("lua-time-limit").arg(50).query::<()>(&mut conn))
+        .unwrap();
     let client = client_at(&server.url(), |b| b.retry_budget(Duration::from_secs(5)));
     let semaphore = client.semaphore("busy-sem");
     assert!(semaphore.try_set_permits(1).expect("set"));
