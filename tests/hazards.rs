@@ -249,12 +249,17 @@ fn an_acquire_delayed_past_its_timeout_is_not_left_behind_by_its_undo() {
 
     // The acquire is held up for 1 s on its way to Redis (a retransmission, a congested
     // link); what is sent after it left, the undo included, travels without delay. The
-    // latency is lifted half-way through the command timeout: the acquire was read by the
-    // proxy long before, and the undo is sent only after the timeout.
+    // latency is lifted once the proxy holds the acquire in its delay queue (lifted at a
+    // fixed moment, a loaded machine once sent the acquire after it, and it was granted),
+    // and before the command timeout: the undo is sent only after that.
+    let delayed = proxy.requests_delayed();
     proxy.set_latency(Duration::from_secs(1));
     let outcome = thread::scope(|scope| {
         scope.spawn(|| {
-            thread::sleep(COMMAND_TIMEOUT / 2);
+            assert!(
+                wait_until(Duration::from_secs(5), || proxy.requests_delayed() > delayed),
+                "the acquire is held up"
+            );
             proxy.set_latency(Duration::ZERO);
         });
         lock.try_lock()

@@ -35,6 +35,7 @@ struct Shared {
     replies_dropped: AtomicU64,
     /// Client→server chunks forwarded.
     requests_forwarded: AtomicU64,
+    requests_delayed: AtomicU64,
     /// While set, a new connection is closed as soon as it is accepted, never forwarded.
     refusing: AtomicBool,
     /// Server→client chunks still to forward before a connection is cut (`-1`: off).
@@ -76,6 +77,7 @@ impl Proxy {
             drop_replies: AtomicBool::new(false),
             replies_dropped: AtomicU64::new(0),
             requests_forwarded: AtomicU64::new(0),
+            requests_delayed: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
             cut_after: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
@@ -141,6 +143,13 @@ impl Proxy {
     /// write, is one chunk): what this counts is round trips.
     pub fn requests_forwarded(&self) -> u64 {
         self.shared.requests_forwarded.load(Ordering::SeqCst)
+    }
+
+    /// Client→server chunks read so far that waited in a delay queue (a latency was set,
+    /// or earlier chunks were still waiting): a test that lifts a latency once a request is
+    /// held up waits for this to grow first, so that the request cannot slip through after.
+    pub fn requests_delayed(&self) -> u64 {
+        self.shared.requests_delayed.load(Ordering::SeqCst)
     }
 
     /// While on, every new connection is closed as soon as it is accepted, before anything
@@ -401,6 +410,9 @@ fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
                         due = due.max(*last); // keep order when latency shrinks
                     }
                     queue.push_back((due, buf[..n].to_vec()));
+                    if dir == Direction::ClientToServer {
+                        shared.requests_delayed.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}

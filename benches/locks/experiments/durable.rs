@@ -16,7 +16,7 @@ use std::time::Instant;
 use redlease::{AnyLock, Client, SyncMode};
 use redlease_testkit::server::RedisServer;
 
-use crate::experiments::limit::trivial_call;
+use crate::experiments::limit::{trivial_call, trivial_pair};
 use crate::experiments::uncontended::library_pair;
 use crate::placement::Placement;
 use crate::stats::{PairOp, PairStats, measure_pairs};
@@ -80,13 +80,7 @@ pub(crate) fn measure_durable(placement: &Placement) -> Option<Durable> {
     let _: i64 = write.key("bench:durable:floor").invoke(&mut floor_conn).expect("the floor's write");
 
     let mut ops: Vec<PairOp> = vec![
-        Box::new(|| {
-            let start = Instant::now();
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-            let first = start.elapsed();
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-            first
-        }),
+        trivial_pair(&trivial, &mut trivial_conn),
         Box::new(|| {
             let start = Instant::now();
             let (_, synced): (i64, (i64, i64)) = durable_write.query(&mut floor_conn).expect("a write and WAITAOF");

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redlease_testkit::server::RedisServer;
 
 use crate::plan::Plan;
-use crate::stats::{Summary, reset_server_stats, server_usec_per_call, time_each};
+use crate::stats::{PairOp, Summary, reset_server_stats, server_usec_per_call, time_each};
 
 /// Calls per pipeline when measuring pipelined throughput.
 pub(crate) const PIPELINE: usize = 1000;
@@ -39,6 +39,18 @@ pub(crate) fn measure_limit(server: &RedisServer, plan: &Plan) -> Limit {
     let server_usec = server_usec_per_call(&mut conn, "evalsha");
     let pipelined_per_sec = pipelined_rate(&mut conn, plan.pipelines);
     Limit { rtt, server_usec, pipelined_per_sec }
+}
+
+/// The limit pair as a measured op: two trivial calls `call` on `conn`, timed as a pair;
+/// returns how long the first took.
+pub(crate) fn trivial_pair<'a>(call: &'a redis::Cmd, conn: &'a mut redis::Connection) -> PairOp<'a> {
+    Box::new(move || {
+        let start = Instant::now();
+        let _: i64 = call.query(conn).expect("trivial EVALSHA");
+        let first = start.elapsed();
+        let _: i64 = call.query(conn).expect("trivial EVALSHA");
+        first
+    })
 }
 
 /// `EVALSHA` of `return 1` (loaded with `SCRIPT LOAD`).

@@ -10,7 +10,7 @@ use redlease_testkit::foreign::Foreign;
 use redlease_testkit::foreign::redisson::{RedissonScripts, SOURCE_ENV};
 use redlease_testkit::server::RedisServer;
 
-use crate::experiments::limit::trivial_call;
+use crate::experiments::limit::{trivial_call, trivial_pair};
 use crate::plan::Plan;
 use crate::stats::{PairOp, PairStats, measure_pairs};
 
@@ -171,16 +171,7 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
     };
     let mut redisson = redisson_scripts.as_ref().ok().map(|s| RedissonPair::new(s, "bench:uncontended:redisson"));
 
-    let mut ops: Vec<PairOp> = vec![
-        Box::new(|| {
-            let start = Instant::now();
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-            let first = start.elapsed();
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-            first
-        }),
-        Box::new(|| raw.run(&mut raw_conn)),
-    ];
+    let mut ops: Vec<PairOp> = vec![trivial_pair(&trivial, &mut trivial_conn), Box::new(|| raw.run(&mut raw_conn))];
     if let Some(redisson) = redisson.as_mut() {
         ops.push(Box::new(|| redisson.run(&mut redisson_conn)));
     }
