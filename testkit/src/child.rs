@@ -29,6 +29,10 @@ pub type Role = (&'static str, fn());
 /// an unknown role. Not a child: returns at once.
 pub fn dispatch(roles: &[&[Role]]) {
     let Ok(role) = std::env::var(ROLE_ENV) else {
+        // Not a child: the test run's own call, which holds the table to one role per name
+        // (a child sent to a name given twice would play whichever came first).
+        let twice = named_twice(roles);
+        assert!(twice.is_empty(), "child roles named more than once: {twice:?}");
         return;
     };
     let run = roles
@@ -44,6 +48,15 @@ pub fn dispatch(roles: &[&[Role]]) {
     run();
     let _ = std::io::stdout().flush();
     std::process::exit(0);
+}
+
+/// The role names that stand more than once in `roles`.
+fn named_twice(roles: &[&[Role]]) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = roles.iter().flat_map(|table| table.iter().map(|(name, _)| *name)).collect();
+    names.sort_unstable();
+    let mut twice: Vec<&'static str> = names.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    twice.dedup();
+    twice
 }
 
 /// Whether this process is a child worker (`ROLE_ENV` is set).
@@ -110,15 +123,15 @@ pub struct Child {
 }
 
 impl Child {
-    /// Spawns `current_exe()` with args `["child_process_entry", "--exact", "--ignored",
-    /// "--nocapture", "--test-threads=1", "-q"]` (the entry is an ignored test), env `ROLE_ENV=role` plus `env`, stdin null, stdout
+    /// Spawns `current_exe()` with args `["child_process_entry", "--exact", "--nocapture",
+    /// "--test-threads=1", "-q"]`, env `ROLE_ENV=role` plus `env`, stdin null, stdout
     /// piped (a reader thread collects the lines that start with `"@@ "`, stripped of the
     /// marker), stderr inherited.
     pub fn spawn(role: &str, env: &[(&str, String)]) -> Child {
         let exe = std::env::current_exe().expect("current_exe");
         let mut command = Command::new(&exe);
         command
-            .args(["child_process_entry", "--exact", "--ignored", "--nocapture", "--test-threads=1", "-q"])
+            .args(["child_process_entry", "--exact", "--nocapture", "--test-threads=1", "-q"])
             .env(ROLE_ENV, role)
             .env(PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::null())
@@ -322,4 +335,19 @@ fn thread_states(pid: u32) -> Option<Vec<char>> {
         states.push(state);
     }
     if states.is_empty() { None } else { Some(states) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nothing() {}
+
+    #[test]
+    fn a_role_named_twice_is_found() {
+        let first: &[Role] = &[("a", nothing), ("b", nothing)];
+        let second: &[Role] = &[("b", nothing), ("c", nothing), ("b", nothing)];
+        assert_eq!(named_twice(&[first, second]), ["b"]);
+        assert!(named_twice(&[first, &[("c", nothing)]]).is_empty());
+    }
 }
