@@ -41,11 +41,19 @@ pub fn client(server: &RedisServer) -> Client {
 /// Taken by the tests that fail a whole replicated topology over under load (the storm,
 /// the nemesis runs, the no-grant windows), so that they run one at a time beside the light
 /// tests: two at once on two cores once starved a replica's resync for a minute (the storm
-/// asked six times for a failover that found no replica to promote). A test that failed
-/// while holding it leaves it usable.
-pub fn one_failover_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+/// asked six times for a failover that found no replica to promote). The turn is the
+/// machine's, not only this process's: scripts/test runs the suite on other servers beside,
+/// and their failover runs wait for it too. A test that failed while holding it leaves it
+/// usable.
+pub struct FailoverTurn {
+    _process: std::sync::MutexGuard<'static, ()>,
+    _machine: crate::support::turns::Turn,
+}
+
+pub fn one_failover_test_at_a_time() -> FailoverTurn {
     static FAILOVER_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    FAILOVER_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    let process = FAILOVER_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    FailoverTurn { _process: process, _machine: crate::support::turns::take("failover-tests") }
 }
 
 /// Polls `cond` every 5 ms until it holds or `timeout` passes; returns whether it held.

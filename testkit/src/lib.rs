@@ -3,7 +3,8 @@
 //! child worker processes ([`child::Child`]) and histories of critical sections
 //! ([`history`]), certificates for TLS servers ([`pki::Pki`]), a master with a replica (or
 //! more) under three sentinels ([`sentinel::SentinelGroup`]) and a cluster of three masters
-//! with a replica each ([`cluster::ClusterGroup`]), and foreign clients of Redisson's layout
+//! with a replica each ([`cluster::ClusterGroup`]), turns that test processes beside each
+//! other take one at a time ([`turns`]), and foreign clients of Redisson's layout
 //! for the interop tests ([`foreign`]: a peer written from the layout, and Redisson's own
 //! scripts read from a Redisson checkout when one is named). Depends only on std, `redis`,
 //! `nix` and `rcgen`.
@@ -17,3 +18,4 @@ pub mod proxy;
 pub mod sentinel;
 pub mod server;
 pub mod slow_disk;
+pub mod turns;

@@ -3,4 +3,4 @@
 //! worker processes ([`child::Child`]). Depends only on std, `redis` and `nix`; it lives
 //! in the workspace crate `redlease-testkit` (`testkit/`), which the benchmark uses too.
 
-pub use redlease_testkit::{child, cluster, foreign, history, pki, proxy, sentinel, server, slow_disk};
+pub use redlease_testkit::{child, cluster, foreign, history, pki, proxy, sentinel, server, slow_disk, turns};
