@@ -580,13 +580,19 @@ fn a_release_waits_for_the_renewal_in_flight_then_ends_the_lease() {
     lease.hold_added(Term::Watchdog, Instant::now(), &NoWheel, &Events::none());
     assert_eq!(lease.renewal_sent(&Events::none()), Some(false));
     let renewer = Arc::clone(&lease);
-    let answer = std::thread::spawn(move || {
-        std::thread::sleep(ms(50));
-        renewer.renewal_answered(Answer::Renewed, Instant::now(), &NoWheel, &Events::none());
+    // Set just before the answer: a release that did not wait for it returns while the
+    // answering thread still sleeps, and reads it unset.
+    let answering = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answer = std::thread::spawn({
+        let answering = Arc::clone(&answering);
+        move || {
+            std::thread::sleep(ms(50));
+            answering.store(true, std::sync::atomic::Ordering::SeqCst);
+            renewer.renewal_answered(Answer::Renewed, Instant::now(), &NoWheel, &Events::none());
+        }
     });
-    let started = Instant::now();
     let left = lease.hold_released(Term::Watchdog, &NoWheel, Duration::from_secs(5), 3000, &Events::none());
-    assert!(started.elapsed() >= ms(50), "waited for the answer: {:?}", started.elapsed());
+    assert!(answering.load(std::sync::atomic::Ordering::SeqCst), "the release waited for the answer");
     assert!(left.last && !left.lost);
     assert_eq!(left.keep_millis, 1, "nothing left to keep");
     assert_eq!(lease.state(), LeaseState::Released);

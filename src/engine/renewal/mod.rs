@@ -42,12 +42,17 @@ use crate::engine::lease::{Answer, Lease, Renews, Schedule};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::ClientIdentity;
 use crate::keys;
-use crate::kind::{self, GroupEntry, PermitEntry, RenewCall, RenewEntry, RenewOutcome, Renewal};
-use crate::scripts::PubSub;
+use crate::kind::{self, RenewOutcome};
 use crate::span::Span;
 use crate::trace;
-use crate::transport::{Conn, Lent, Pool, RunId, Topology};
+use crate::transport::{Conn, Pool, RunId, Topology};
 use crate::wheel::{Wheel, WheelKey};
+
+mod line;
+mod plan;
+
+use line::{Batch, Line, Round};
+use plan::{Chunk, Plan, Replies};
 
 /// How many batches of a pass that one node serves may be written and unanswered at once:
 /// two, so that Redis has the next batch while the client settles the last (and a pass
@@ -612,218 +617,5 @@ impl Worker {
         counters.round_trips += round_trips;
         counters.renewed += renewed as u64;
         counters.busy += took;
-    }
-}
-
-/// The leases of one batch that are still held with a watchdog, each with whether it also
-/// has fixed-lease holds.
-type Chunk = Vec<(Arc<Lease>, bool)>;
-
-/// Per call of a batch: its replies and the run of the server that gave them.
-type Replies = Vec<Result<(Vec<RenewOutcome>, Option<RunId>)>>;
-
-/// The renew calls of one node's batch: one per kind of lease it has. It keeps no
-/// borrow of the batch, so that a batch can be in flight while the next is written.
-struct Plan {
-    parts: Vec<Part>,
-}
-
-/// One renew call of a batch: the kind of lease it renews, the places of its leases in
-/// the batch, the call.
-struct Part {
-    kind: PartKind,
-    indexes: Vec<usize>,
-    call: RenewCall,
-}
-
-/// The kind of lease a call renews.
-#[derive(Clone, Copy)]
-enum PartKind {
-    Locks,
-    Permits,
-    Groups,
-}
-
-/// One lease's entry in a renew call, by its kind.
-enum Entry<'a> {
-    Lock(RenewEntry<'a>),
-    Permits(PermitEntry<'a>),
-    Group(GroupEntry<'a>),
-}
-
-impl<'a> Entry<'a> {
-    /// The entry of `lease` (`fixed_too`: it also has fixed-lease holds, which the renewal
-    /// must never cut short).
-    fn of(lease: &'a Lease, fixed_too: bool) -> Entry<'a> {
-        let name = lease.name();
-        match lease.renews() {
-            Renews::Hash { field, hold_keys, .. } => {
-                let how = match (hold_keys, fixed_too) {
-                    (Some(prefix), _) => Renewal::ReadHolds(prefix),
-                    (None, true) => Renewal::LengthenOnly,
-                    (None, false) => Renewal::Reset,
-                };
-                Entry::Lock(RenewEntry { name, field, how })
-            }
-            Renews::Permits(ids) => Entry::Permits(PermitEntry { name, ids }),
-            Renews::Group { owner, fields } => Entry::Group(GroupEntry { name, owner, fields }),
-        }
-    }
-}
-
-impl Plan {
-    /// One call for the locks of `chunk`, one for its permits and one for its groups (for
-    /// those it has), for a node of `pubsub`'s kind.
-    fn of(pubsub: PubSub, lease_millis: u64, chunk: &[(Arc<Lease>, bool)]) -> Plan {
-        let (mut locks, mut permits, mut groups) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, (lease, fixed_too)) in chunk.iter().enumerate() {
-            match Entry::of(lease, *fixed_too) {
-                Entry::Lock(entry) => locks.push((i, entry)),
-                Entry::Permits(entry) => permits.push((i, entry)),
-                Entry::Group(entry) => groups.push((i, entry)),
-            }
-        }
-        let mut parts = Vec::new();
-        if !locks.is_empty() {
-            let (indexes, entries): (Vec<usize>, Vec<RenewEntry<'_>>) = locks.into_iter().unzip();
-            let call = kind::renew_call(pubsub, lease_millis, &entries);
-            parts.push(Part { kind: PartKind::Locks, indexes, call });
-        }
-        if !permits.is_empty() {
-            let (indexes, entries): (Vec<usize>, Vec<PermitEntry<'_>>) = permits.into_iter().unzip();
-            let call = kind::renew_permits_call(pubsub, lease_millis, &entries);
-            parts.push(Part { kind: PartKind::Permits, indexes, call });
-        }
-        if !groups.is_empty() {
-            let (indexes, entries): (Vec<usize>, Vec<GroupEntry<'_>>) = groups.into_iter().unzip();
-            let call = kind::renew_groups_call(pubsub, lease_millis, &entries);
-            parts.push(Part { kind: PartKind::Groups, indexes, call });
-        }
-        Plan { parts }
-    }
-}
-
-impl Part {
-    /// What its call does, for an error's words.
-    fn what(&self) -> &'static str {
-        match self.kind {
-            PartKind::Locks => "renewing leases",
-            PartKind::Permits => "renewing permits",
-            PartKind::Groups => "renewing group leases",
-        }
-    }
-
-    /// Renews its `j`th lease of `chunk` alone, for `lease_millis`, on the pool `topology`
-    /// has for it now (its key declared, so that `MOVED` and `ASK` take it where its slot
-    /// is), with `run` given the pool, what the call does, and the call.
-    fn alone(
-        &self,
-        j: usize,
-        chunk: &[(Arc<Lease>, bool)],
-        lease_millis: u64,
-        topology: &Topology,
-        run: impl FnOnce(&Pool, &'static str, RenewCall) -> Result<(Vec<RenewOutcome>, Option<RunId>)>,
-    ) -> Result<(Vec<RenewOutcome>, Option<RunId>)> {
-        let (lease, fixed_too) = &chunk[self.indexes[j]];
-        match Entry::of(lease, *fixed_too) {
-            Entry::Lock(entry) => {
-                let pool = topology.pool_for(entry.name);
-                run(&pool, "renewing a lease", kind::renew_call(pool.pubsub(), lease_millis, &[entry]))
-            }
-            Entry::Permits(entry) => {
-                let pool = topology.pool_for(&keys::permit_timeouts(entry.name));
-                run(&pool, "renewing permits", kind::renew_permits_call(pool.pubsub(), lease_millis, &[entry]))
-            }
-            Entry::Group(entry) => {
-                let pool = topology.pool_for(entry.name);
-                run(&pool, "renewing a group lease", kind::renew_groups_call(pool.pubsub(), lease_millis, &[entry]))
-            }
-        }
-    }
-}
-
-/// One node's connection through a pass: lent at its first batch, written to round
-/// after round, and given back at the end of the pass (closed when a reply failed on it).
-/// Its epoch tells the batches written on it from those written on one before it.
-struct Line<'p> {
-    pool: &'p Pool,
-    lent: Option<Lent<'p>>,
-    epoch: u64,
-}
-
-/// The batches of one round, from the instant their leases were marked in flight.
-struct Round {
-    sent: Instant,
-    batches: Vec<Batch>,
-}
-
-/// One node's batch of a round: its leases, its calls, its span, and the epoch of the
-/// line it was written on (`None`: to be sent as any call).
-struct Batch {
-    node: usize,
-    chunk: Chunk,
-    plan: Plan,
-    span: trace::Span,
-    written: Option<u64>,
-}
-
-impl Line<'_> {
-    /// Gives the connection back to its pool (none of its batches is unanswered).
-    fn give_back(&mut self) {
-        if let Some(lent) = self.lent.take() {
-            let _ = lent.finish(Ok(()), "renewing leases");
-        }
-    }
-
-    /// Closes the connection after `err`: what was written on it is lost with it.
-    fn close(&mut self, err: redis::RedisError, what: &str) {
-        if let Some(lent) = self.lent.take() {
-            let _ = lent.finish::<()>(Err(err), what);
-        }
-    }
-
-    /// Reads the replies of every call of `plan`, written on the connection of `epoch`;
-    /// per call, its replies and the run of the server that gave them. After a failed
-    /// reply the connection is closed (it may be out of step) and the rest fail too, as
-    /// does a batch whose connection was closed since it was written.
-    fn read(&mut self, epoch: u64, plan: &Plan) -> Replies {
-        let mut read: Vec<Vec<RenewOutcome>> = Vec::with_capacity(plan.parts.len());
-        let mut failed: Option<redis::RedisError> = None;
-        let mut run = None;
-        let mut ended = None;
-        match self.lent.as_mut().filter(|_| self.epoch == epoch).and_then(Lent::conn) {
-            Some(conn) => {
-                run = conn.run();
-                for part in &plan.parts {
-                    match conn.receive().and_then(|value| part.call.outcomes(conn, value)) {
-                        Ok(outcomes) => read.push(outcomes),
-                        Err(err) => {
-                            failed = Some(err);
-                            break;
-                        }
-                    }
-                }
-            }
-            None => {
-                ended = Some(Error::new(
-                    ErrorKind::Redis,
-                    "renewing leases failed: the connection it was written on was closed",
-                ));
-            }
-        }
-        if let Some(err) = failed {
-            let what = plan.parts.get(read.len()).map_or("renewing leases", Part::what);
-            ended = self.lent.take().and_then(|lent| lent.finish::<()>(Err(err), what).err());
-        }
-        let mut out: Replies = read.into_iter().map(|outcomes| Ok((outcomes, run))).collect();
-        for part in plan.parts.iter().skip(out.len()) {
-            out.push(Err(ended.take().unwrap_or_else(|| {
-                Error::new(
-                    ErrorKind::Redis,
-                    format!("{} failed: an earlier reply on its connection failed", part.what()),
-                )
-            })));
-        }
-        out
     }
 }
