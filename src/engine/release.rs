@@ -223,35 +223,42 @@ impl PendingRelease {
         trace::within!(span, {
             let outcome =
                 if retry_timeout { with_retries(engine, self.valid_until, |_| try_once()) } else { try_once() };
-            let restarted = || {
+            let restarted = {
                 let (shown, answered) = (self.lease.shown_run(), answered_on.get());
                 shown.zip(answered).is_some_and(|(shown, answered)| shown != answered)
             };
-            let result = match outcome.on_lock(name) {
-                // Nothing of the owner in a free lock, after a send whose outcome is unknown,
-                // on another run of the server than the one that last showed the hold: the
-                // restart (or failover) between may have taken it, and the lock may have
-                // changed hands since. Not taken for this release's doing.
-                Ok(Some(FOUND_FREE)) if restarted() => {
-                    self.lease.lost(&engine.config().events);
-                    Err(Error::new(
-                        ErrorKind::NotHeld,
-                        "the server restarted (or failed over) since it last showed the hold, and the lock is free: the hold may have been lost before this release",
-                    )
-                    .on_lock(name))
-                }
-                Ok(Some(_)) => Ok(()),
-                Ok(None) => {
-                    // Redis says the owner holds nothing: the lease was lost (a restart, an
-                    // eviction, a force unlock), and this release is the first to learn it.
-                    self.lease.lost(&engine.config().events);
-                    Err(Error::new(ErrorKind::NotHeld, "this owner no longer holds the lock").on_lock(name))
-                }
-                Err(err) => Err(err),
-            };
+            let result = self.judge(outcome.on_lock(name), restarted);
             trace::record!(span, outcome = release_outcome(&result));
             result
         })
+    }
+
+    /// What the release script's answer means for the hold: `restarted`, the server that
+    /// answered is another run than the one that last showed the hold.
+    fn judge(&self, answer: Result<Option<i64>>, restarted: bool) -> Result<()> {
+        let (name, events) = (self.lease.name(), &self.engine.config().events);
+        match answer {
+            // Nothing of the owner in a free lock, after a send whose outcome is unknown,
+            // on another run of the server than the one that last showed the hold: the
+            // restart (or failover) between may have taken it, and the lock may have
+            // changed hands since. Not taken for this release's doing.
+            Ok(Some(FOUND_FREE)) if restarted => {
+                self.lease.lost(events);
+                Err(Error::new(
+                    ErrorKind::NotHeld,
+                    "the server restarted (or failed over) since it last showed the hold, and the lock is free: the hold may have been lost before this release",
+                )
+                .on_lock(name))
+            }
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                // Redis says the owner holds nothing: the lease was lost (a restart, an
+                // eviction, a force unlock), and this release is the first to learn it.
+                self.lease.lost(events);
+                Err(Error::new(ErrorKind::NotHeld, "this owner no longer holds the lock").on_lock(name))
+            }
+            Err(err) => Err(err),
+        }
     }
 }
 

@@ -28,8 +28,9 @@ use crate::config::ShardedSubscriptionMode;
 use crate::error::{Error, ErrorKind, Result, is_transient_refusal};
 use crate::events::Events;
 use crate::transport::conn::PubSub;
+use crate::transport::connector::Connector;
 use crate::transport::net::Target;
-use crate::transport::pool::{Connector, Pool, Redirect};
+use crate::transport::pool::{Pool, Redirect};
 use crate::transport::subscriber::{Subscriber, SubscriberStats, Timing};
 use crate::transport::url::{NodeList, redact};
 

@@ -3,6 +3,7 @@
 
 mod cluster;
 mod conn;
+mod connector;
 mod net;
 mod pool;
 mod sentinel;

@@ -19,92 +19,7 @@ use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::trace;
 use crate::transport::conn::{Conn, Origin, PubSub, RunId};
-use crate::transport::sentinel::Sentinels;
-
-/// Where new connections go.
-pub(crate) enum Connector {
-    /// One server.
-    Direct(Box<redis::Client>),
-    /// The master the sentinels name.
-    Sentinel(Arc<Sentinels>),
-}
-
-impl Connector {
-    /// Opens a connection within `timeout`. Behind sentinels, also says which master it
-    /// went to.
-    fn connect(&self, timeout: Duration) -> redis::RedisResult<(redis::Connection, Option<(String, u16)>)> {
-        match self {
-            Connector::Direct(client) => client.get_connection_with_timeout(timeout).map(|conn| (conn, None)),
-            Connector::Sentinel(sentinels) => {
-                let started = Instant::now();
-                let (host, port) = sentinels.master(timeout).map_err(|e| {
-                    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::NotConnected, format!("{e:#}")))
-                })?;
-                let remaining = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
-                let connected = sentinels
-                    .node_info(host.clone(), port)
-                    .and_then(redis::Client::open)
-                    .and_then(|client| client.get_connection_with_timeout(remaining));
-                if connected.is_err() {
-                    // The master may have moved: ask the sentinels again next time.
-                    sentinels.forget_master();
-                }
-                connected.map(|conn| (conn, Some((host, port))))
-            }
-        }
-    }
-
-    /// Opens a connection, within `timeout`, to another server of the same deployment at
-    /// `host:port` (a replica its master lists), logging in as this connector does. A
-    /// server reached over a Unix socket has no such siblings: an error.
-    fn connect_to_node(&self, host: &str, port: u16, timeout: Duration) -> redis::RedisResult<redis::Connection> {
-        let info = match self {
-            Connector::Direct(client) => {
-                let info = client.get_connection_info().clone();
-                let addr = match info.addr().clone() {
-                    redis::ConnectionAddr::Tcp(..) => redis::ConnectionAddr::Tcp(host.to_owned(), port),
-                    redis::ConnectionAddr::TcpTls { insecure, tls_params, .. } => {
-                        redis::ConnectionAddr::TcpTls { host: host.to_owned(), port, insecure, tls_params }
-                    }
-                    _ => {
-                        return Err(redis::RedisError::from((
-                            redis::ErrorKind::InvalidClientConfig,
-                            "a server reached over a Unix socket names no other server to connect to",
-                        )));
-                    }
-                };
-                info.set_addr(addr)
-            }
-            Connector::Sentinel(sentinels) => sentinels.node_info(host.to_owned(), port)?,
-        };
-        redis::Client::open(info)?.get_connection_with_timeout(timeout)
-    }
-
-    /// Where it connects, for messages: `host:port` (or a socket's path), or the
-    /// sentinels' master's name.
-    fn describe(&self) -> String {
-        match self {
-            Connector::Direct(client) => client.get_connection_info().addr().to_string(),
-            Connector::Sentinel(sentinels) => sentinels.describe(),
-        }
-    }
-
-    /// The ACL user the connections log in as (`default` when the URL names none).
-    fn user(&self) -> String {
-        let named = match self {
-            Connector::Direct(client) => client.get_connection_info().redis_settings().username().map(str::to_owned),
-            Connector::Sentinel(sentinels) => sentinels.login().0,
-        };
-        named.unwrap_or_else(|| "default".to_owned())
-    }
-
-    /// A server answered as a replica: the master has moved.
-    fn master_moved(&self) {
-        if let Connector::Sentinel(sentinels) = self {
-            sentinels.forget_master();
-        }
-    }
-}
+use crate::transport::connector::Connector;
 
 /// Where a cluster sends a command its node answered with `MOVED` or `ASK`.
 pub(crate) trait Redirect: Send + Sync {
@@ -318,42 +233,7 @@ impl Pool {
                 // MOVED, ASK and TRYAGAIN come before the command runs: it did nothing, and
                 // the connection is in step.
                 self.checkin(generation, conn);
-                if redirected.left() == 0 {
-                    // Still moving (a failover or a migration under way): the retry layer
-                    // tries again, within its budget, as for a node that cannot be reached.
-                    return Err(Error::from_redis(err, what, timeout).connection().unsent());
-                }
-                let left = redirected.left() - 1;
-                if left + 1 < MAX_REDIRECTS {
-                    // Redirected again: give the cluster a moment to agree with itself.
-                    std::thread::sleep(TRY_AGAIN_PAUSE);
-                }
-                let target = self.redirect.as_ref().and_then(Weak::upgrade).and_then(|redirect| {
-                    let (addr, slot) = err.redirect_node()?;
-                    let (host, port) = addr.rsplit_once(':')?;
-                    let port = port.parse().ok()?;
-                    match err.kind() {
-                        redis::ErrorKind::Server(redis::ServerErrorKind::Ask) => {
-                            redirect.node(host, port).map(|pool| (pool, Redirected::Asking(left)))
-                        }
-                        _ => redirect.moved(slot, host, port).map(|pool| (pool, Redirected::No(left))),
-                    }
-                });
-                match target {
-                    Some((pool, redirected)) => pool.run_dyn(call, op, on_timeout, redirected),
-                    // TRYAGAIN (a multi-key command in a slot being migrated): a moment later.
-                    None if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
-                        trace::event!(
-                            DEBUG,
-                            "transient error retried",
-                            pause_ms = trace::millis(TRY_AGAIN_PAUSE);
-                            error = err
-                        );
-                        std::thread::sleep(TRY_AGAIN_PAUSE);
-                        self.run_dyn(call, op, on_timeout, Redirected::No(left))
-                    }
-                    None => Err(Error::from_redis(err, what, timeout).connection().unsent()),
-                }
+                self.redirect(call, op, on_timeout, redirected, err, timeout)
             }
             Err(err) if err.is_timeout() && on_timeout.is_some() => {
                 // Out of the pool's count now: the hand-off closes it when it is done.
@@ -395,6 +275,56 @@ impl Pool {
                 }
                 self.finish(generation, conn, Err(err), what, timeout)
             }
+        }
+    }
+
+    /// Follows a cluster's redirection of `call` (`MOVED`, `ASK`, `TRYAGAIN`), its
+    /// connection back in the pool.
+    fn redirect<T>(
+        &self,
+        call: Call<'_>,
+        op: &mut dyn FnMut(&mut Conn) -> redis::RedisResult<T>,
+        on_timeout: Option<&mut dyn FnMut(Conn)>,
+        redirected: Redirected,
+        err: redis::RedisError,
+        timeout: Duration,
+    ) -> Result<T> {
+        let what = call.what;
+        if redirected.left() == 0 {
+            // Still moving (a failover or a migration under way): the retry layer
+            // tries again, within its budget, as for a node that cannot be reached.
+            return Err(Error::from_redis(err, what, timeout).connection().unsent());
+        }
+        let left = redirected.left() - 1;
+        if left + 1 < MAX_REDIRECTS {
+            // Redirected again: give the cluster a moment to agree with itself.
+            std::thread::sleep(TRY_AGAIN_PAUSE);
+        }
+        let target = self.redirect.as_ref().and_then(Weak::upgrade).and_then(|redirect| {
+            let (addr, slot) = err.redirect_node()?;
+            let (host, port) = addr.rsplit_once(':')?;
+            let port = port.parse().ok()?;
+            match err.kind() {
+                redis::ErrorKind::Server(redis::ServerErrorKind::Ask) => {
+                    redirect.node(host, port).map(|pool| (pool, Redirected::Asking(left)))
+                }
+                _ => redirect.moved(slot, host, port).map(|pool| (pool, Redirected::No(left))),
+            }
+        });
+        match target {
+            Some((pool, redirected)) => pool.run_dyn(call, op, on_timeout, redirected),
+            // TRYAGAIN (a multi-key command in a slot being migrated): a moment later.
+            None if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
+                trace::event!(
+                    DEBUG,
+                    "transient error retried",
+                    pause_ms = trace::millis(TRY_AGAIN_PAUSE);
+                    error = err
+                );
+                std::thread::sleep(TRY_AGAIN_PAUSE);
+                self.run_dyn(call, op, on_timeout, Redirected::No(left))
+            }
+            None => Err(Error::from_redis(err, what, timeout).connection().unsent()),
         }
     }
 

@@ -11,8 +11,9 @@ use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::cluster::{self, Cluster, NodeSettings};
 use crate::transport::conn::{Conn, PubSub};
+use crate::transport::connector::Connector;
 use crate::transport::net::Target;
-use crate::transport::pool::{Connector, Pool};
+use crate::transport::pool::Pool;
 use crate::transport::sentinel::{self, Sentinels, SwitchWatch};
 use crate::transport::subscriber::{Subscriber, SubscriberStats, Ticket, Timing};
 use crate::transport::subscriptions::Meaning;
@@ -78,11 +79,7 @@ impl Topology {
         } else {
             Topology::direct(url, config)?
         };
-        let plaintext = target.is_plaintext_tcp();
-        let tls = target.is_tls();
-        // A plaintext port reads a TLS handshake as the start of a command and waits for
-        // the rest: the client sees no answer, not a refusal.
-        let tls_hint = "no answer to the TLS handshake: if the server speaks plaintext on that port, use redis://";
+        let (plaintext, tls) = (target.is_plaintext_tcp(), target.is_tls());
         let pool = Arc::new(Pool::new(
             connector,
             PubSub::Classic,
@@ -96,33 +93,7 @@ impl Topology {
                 redis::cmd("PING").query::<String>(conn)?;
                 prepare(conn)
             })
-            .map_err(|err| {
-                if err.is_timeout() && !err.was_unsent() {
-                    // A reply that did not come: the first exchange is bounded by the shorter
-                    // of the two timeouts. (A connection that could not be made already says
-                    // it was the connect timeout.)
-                    let (which, limit) = if config.connect_timeout <= config.command_timeout {
-                        ("connect timeout", config.connect_timeout)
-                    } else {
-                        ("command timeout", config.command_timeout)
-                    };
-                    let err =
-                        Error::new(ErrorKind::Timeout, format!("no answer within the {which} ({limit:?}) while connecting"))
-                            .connection();
-                    if tls { err.hint(tls_hint) } else { err }
-                } else if err.is_timeout() && tls {
-                    err.connection().hint(tls_hint)
-                } else if err.is_timeout() {
-                    err.connection()
-                } else if err.is_authentication() && err.redis_error().is_some_and(|e| e.code() == Some("NOAUTH")) {
-                    err.hint("the server wants a login, and the URL gives no password (user \"default\"): redis://:PASSWORD@host/ or redis://USER:PASSWORD@host/")
-                } else if plaintext && err.is_closed_by_peer() {
-                    // A TLS port closes or resets a plaintext client's first exchange.
-                    err.hint("the server closed the connection at the first exchange: if it wants TLS, use rediss://")
-                } else {
-                    err
-                }
-            })?;
+            .map_err(|err| first_exchange_failed(err, config, plaintext, tls))?;
         let subscriber = Arc::new(Subscriber::start(
             target,
             PubSub::Classic,
@@ -132,20 +103,7 @@ impl Topology {
             config.events.clone(),
         )?);
         let switch_watch = match sentinels {
-            Some(sentinels) => {
-                let (moved_pool, moved_subscriber) = (Arc::clone(&pool), Arc::clone(&subscriber));
-                let watch = SwitchWatch::start(sentinels, config.connect_timeout, move || {
-                    moved_pool.master_moved();
-                    moved_subscriber.reconnect("the sentinels switched the master");
-                });
-                match watch {
-                    Ok(watch) => Some(watch),
-                    Err(err) => {
-                        subscriber.shutdown();
-                        return Err(err);
-                    }
-                }
-            }
+            Some(sentinels) => Some(watch_switches(sentinels, config, &pool, &subscriber)?),
             None => None,
         };
         let servers = Servers::One { pool, subscriber, switch_watch };
@@ -328,4 +286,56 @@ impl Topology {
             Servers::Cluster(cluster) => cluster.stop(),
         }
     }
+}
+
+/// What a failed first exchange with a server says, with a hint where the failure has a
+/// likely cause: a timeout names the timeout that bounded it; TLS spoken to a plaintext
+/// port, or plaintext to a TLS port, and a login the URL does not give, say so.
+fn first_exchange_failed(err: Error, config: &Config, plaintext: bool, tls: bool) -> Error {
+    // A plaintext port reads a TLS handshake as the start of a command and waits for
+    // the rest: the client sees no answer, not a refusal.
+    let tls_hint = "no answer to the TLS handshake: if the server speaks plaintext on that port, use redis://";
+    if err.is_timeout() && !err.was_unsent() {
+        // A reply that did not come: the first exchange is bounded by the shorter
+        // of the two timeouts. (A connection that could not be made already says
+        // it was the connect timeout.)
+        let (which, limit) = if config.connect_timeout <= config.command_timeout {
+            ("connect timeout", config.connect_timeout)
+        } else {
+            ("command timeout", config.command_timeout)
+        };
+        let err = Error::new(ErrorKind::Timeout, format!("no answer within the {which} ({limit:?}) while connecting"))
+            .connection();
+        if tls { err.hint(tls_hint) } else { err }
+    } else if err.is_timeout() && tls {
+        err.connection().hint(tls_hint)
+    } else if err.is_timeout() {
+        err.connection()
+    } else if err.is_authentication() && err.redis_error().is_some_and(|e| e.code() == Some("NOAUTH")) {
+        err.hint("the server wants a login, and the URL gives no password (user \"default\"): redis://:PASSWORD@host/ or redis://USER:PASSWORD@host/")
+    } else if plaintext && err.is_closed_by_peer() {
+        // A TLS port closes or resets a plaintext client's first exchange.
+        err.hint("the server closed the connection at the first exchange: if it wants TLS, use rediss://")
+    } else {
+        err
+    }
+}
+
+/// Starts the watch on the sentinels' announcements of a new master: the pool and the
+/// subscriber follow each switch. On failure the subscriber is stopped.
+fn watch_switches(
+    sentinels: Arc<Sentinels>,
+    config: &Config,
+    pool: &Arc<Pool>,
+    subscriber: &Arc<Subscriber>,
+) -> Result<SwitchWatch> {
+    let (moved_pool, moved_subscriber) = (Arc::clone(pool), Arc::clone(subscriber));
+    let watch = SwitchWatch::start(sentinels, config.connect_timeout, move || {
+        moved_pool.master_moved();
+        moved_subscriber.reconnect("the sentinels switched the master");
+    });
+    if watch.is_err() {
+        subscriber.shutdown();
+    }
+    watch
 }
