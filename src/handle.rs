@@ -33,7 +33,7 @@ pub(crate) struct Handle {
 
 impl Handle {
     pub(crate) fn new(engine: Arc<Engine>, name: impl Into<Arc<str>>, kind: Kind) -> Handle {
-        let backoff = (kind == Kind::Spin).then_some(BackOff::DEFAULT);
+        let backoff = kind.polls().then_some(BackOff::DEFAULT);
         let name: Arc<str> = name.into();
         Handle {
             engine,

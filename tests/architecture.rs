@@ -422,3 +422,81 @@ fn every_example_finds_or_starts_its_redis_and_prints_for_people() {
     checked.sort();
     assert_eq!(checked, ["fenced_store", "quickstart", "stats"], "the examples checked");
 }
+
+/// Where `text` names a variant of the crate's `Kind` (`Kind::Spin`, not `ErrorKind::…`):
+/// the byte offset of each `Kind::`.
+fn kind_variants(text: &str) -> Vec<usize> {
+    text.match_indices("Kind::")
+        .map(|(at, _)| at)
+        .filter(|&at| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + 6..].chars().next();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_') && after.is_some_and(|c| c.is_ascii_uppercase())
+        })
+        .collect()
+}
+
+/// Every decision on a lock kind made outside its spec: a `matches!` or a comparison
+/// with a variant anywhere, a match arm on a variant outside the module `kind` (whose
+/// `Kind::spec` is the one match), a wildcard arm inside it.
+fn kind_decisions(modules: &Sources) -> Vec<String> {
+    let mut found = Vec::new();
+    for (module, text) in modules {
+        let text = strip_comments(text);
+        for at in kind_variants(&text) {
+            let line = text[..at].matches('\n').count() + 1;
+            let before = text[..at].trim_end();
+            let after =
+                text[at..].split_once(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).map_or("", |x| x.1);
+            let after = after.trim_start();
+            let statement = &text[text[..at].rfind(';').map_or(0, |i| i + 1)..at];
+            if before.ends_with("==") || before.ends_with("!=") {
+                found.push(format!("{module}:{line}: a kind compared with a variant"));
+            } else if statement.contains("matches!(") {
+                found.push(format!("{module}:{line}: a kind tested with matches!"));
+            } else if module != "kind" && (after.starts_with("=>") || after.starts_with('|')) {
+                found.push(format!("{module}:{line}: a match on a kind outside Kind::spec"));
+            }
+        }
+        if module == "kind" && text.contains("_ =>") {
+            found.push(format!("{module}: a wildcard arm in the module of Kind::spec"));
+        }
+    }
+    found
+}
+
+/// A lock kind is decided in one place: its `Spec`, declared in its own module, which the
+/// one match on `Kind` (`Kind::spec`, exhaustive) returns. Every other decision reads the
+/// spec, so a new variant cannot compile until its spec is written, and no case of it is
+/// left to a default somebody else chose.
+///
+/// Breaks if code tests a kind with `matches!`, `==` or `!=` against a variant, matches on
+/// its variants outside `Kind::spec`, or gives that match a wildcard arm.
+#[test]
+fn every_decision_on_a_kind_is_its_spec() {
+    let modules = read_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(modules.get("kind").is_some_and(|text| text.contains("fn spec(self)")), "Kind::spec is in kind/mod.rs");
+    let found = kind_decisions(&modules);
+    assert!(found.is_empty(), "decisions on a kind outside its spec:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_kind_checker_finds_each_way_around_the_spec() {
+    let cases = [
+        ("handle", "let b = (kind == Kind::Spin).then_some(1);", "compared"),
+        ("handle", "let b = kind != Kind::Read;", "compared"),
+        ("engine::acquire", "let q = matches!(kind, Kind::Fair | Kind::NonReentrantFair);", "matches!"),
+        ("engine::acquire", "match kind { Kind::Read => 1, Kind::Write | Kind::Spin => 2, other => 3 }", "outside"),
+        ("kind", "match self { Kind::Reentrant => &A, _ => &B }", "wildcard"),
+    ];
+    for (module, text, says) in cases {
+        let modules = Sources::from([(module.to_owned(), text.to_owned())]);
+        let found = kind_decisions(&modules);
+        assert!(found.iter().any(|f| f.contains(says)), "{text:?}: {found:?}");
+    }
+    let fine = Sources::from([
+        ("client".to_owned(), "Handle::new(engine, name, Kind::Reentrant); let e = ErrorKind::Io == k;".to_owned()),
+        ("kind".to_owned(), "match self { Kind::Reentrant => &A, Kind::Fair => &B }".to_owned()),
+    ]);
+    assert_eq!(kind_decisions(&fine), Vec::<String>::new());
+}

@@ -30,7 +30,7 @@ use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::keys;
-use crate::kind::{AcquireArgs, Kind, LockKeys, Reply, Role};
+use crate::kind::{AcquireArgs, GiveUp, Kind, LockKeys, Reply, Role};
 use crate::trace::{self, Tally};
 use crate::transport::{Conn, Meaning, RunId};
 
@@ -144,7 +144,7 @@ pub(crate) fn prepare(engine: &Engine, request: Request<'_>) -> Result<(u64, boo
         .on_lock(name));
     }
     let upgrade = request.per_thread
-        && request.kind == Kind::Write
+        && request.kind.role() == Role::Write
         && engine.holds(request.name, Role::Read)
         && !engine.holds(request.name, Role::Write);
     if upgrade {
@@ -283,12 +283,14 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     };
     if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
         // Leave whatever the wait left in Redis (a fair lock's place in the queue).
-        let wait_millis = engine.fair_wait_millis();
-        let token = engine.topology().wake_token();
-        let always_publish = engine.config().always_publish_releases;
-        let _ = engine
-            .pool_for(name)
-            .run("leaving the queue", |conn| kind.give_up(conn, name, &owner, wait_millis, token, always_publish));
+        let left = GiveUp {
+            name,
+            owner: &owner,
+            wait_millis: engine.fair_wait_millis(),
+            wake_token: engine.topology().wake_token(),
+            always_publish: engine.config().always_publish_releases,
+        };
+        let _ = engine.pool_for(name).run("leaving the queue", |conn| kind.give_up(conn, &left));
     }
     let acquired = result.on_lock(name)?;
     let hold = acquired.map(|Grant { sent, token, joined, held_before, run }| {

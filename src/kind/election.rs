@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use crate::keys;
 use crate::kind::protocol::Reply;
+use crate::kind::protocol::Role;
 use crate::kind::reentrant;
+use crate::kind::spec::Spec;
+use crate::kind::wake;
 use crate::scripts;
 use crate::transport::Conn;
 
@@ -82,6 +85,23 @@ pub(crate) fn leader(conn: &mut Conn, key: &str) -> redis::RedisResult<Option<(S
         _ => None,
     })
 }
+
+/// An election: the plain lock's hash, one hold per leader, the next term with every
+/// grant, and its observers told of every change.
+pub(crate) static ELECTION: Spec = Spec {
+    label: "election",
+    reentrant: false,
+    keeps: false,
+    role: Role::Exclusive,
+    shares_lock_keys: true,
+    polls: false,
+    meaning: &wake::NAMED_RELEASE,
+    attempt: |conn, key, owner, args| campaign(conn, key, owner, args.lease_millis, args.token(), args.advertise),
+    release: |conn, r| reentrant::release(conn, r, true, Some(&leader_channel(r.name))),
+    force_unlock: reentrant::force_unlock_telling_waiters,
+    wait_channel: reentrant::lock_channel,
+    give_up: Some(reentrant::leave_waiting),
+};
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,9 @@
 
 use crate::keys;
 use crate::kind::protocol::Release;
+use crate::kind::protocol::{Reply, Role};
+use crate::kind::spec::{AcquireArgs, GiveUp, Spec};
+use crate::kind::wake;
 use crate::scripts;
 use crate::transport::Conn;
 
@@ -82,4 +85,39 @@ pub(crate) fn force_unlock(conn: &mut Conn, name: &str, wait_millis: u64) -> red
         .arg(wait_millis)
         .arg(keys::lock_channel(name))
         .invoke(conn)
+}
+
+/// The fair lock, Redisson's `RFairLock`.
+pub(crate) static FAIR: Spec = Spec {
+    label: "fair",
+    reentrant: true,
+    keeps: false,
+    role: Role::Exclusive,
+    shares_lock_keys: false,
+    polls: false,
+    meaning: &wake::TURN,
+    attempt: |conn, name, owner, args| attempt(conn, name, owner, args, true),
+    release,
+    force_unlock,
+    wait_channel: waiter_channel,
+    give_up: Some(leave_queue),
+};
+
+/// An acquire of a lock of the fair layout; a non-reentrant one (`reentrant` false) joins
+/// only a leftover hold of the owner (`holds_nothing`).
+pub(crate) fn attempt(
+    conn: &mut Conn,
+    name: &str,
+    owner: &str,
+    args: &AcquireArgs<'_>,
+    reentrant: bool,
+) -> redis::RedisResult<Reply> {
+    let reentrant = reentrant || args.holds_nothing;
+    acquire(conn, name, owner, args.lease_millis, args.wait_millis, args.queue, reentrant)
+        .and_then(Reply::from_grant_or_pttl)
+}
+
+/// A waiter leaves the queue.
+pub(crate) fn leave_queue(conn: &mut Conn, left: &GiveUp<'_>) -> redis::RedisResult<()> {
+    give_up(conn, left.name, left.owner, left.wait_millis).map(drop)
 }

@@ -4,7 +4,10 @@
 
 use crate::keys;
 use crate::kind::protocol::Reply;
+use crate::kind::protocol::Role;
 use crate::kind::reentrant;
+use crate::kind::spec::Spec;
+use crate::kind::wake;
 use crate::scripts;
 use crate::transport::Conn;
 
@@ -32,3 +35,19 @@ pub(crate) fn acquire(
         .invoke(conn)?;
     Ok(Reply::from_table(granted, value))
 }
+
+/// The fenced lock, Redisson's `RFencedLock`: the plain lock, and a token with every grant.
+pub(crate) static FENCED: Spec = Spec {
+    label: "fenced",
+    reentrant: true,
+    keeps: true,
+    role: Role::Exclusive,
+    shares_lock_keys: true,
+    polls: false,
+    meaning: &wake::NAMED_RELEASE,
+    attempt: |conn, name, owner, args| acquire(conn, name, owner, args.lease_millis, args.token()),
+    release: reentrant::release_telling_waiters,
+    force_unlock: reentrant::force_unlock_telling_waiters,
+    wait_channel: reentrant::lock_channel,
+    give_up: Some(reentrant::leave_waiting),
+};

@@ -58,6 +58,10 @@ impl Reply {
     }
 }
 
+/// How long a waiting client's registration lasts (see `lua/acquire.lua`); a waiter parked
+/// on a reentrant or fenced lock tries again at least this often, which renews it.
+pub(crate) const REGISTRATION: Duration = Duration::from_secs(5);
+
 /// What a release script answers when it was sent before with its outcome unknown and
 /// finds nothing of the owner in a lock nobody holds: the release happened, or the hold was
 /// gone before it (a restart emptied Redis, and the lock changed hands meanwhile). The

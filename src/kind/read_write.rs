@@ -4,6 +4,9 @@
 
 use crate::keys;
 use crate::kind::protocol::Release;
+use crate::kind::protocol::{Reply, Role};
+use crate::kind::spec::Spec;
+use crate::kind::wake;
 use crate::scripts;
 use crate::transport::Conn;
 
@@ -93,3 +96,39 @@ pub(crate) fn is_write_locked(conn: &mut Conn, name: &str) -> redis::RedisResult
     let mode: Option<String> = redis::cmd("HGET").arg(name).arg("mode").query(conn)?;
     Ok(mode.as_deref() == Some("write"))
 }
+
+/// The read side of a read-write lock, Redisson's `RReadWriteLock.readLock()`.
+pub(crate) static READ: Spec = Spec {
+    label: "read",
+    reentrant: true,
+    keeps: false,
+    role: Role::Read,
+    shares_lock_keys: false,
+    polls: false,
+    meaning: &wake::RELEASE,
+    attempt: |conn, name, owner, args| {
+        read_acquire(conn, name, owner, args.lease_millis).and_then(Reply::from_grant_or_pttl)
+    },
+    release: read_release,
+    force_unlock: |conn, name, _| force_unlock(conn, name, "read"),
+    wait_channel: |name, _| channel(name),
+    give_up: None,
+};
+
+/// The write side of a read-write lock, Redisson's `RReadWriteLock.writeLock()`.
+pub(crate) static WRITE: Spec = Spec {
+    label: "write",
+    reentrant: true,
+    keeps: false,
+    role: Role::Write,
+    shares_lock_keys: false,
+    polls: false,
+    meaning: &wake::RELEASE,
+    attempt: |conn, name, owner, args| {
+        write_acquire(conn, name, owner, args.lease_millis).and_then(Reply::from_grant_or_pttl)
+    },
+    release: write_release,
+    force_unlock: |conn, name, _| force_unlock(conn, name, "write"),
+    wait_channel: |name, _| channel(name),
+    give_up: None,
+};

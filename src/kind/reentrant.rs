@@ -2,16 +2,12 @@
 //! released on `redisson_lock__channel:{name}`). The fenced lock releases and is forced
 //! open the same way.
 
-use std::time::Duration;
-
 use crate::keys;
-use crate::kind::protocol::{LockKeys, Part, Release, WAITERS, lock_arg};
+use crate::kind::protocol::{LockKeys, Part, REGISTRATION, Release, Reply, Role, WAITERS, lock_arg};
+use crate::kind::spec::{AcquireArgs, GiveUp, Spec};
+use crate::kind::wake;
 use crate::scripts;
 use crate::transport::{Conn, Joined};
-
-/// How long a waiting client's registration lasts (see `lua/acquire.lua`); a waiter parked
-/// on a reentrant or fenced lock tries again at least this often, which renews it.
-pub(crate) const REGISTRATION: Duration = Duration::from_secs(5);
 
 /// The sorted set of a lock's waiting redlease clients, by wake token.
 pub(crate) fn waiters_key(name: &str) -> String {
@@ -125,4 +121,54 @@ pub(crate) fn keep(
 pub(crate) fn force_unlock(conn: &mut Conn, name: &str, message: bool) -> redis::RedisResult<i64> {
     let message = if message { "0" } else { "" };
     scripts::FORCE_UNLOCK.on(conn.pubsub()).key(name).arg(message).arg(keys::lock_channel(name)).invoke(conn)
+}
+
+/// The plain lock, Redisson's `RLock`.
+pub(crate) static REENTRANT: Spec = Spec {
+    label: "reentrant",
+    reentrant: true,
+    keeps: true,
+    role: Role::Exclusive,
+    shares_lock_keys: true,
+    polls: false,
+    meaning: &wake::NAMED_RELEASE,
+    attempt: |conn, name, owner, args| attempt(conn, name, owner, args, true),
+    release: release_telling_waiters,
+    force_unlock: force_unlock_telling_waiters,
+    wait_channel: lock_channel,
+    give_up: Some(leave_waiting),
+};
+
+/// An acquire of a lock of the plain layout; a non-reentrant one (`reentrant` false) joins
+/// only a leftover hold of the owner (`holds_nothing`).
+pub(crate) fn attempt(
+    conn: &mut Conn,
+    name: &str,
+    owner: &str,
+    args: &AcquireArgs<'_>,
+    reentrant: bool,
+) -> redis::RedisResult<Reply> {
+    let reentrant = reentrant || args.holds_nothing;
+    acquire(conn, name, owner, args.lease_millis, args.token(), reentrant, args.lock_keys)
+        .and_then(Reply::from_grant_or_pttl)
+}
+
+/// A release that wakes the lock's waiters.
+pub(crate) fn release_telling_waiters(conn: &mut Conn, r: &Release<'_>) -> redis::RedisResult<Option<i64>> {
+    release(conn, r, true, None)
+}
+
+/// A force unlock that wakes the lock's waiters.
+pub(crate) fn force_unlock_telling_waiters(conn: &mut Conn, name: &str, _wait_millis: u64) -> redis::RedisResult<i64> {
+    force_unlock(conn, name, true)
+}
+
+/// The lock's channel, whoever waits.
+pub(crate) fn lock_channel(name: &str, _owner: &str) -> String {
+    keys::lock_channel(name)
+}
+
+/// A waiting client stops waiting (see `lua/waiter_leave.lua`).
+pub(crate) fn leave_waiting(conn: &mut Conn, left: &GiveUp<'_>) -> redis::RedisResult<()> {
+    leave(conn, left.name, left.wake_token, left.always_publish).map(drop)
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::keys::{self, Beside};
-use crate::kind::reentrant::REGISTRATION;
+use crate::kind::protocol::REGISTRATION;
 use crate::transport::{Delivery, Meaning};
 
 /// A lock's release: one waiter, or every waiter for `1` (a read-write lock's write
