@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use redlease::{AnyLock, Client, Election, Leadership, LeaseState, LockGuard, PermitExpirableSemaphore, PermitGuard};
 
+use crate::args::RunArgs;
 use crate::exit::{self, Failure, say, shown};
-use crate::status;
+use crate::{locks, status};
 
 /// What `run` acquires: a lock, a permit of a semaphore (`--permits`), or the leadership
 /// of an election (`elect`), advertising a value.
@@ -28,6 +29,23 @@ pub(super) enum Guard {
 }
 
 impl Target {
+    /// What `args` ask for, on `client`: an election, a permit of a semaphore (whose number
+    /// of permits is set or checked first), or a lock of `--kind`.
+    pub(super) fn from_args(args: &RunArgs, client: &Client) -> Result<Target, Failure> {
+        Ok(match (&args.elect, args.permits) {
+            (Some(value), _) => Target::Election(client.election(args.name.as_str()), value.clone()),
+            (None, Some(permits)) => {
+                let semaphore = client.permit_expirable_semaphore(args.name.as_str());
+                set_permits(client, &semaphore, permits)?;
+                Target::Permits(match args.lease {
+                    Some(lease) => semaphore.with_lease(lease),
+                    None => semaphore,
+                })
+            }
+            (None, None) => Target::Lock(locks::handle(client, args.kind, &args.name, args.lease, args.at_least)),
+        })
+    }
+
     pub(super) fn try_once(&self) -> redlease::Result<Option<Guard>> {
         match self {
             Target::Lock(lock) => lock.try_lock().map(|g| g.map(Guard::Lock)),
@@ -95,11 +113,55 @@ impl Guard {
             Guard::Permit(_) | Guard::Leader(_) => None,
         }
     }
+
+    /// The command's variables of this kind, besides the lock's name and the client's id:
+    /// a lock's owner and token (when fenced), a leader's owner and term.
+    pub(super) fn variables(&self) -> Vec<(&'static str, String)> {
+        let mut env = Vec::new();
+        // A permit has no owner field.
+        if let Guard::Lock(lock) = self {
+            env.push(("REDLEASE_OWNER", lock.owner().to_owned()));
+        }
+        if let Some(token) = self.token() {
+            env.push(("REDLEASE_TOKEN", token.to_string()));
+        }
+        if let Guard::Leader(leadership) = self {
+            env.push(("REDLEASE_OWNER", leadership.owner().to_owned()));
+            env.push(("REDLEASE_TERM", leadership.term().to_string()));
+        }
+        env
+    }
+}
+
+/// Why nothing was acquired: at once with `--no-wait`, or within `--wait`; for a lock, a
+/// window that keeps it taken is named.
+pub(super) fn why_not_acquired(args: &RunArgs, client: &Client) -> String {
+    if args.no_wait {
+        return match (&args.elect, args.permits) {
+            (Some(_), _) => format!("election {} is led by someone else", shown(&args.name)),
+            (None, Some(_)) => format!("no permit of semaphore {} is free", shown(&args.name)),
+            (None, None) => match window_end(client, &args.name) {
+                Some(end) => format!("lock {} is kept taken by a window until {end}", shown(&args.name)),
+                None => format!("lock {} is held by someone else", shown(&args.name)),
+            },
+        };
+    }
+    let wait = humantime::format_duration(args.wait.unwrap_or_default());
+    match (&args.elect, args.permits) {
+        (Some(_), _) => format!("election {} was not won within {wait}", shown(&args.name)),
+        (None, Some(_)) => format!("no permit of semaphore {} was free within {wait}", shown(&args.name)),
+        (None, None) => match window_end(client, &args.name) {
+            Some(end) => {
+                format!("lock {} was not free within {wait}: a window keeps it taken until {end}", shown(&args.name))
+            }
+            None => format!("lock {} was not free within {wait}", shown(&args.name)),
+        },
+    }
 }
 
 /// Until when a window (`--at-least`) keeps the lock `name` taken, when that is what holds
 /// it now (one read that writes nothing; `None` also when it cannot be read).
-pub(super) fn window_end(client: &Client, name: &str) -> Option<String> {
+fn window_end(client: &Client, name: &str) -> Option<String> {
     let info = client.inspect(name).ok()?;
     match info.holders.as_slice() {
         [keeper] if keeper.is_window_keeper() => Some(status::window_end(&info)),
@@ -112,7 +174,7 @@ pub(super) fn window_end(client: &Client, name: &str) -> Option<String> {
 /// more commands than asked could run at once. Fewer: a warning, and the run goes on (the
 /// first run to set the permits decides their number: Redisson's semaphore keeps no total
 /// of its own).
-pub(super) fn set_permits(client: &Client, semaphore: &PermitExpirableSemaphore, permits: u64) -> Result<(), Failure> {
+fn set_permits(client: &Client, semaphore: &PermitExpirableSemaphore, permits: u64) -> Result<(), Failure> {
     let name = shown(semaphore.name());
     let set = semaphore
         .try_set_permits(permits)

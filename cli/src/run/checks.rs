@@ -1,5 +1,6 @@
 //! The checks of `run`'s arguments that need no server: a window (`--at-least`) that can
-//! be kept, and a `--grace` that fits in the warning the lease gives. Apart from the flow so
+//! be kept, a leader's value that says something, and a `--grace` that fits in the warning
+//! the lease gives. Apart from the flow so
 //! that bad input is refused (exit 64) in one place, before anything is sent.
 
 use std::time::Duration;
@@ -33,6 +34,14 @@ pub(super) fn check_window(args: &RunArgs) -> Result<(), Failure> {
             shown(at_least),
             shown(at_most)
         )));
+    }
+    Ok(())
+}
+
+/// `elect --value`, checked before anything is sent: not empty.
+pub(super) fn check_value(args: &RunArgs) -> Result<(), Failure> {
+    if args.elect.as_deref() == Some("") {
+        return Err(Failure::usage("--value is empty: a leader advertises what others need of it"));
     }
     Ok(())
 }

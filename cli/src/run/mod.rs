@@ -43,12 +43,12 @@ use redlease::{Client, Interrupter, LockEvents};
 use crate::args::RunArgs;
 use crate::connect::Settings;
 use crate::exit::{self, Failure, say, shown};
+use crate::names;
 use crate::progress::Progress;
 use crate::signals::{self, Received};
-use crate::{locks, names};
 
-use self::acquire::{Guard, Target, set_permits, window_end};
-use self::checks::{check_window, resolve_grace};
+use self::acquire::{Guard, Target, why_not_acquired};
+use self::checks::{check_value, check_window, resolve_grace};
 
 /// What the main thread hears about.
 #[derive(Debug)]
@@ -80,6 +80,18 @@ struct Shared {
 }
 
 impl Shared {
+    /// Blocks the signals `run` takes (before any thread starts) and starts the thread that
+    /// takes them; what one does then follows the phase, starting with connecting.
+    fn listen(events: Sender<Event>) -> Result<Arc<Shared>, Failure> {
+        let mask = signals::block().map_err(|e| Failure::software(format!("cannot block signals: {e}")))?;
+        let shared =
+            Arc::new(Shared { state: Mutex::new(State { phase: Phase::Starting, interrupted: None }), events });
+        let listener = Arc::clone(&shared);
+        signals::listen(mask, move |received| listener.on_signal(received))
+            .map_err(|e| Failure::software(format!("cannot start the signal thread: {e}")))?;
+        Ok(shared)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -152,34 +164,14 @@ impl LeaseEvents {
 pub fn run(args: RunArgs) -> Result<u8, Failure> {
     names::check(&args.name)?;
     check_window(&args)?;
-    if args.elect.as_deref() == Some("") {
-        return Err(Failure::usage("--value is empty: a leader advertises what others need of it"));
-    }
+    check_value(&args)?;
     let settings = Settings::from_args(&args.connection)?;
     let grace = resolve_grace(&args)?;
-    let mask = signals::block().map_err(|e| Failure::software(format!("cannot block signals: {e}")))?;
     let (events, inbox) = mpsc::channel();
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State { phase: Phase::Starting, interrupted: None }),
-        events: events.clone(),
-    });
-    let listener = Arc::clone(&shared);
-    signals::listen(mask, move |received| listener.on_signal(received))
-        .map_err(|e| Failure::software(format!("cannot start the signal thread: {e}")))?;
+    let shared = Shared::listen(events.clone())?;
     let hook = Arc::new(LeaseEvents { events: events.clone(), renewal_error: Mutex::new(None) });
     let client = settings.client(args.tending.watchdog, Some(Arc::clone(&hook) as Arc<dyn LockEvents>))?;
-    let target = match (&args.elect, args.permits) {
-        (Some(value), _) => Target::Election(client.election(args.name.as_str()), value.clone()),
-        (None, Some(permits)) => {
-            let semaphore = client.permit_expirable_semaphore(args.name.as_str());
-            set_permits(&client, &semaphore, permits)?;
-            Target::Permits(match args.lease {
-                Some(lease) => semaphore.with_lease(lease),
-                None => semaphore,
-            })
-        }
-        (None, None) => Target::Lock(locks::handle(&client, args.kind, &args.name, args.lease, args.at_least)),
-    };
+    let target = Target::from_args(&args, &client)?;
     let run = Run { args: &args, client: &client, hook: &hook, grace };
 
     shared.wait_with(Interrupter::current());
@@ -200,34 +192,7 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     }
     let guard = match acquired {
         Ok(Some(guard)) => guard,
-        Ok(None) if args.no_wait => {
-            let why = match (&args.elect, args.permits) {
-                (Some(_), _) => format!("election {} is led by someone else", shown(&args.name)),
-                (None, Some(_)) => format!("no permit of semaphore {} is free", shown(&args.name)),
-                (None, None) => match window_end(&client, &args.name) {
-                    Some(end) => format!("lock {} is kept taken by a window until {end}", shown(&args.name)),
-                    None => format!("lock {} is held by someone else", shown(&args.name)),
-                },
-            };
-            return Err(Failure::new(exit::NOT_ACQUIRED, why));
-        }
-        Ok(None) => {
-            let wait = humantime::format_duration(args.wait.unwrap_or_default());
-            let why = match (&args.elect, args.permits) {
-                (Some(_), _) => format!("election {} was not won within {wait}", shown(&args.name)),
-                (None, Some(_)) => format!("no permit of semaphore {} was free within {wait}", shown(&args.name)),
-                (None, None) => match window_end(&client, &args.name) {
-                    Some(end) => {
-                        format!(
-                            "lock {} was not free within {wait}: a window keeps it taken until {end}",
-                            shown(&args.name)
-                        )
-                    }
-                    None => format!("lock {} was not free within {wait}", shown(&args.name)),
-                },
-            };
-            return Err(Failure::new(exit::NOT_ACQUIRED, why));
-        }
+        Ok(None) => return Err(Failure::new(exit::NOT_ACQUIRED, why_not_acquired(&args, &client))),
         Err(err) => return Err(Failure::from_lock_error("cannot acquire", &err)),
     };
     run.hold(guard, &inbox)

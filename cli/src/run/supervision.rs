@@ -4,6 +4,7 @@
 //! and the exit code that says how it went. Apart from the acquiring: from here on the kind
 //! of lease no longer matters, only its state and its deadline.
 
+use std::process::ExitStatus;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -47,42 +48,13 @@ impl Run<'_> {
             let _ = guard.release();
             return Err(Failure::new(exit::LEASE_LOST, format!("lost {} before the command started", self.name())));
         }
-        let mut env =
-            vec![("REDLEASE_LOCK", self.args.name.clone()), ("REDLEASE_CLIENT_ID", self.client.id().to_owned())];
-        // A permit has no owner field.
-        if let Guard::Lock(lock) = &guard {
-            env.push(("REDLEASE_OWNER", lock.owner().to_owned()));
-        }
-        if let Some(token) = guard.token() {
-            env.push(("REDLEASE_TOKEN", token.to_string()));
-        }
-        if let Guard::Leader(leadership) = &guard {
-            env.push(("REDLEASE_OWNER", leadership.owner().to_owned()));
-            env.push(("REDLEASE_TERM", leadership.term().to_string()));
-        }
-        let parent_death = match self.args.tending.on_lost {
-            OnLost::Term => Some(Signal::SIGTERM),
-            OnLost::Kill => Some(Signal::SIGKILL),
-            OnLost::Ignore => None,
-        };
-        let mut child = match Child::spawn(&self.args.command, &env, parent_death) {
+        let mut child = match self.start(&guard) {
             Ok(child) => child,
             Err(failure) => {
                 self.release(guard);
                 return Err(failure);
             }
         };
-        let events = self.hook.events.clone();
-        if let Err(e) = child.watch(move || {
-            let _ = events.send(Event::ChildExited);
-        }) {
-            // Without a watcher the exit cannot be heard: stop the command rather than leave
-            // it running unwatched.
-            child.signal(Signal::SIGKILL);
-            let _ = child.reap();
-            self.release(guard);
-            return Err(Failure::software(format!("cannot start a thread: {e}")));
-        }
         let Ending { loss, stopped } = self.supervise(&guard, &child, inbox, acquired_at);
         let status = child.reap().map_err(|e| Failure::software(format!("cannot reap the command: {e}")))?;
         let exited_at = Instant::now();
@@ -99,7 +71,39 @@ impl Run<'_> {
                 None
             }
         };
-        match (loss, stopped) {
+        self.outcome(Ending { loss, stopped }, status, exited_at)
+    }
+
+    /// Starts the command with the lock's variables, and the thread that hears of its exit.
+    /// A command that cannot be watched is killed and reaped before the error is returned.
+    fn start(&self, guard: &Guard) -> Result<Child, Failure> {
+        let mut env =
+            vec![("REDLEASE_LOCK", self.args.name.clone()), ("REDLEASE_CLIENT_ID", self.client.id().to_owned())];
+        env.extend(guard.variables());
+        let parent_death = match self.args.tending.on_lost {
+            OnLost::Term => Some(Signal::SIGTERM),
+            OnLost::Kill => Some(Signal::SIGKILL),
+            OnLost::Ignore => None,
+        };
+        let mut child = Child::spawn(&self.args.command, &env, parent_death)?;
+        let events = self.hook.events.clone();
+        if let Err(e) = child.watch(move || {
+            let _ = events.send(Event::ChildExited);
+        }) {
+            // Without a watcher the exit cannot be heard: stop the command rather than leave
+            // it running unwatched.
+            child.signal(Signal::SIGKILL);
+            let _ = child.reap();
+            return Err(Failure::software(format!("cannot start a thread: {e}")));
+        }
+        Ok(child)
+    }
+
+    /// What `redlease` exits with once the command has exited (`status`, at `exited_at`)
+    /// and the lease is released: 79 when the command outlived its lease, 80 when it was
+    /// stopped before the lease's deadline, else the command's own code.
+    fn outcome(&self, ending: Ending, status: ExitStatus, exited_at: Instant) -> Result<u8, Failure> {
+        match (ending.loss, ending.stopped) {
             (Some(loss), _) => Err(Failure::new(
                 exit::LEASE_LOST,
                 format!("lost {} ({}); the command {}", self.name(), loss.why, child::describe(status)),
@@ -123,12 +127,7 @@ impl Run<'_> {
         let tick = self.tick();
         let mut loss: Option<Loss> = None;
         let mut kill_at: Option<Instant> = None;
-        // A fixed lease's deadline is known from the start.
-        let mut stopping = match (self.args.lease, guard.valid_until()) {
-            (Some(lease), Some(deadline)) => Stopping::plan(self.args.tending.on_lost, self.grace, deadline)
-                .map(|plan| (format!("its fixed lease of {} was ending", humantime::format_duration(lease)), plan)),
-            _ => None,
-        };
+        let mut stopping = self.fixed_lease_stopping(guard);
         let mut ignoring_risk = false;
         loop {
             let next = [stopping.as_ref().and_then(|(_, plan)| plan.next_at()), kill_at].into_iter().flatten().min();
@@ -148,68 +147,16 @@ impl Run<'_> {
                 Ok(Event::LeaseChanged) | Err(RecvTimeoutError::Timeout) => {}
             }
             if loss.is_none() {
-                match guard.lease_state() {
-                    LeaseState::AtRisk if stopping.is_none() => match guard.valid_until() {
-                        Some(deadline) if self.args.tending.on_lost != OnLost::Ignore => {
-                            stopping = Stopping::plan(self.args.tending.on_lost, self.grace, deadline).map(|plan| {
-                                let why = self.why_at_risk();
-                                self.announce(child, &why, &plan);
-                                (why, plan)
-                            });
-                        }
-                        _ if !ignoring_risk => {
-                            ignoring_risk = true;
-                            say(&format!(
-                                "{} is at risk ({}): the command (pid {}) runs on (--on-lost ignore)",
-                                self.name(),
-                                self.why_at_risk(),
-                                child.pid()
-                            ));
-                        }
-                        _ => {}
-                    },
-                    // A renewal got through before any signal went: the command runs on.
-                    LeaseState::Held if self.args.lease.is_none() => {
-                        if stopping.as_ref().is_some_and(|(_, plan)| !plan.started()) {
-                            say(&format!("renewals of {} got through again: the command runs on", self.name()));
-                            stopping = None;
-                        }
-                        ignoring_risk = false;
-                    }
-                    _ => {}
-                }
+                self.follow_lease_state(guard, child, &mut stopping, &mut ignoring_risk);
             }
             if let Some((_, plan)) = &mut stopping
                 && loss.is_none()
             {
-                while let Some(action) = plan.due(Instant::now()) {
-                    let pid = child.pid();
-                    match action {
-                        Action::Term => {
-                            say(&format!("sending SIGTERM to the command (pid {pid}) before the lease can run out"));
-                            child.signal(Signal::SIGTERM);
-                        }
-                        Action::Kill => {
-                            say(&format!("sending SIGKILL to the command (pid {pid}) before the lease can run out"));
-                            child.signal(Signal::SIGKILL);
-                        }
-                    }
-                }
+                send_due_signals(child, plan);
             }
             if loss.is_none() && !guard.is_held() {
                 let why = self.why_lost(acquired_at);
-                kill_at = match &stopping {
-                    // Being stopped already, and still running at the deadline: at once.
-                    Some((_, plan)) if plan.started() => {
-                        say(&format!(
-                            "lost {} ({why}) while the command (pid {}) was stopping",
-                            self.name(),
-                            child.pid()
-                        ));
-                        Some(Instant::now())
-                    }
-                    _ => self.tell(child, &why),
-                };
+                kill_at = self.on_loss(child, &why, stopping.as_ref());
                 loss = Some(Loss { why });
             }
             if kill_at.is_some_and(|at| Instant::now() >= at) {
@@ -217,6 +164,70 @@ impl Run<'_> {
                 child.signal(Signal::SIGKILL);
                 kill_at = None;
             }
+        }
+    }
+
+    /// A fixed lease's stopping, planned from the start: its deadline is known then.
+    fn fixed_lease_stopping(&self, guard: &Guard) -> Option<(String, Stopping)> {
+        match (self.args.lease, guard.valid_until()) {
+            (Some(lease), Some(deadline)) => Stopping::plan(self.args.tending.on_lost, self.grace, deadline)
+                .map(|plan| (format!("its fixed lease of {} was ending", humantime::format_duration(lease)), plan)),
+            _ => None,
+        }
+    }
+
+    /// Follows the state of a lease not lost: at risk, the command's stopping is planned and
+    /// announced (with `--on-lost ignore`, the risk is only said, once); held again before
+    /// any signal went, the stopping is called off.
+    fn follow_lease_state(
+        &self,
+        guard: &Guard,
+        child: &Child,
+        stopping: &mut Option<(String, Stopping)>,
+        ignoring_risk: &mut bool,
+    ) {
+        match guard.lease_state() {
+            LeaseState::AtRisk if stopping.is_none() => match guard.valid_until() {
+                Some(deadline) if self.args.tending.on_lost != OnLost::Ignore => {
+                    *stopping = Stopping::plan(self.args.tending.on_lost, self.grace, deadline).map(|plan| {
+                        let why = self.why_at_risk();
+                        self.announce(child, &why, &plan);
+                        (why, plan)
+                    });
+                }
+                _ if !*ignoring_risk => {
+                    *ignoring_risk = true;
+                    say(&format!(
+                        "{} is at risk ({}): the command (pid {}) runs on (--on-lost ignore)",
+                        self.name(),
+                        self.why_at_risk(),
+                        child.pid()
+                    ));
+                }
+                _ => {}
+            },
+            // A renewal got through before any signal went: the command runs on.
+            LeaseState::Held if self.args.lease.is_none() => {
+                if stopping.as_ref().is_some_and(|(_, plan)| !plan.started()) {
+                    say(&format!("renewals of {} got through again: the command runs on", self.name()));
+                    *stopping = None;
+                }
+                *ignoring_risk = false;
+            }
+            _ => {}
+        }
+    }
+
+    /// The lease was found lost (`why`): a command being stopped gets SIGKILL at once, any
+    /// other is told as `--on-lost` says. Returns when to send SIGKILL.
+    fn on_loss(&self, child: &Child, why: &str, stopping: Option<&(String, Stopping)>) -> Option<Instant> {
+        match stopping {
+            // Being stopped already, and still running at the deadline: at once.
+            Some((_, plan)) if plan.started() => {
+                say(&format!("lost {} ({why}) while the command (pid {}) was stopping", self.name(), child.pid()));
+                Some(Instant::now())
+            }
+            _ => self.tell(child, why),
         }
     }
 
@@ -290,6 +301,23 @@ impl Run<'_> {
     /// How often the lease is read: a tenth of it, between 10 ms and 250 ms.
     fn tick(&self) -> Duration {
         tick_for(self.args)
+    }
+}
+
+/// Sends the stopping's signals that are due, each once, saying so.
+fn send_due_signals(child: &Child, plan: &mut Stopping) {
+    while let Some(action) = plan.due(Instant::now()) {
+        let pid = child.pid();
+        match action {
+            Action::Term => {
+                say(&format!("sending SIGTERM to the command (pid {pid}) before the lease can run out"));
+                child.signal(Signal::SIGTERM);
+            }
+            Action::Kill => {
+                say(&format!("sending SIGKILL to the command (pid {pid}) before the lease can run out"));
+                child.signal(Signal::SIGKILL);
+            }
+        }
     }
 }
 
