@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redlease::{ClientIdentity, HolderRole, LockInfo, LockKind};
+use redlease::{ClientIdentity, Holder, HolderRole, LockInfo, LockKind};
 use serde_json::{Value, json};
 
 use crate::args::{ListArgs, StatusArgs};
@@ -191,52 +191,9 @@ pub fn to_text(info: &LockInfo, now: SystemTime) -> String {
     if info.kind == Some(LockKind::Semaphore) {
         return semaphore_text(info, &name);
     }
-    let mut about = Vec::new();
-    match info.kind {
-        Some(LockKind::Election) => about.push("election".to_owned()),
-        Some(kind) => about.push(format!("{} lock", if kind == LockKind::Lock { "plain" } else { kind.name() })),
-        None => {}
-    }
-    if let Some(mode) = mode(info) {
-        about.push(format!("mode {mode}"));
-    }
-    match (info.kind, info.token) {
-        (Some(LockKind::Election), Some(term)) => about.push(format!("term {term}")),
-        (_, Some(token)) => about.push(format!("last token {token}")),
-        (_, None) => {}
-    }
-    let state = if info.is_held() { "held" } else { "free" };
-    if about.is_empty() {
-        let _ = writeln!(out, "{name}: {state}");
-    } else {
-        let _ = writeln!(out, "{name}: {state} ({})", about.join(", "));
-    }
+    let _ = writeln!(out, "{}", heading(info, &name));
     for h in &info.holders {
-        if h.is_window_keeper() {
-            // Nobody holds it: a window keeps it after a release; its client may be gone.
-            let mut line = format!("  {:<8} {}  kept taken until {}", "window", h.owner, window_end(info));
-            if let Some(c) = &h.client {
-                let _ = write!(line, ", after a release by pid {} on {} ({})", c.pid, c.host, c.program);
-            }
-            let _ = writeln!(out, "{line}");
-            continue;
-        }
-        let role = match h.role {
-            HolderRole::Read => "reader",
-            HolderRole::Write => "writer",
-            _ => "holder",
-        };
-        let unit = match (h.role, h.holds) {
-            (HolderRole::Values, 1) => "value",
-            (HolderRole::Values, _) => "values",
-            (_, 1) => "hold",
-            _ => "holds",
-        };
-        let mut line = format!("  {role:<8} {}  {} {unit}", h.owner, h.holds);
-        if let Some(left) = h.lease_left {
-            let _ = write!(line, ", {} left", millis(ms(left)));
-        }
-        let _ = writeln!(out, "{line}  {}", client_text(h.client.as_ref(), now));
+        let _ = writeln!(out, "{}", holder_text(info, h, now));
     }
     match (info.lease_left, info.key_type.as_str()) {
         (Some(left), _) => {
@@ -263,6 +220,56 @@ pub fn to_text(info: &LockInfo, now: SystemTime) -> String {
         let _ = writeln!(out, "  {:<8} {n} {} waiting", "clients", if n == 1 { "client" } else { "clients" });
     }
     out
+}
+
+/// The first line of a lock's text: held or free, and what it is (kind, mode, token or
+/// term) when known.
+fn heading(info: &LockInfo, name: &str) -> String {
+    let mut about = Vec::new();
+    match info.kind {
+        Some(LockKind::Election) => about.push("election".to_owned()),
+        Some(kind) => about.push(format!("{} lock", if kind == LockKind::Lock { "plain" } else { kind.name() })),
+        None => {}
+    }
+    if let Some(mode) = mode(info) {
+        about.push(format!("mode {mode}"));
+    }
+    match (info.kind, info.token) {
+        (Some(LockKind::Election), Some(term)) => about.push(format!("term {term}")),
+        (_, Some(token)) => about.push(format!("last token {token}")),
+        (_, None) => {}
+    }
+    let state = if info.is_held() { "held" } else { "free" };
+    if about.is_empty() { format!("{name}: {state}") } else { format!("{name}: {state} ({})", about.join(", ")) }
+}
+
+/// One holder's line of a lock's text (without its newline): its role, owner, holds, lease
+/// and client; a window keeper's says until when it keeps the lock taken.
+fn holder_text(info: &LockInfo, h: &Holder, now: SystemTime) -> String {
+    if h.is_window_keeper() {
+        // Nobody holds it: a window keeps it after a release; its client may be gone.
+        let mut line = format!("  {:<8} {}  kept taken until {}", "window", h.owner, window_end(info));
+        if let Some(c) = &h.client {
+            let _ = write!(line, ", after a release by pid {} on {} ({})", c.pid, c.host, c.program);
+        }
+        return line;
+    }
+    let role = match h.role {
+        HolderRole::Read => "reader",
+        HolderRole::Write => "writer",
+        _ => "holder",
+    };
+    let unit = match (h.role, h.holds) {
+        (HolderRole::Values, 1) => "value",
+        (HolderRole::Values, _) => "values",
+        (_, 1) => "hold",
+        _ => "holds",
+    };
+    let mut line = format!("  {role:<8} {}  {} {unit}", h.owner, h.holds);
+    if let Some(left) = h.lease_left {
+        let _ = write!(line, ", {} left", millis(ms(left)));
+    }
+    format!("{line}  {}", client_text(h.client.as_ref(), now))
 }
 
 /// A semaphore: how many permits are available of how many, then each permit taken with
@@ -356,7 +363,7 @@ pub fn millis(ms: i64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use redlease::{Holder, Permit, Waiter};
+    use redlease::{Permit, Waiter};
 
     use super::*;
 
