@@ -193,7 +193,10 @@ fn a_lease_at_risk_recovers_when_a_renewal_gets_through() {
         guard.lease_state()
     );
     // The lease reads held again before its hook runs (the hook is called outside the lease's lock).
-    assert!(wait_until(Duration::from_secs(1), || seen.recovered.load(Ordering::SeqCst) >= 1), "the recovery is reported");
+    assert!(
+        wait_until(Duration::from_secs(1), || seen.recovered.load(Ordering::SeqCst) >= 1),
+        "the recovery is reported"
+    );
     assert_eq!(seen.at_risk.lock().unwrap().len(), 1, "at risk reported once");
     assert_eq!(seen.recovered.load(Ordering::SeqCst), 1, "the recovery reported once");
     assert!(seen.lost.lock().unwrap().is_empty(), "never lost");
