@@ -85,6 +85,26 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
     let server = server_with(&rule);
     let client = locker(&server);
     let mut conn = server.conn();
+    run_every_lock_kind(&client);
+    run_the_semaphores_and_the_latch(&client);
+    run_a_downgrade_a_multi_lock_and_a_fixed_lease(&client);
+    let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
+    // The client's announcement expires a lease after its last refresh.
+    let announcement = announcement_key(client.id());
+    let ttl = pttl(&mut conn, &announcement);
+    assert!(ttl > 0 && ttl <= 300, "the announcement expires: {ttl}");
+    let mut left: Vec<String> = left.into_iter().filter(|k| *k != announcement).collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["app:slots", "app:workers", "redisson_lock_token:{app:fenced}"],
+        "only the semaphores' counts and the fenced lock's counter, which never expire"
+    );
+}
+
+/// Every lock kind, contended (so waiters subscribe and releases publish), renewed by the
+/// watchdog, queried and forced open.
+fn run_every_lock_kind(client: &Client) {
     let kinds: Vec<(&str, AnyLock)> = vec![
         ("plain", client.lock("app:plain").into()),
         ("fair", client.fair_lock("app:fair").into()),
@@ -114,7 +134,10 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
         let _holder = lock.lock().unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(lock.force_unlock().unwrap_or_else(|e| panic!("{what}: {e}")), "{what}: forced open");
     }
-    // The semaphores and the latch, contended.
+}
+
+/// The semaphores and the latch, contended.
+fn run_the_semaphores_and_the_latch(client: &Client) {
     let slots = client.semaphore("app:slots");
     assert!(slots.try_set_permits(1).expect("set permits"));
     let taken = slots.acquire(1).expect("a permit");
@@ -142,8 +165,10 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
     };
     assert!(latch.await_for(Duration::from_secs(5)).expect("await"), "opened");
     assert_eq!(opener.join().expect("opener").expect("count down"), 0);
+}
 
-    // A downgrade, a multi-lock, a fixed lease.
+/// A downgrade, a multi-lock, a fixed lease.
+fn run_a_downgrade_a_multi_lock_and_a_fixed_lease(client: &Client) {
     let rw = client.read_write_lock("app:down");
     let write = rw.write().lock().expect("write");
     let read = rw.read().with_lease(Duration::from_secs(5)).lock().expect("downgrade");
@@ -151,18 +176,6 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
     read.unlock().expect("read release");
     let both = MultiLock::new([AnyLock::from(client.lock("app:m1")), client.fair_lock("app:m2").into()]);
     both.lock().expect("multi-lock").unlock().expect("multi-lock release");
-    let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
-    // The client's announcement expires a lease after its last refresh.
-    let announcement = announcement_key(client.id());
-    let ttl = pttl(&mut conn, &announcement);
-    assert!(ttl > 0 && ttl <= 300, "the announcement expires: {ttl}");
-    let mut left: Vec<String> = left.into_iter().filter(|k| *k != announcement).collect();
-    left.sort();
-    assert_eq!(
-        left,
-        ["app:slots", "app:workers", "redisson_lock_token:{app:fenced}"],
-        "only the semaphores' counts and the fenced lock's counter, which never expire"
-    );
 }
 
 /// Redlock over three servers, each with the documented rule.

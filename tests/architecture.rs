@@ -124,7 +124,6 @@ fn referenced_paths(module: &str, text: &str) -> Vec<Vec<String>> {
     let here: Vec<String> = if module.is_empty() { vec![] } else { module.split("::").map(str::to_owned).collect() };
     let mut paths = Vec::new();
     let bytes = text.as_bytes();
-    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut i = 0;
     while i < text.len() {
         let rest = &text[i..];
@@ -132,74 +131,93 @@ fn referenced_paths(module: &str, text: &str) -> Vec<Vec<String>> {
         // `$crate::` in a macro names the root as the macro's user sees it: not an import.
         let after_dollar = i > 0 && bytes[i - 1] == b'$';
         if starts_word && !after_dollar && rest.starts_with("crate::") {
-            let mut j = i + "crate::".len();
-            let mut segs: Vec<String> = Vec::new();
-            loop {
-                let start = j;
-                while j < text.len() && is_ident(bytes[j]) {
-                    j += 1;
-                }
-                if j > start {
-                    segs.push(text[start..j].to_owned());
-                }
-                // A group: `crate::{...}` right away, or `crate::a::{...}`.
-                let group = if text[j..].starts_with("::{") {
-                    Some(j + 3)
-                } else if segs.is_empty() && text[j..].starts_with('{') {
-                    Some(j + 1)
-                } else {
-                    None
-                };
-                if let Some(open) = group {
-                    let (mut depth, mut k) = (1, open);
-                    while k < text.len() && depth > 0 {
-                        match bytes[k] {
-                            b'{' => depth += 1,
-                            b'}' => depth -= 1,
-                            _ => {}
-                        }
-                        k += 1;
-                    }
-                    paths.extend(expand_group(&segs, &text[open..k - 1]));
-                    segs.clear();
-                    j = k;
-                    break;
-                }
-                if text[j..].starts_with("::") && j + 2 < text.len() && is_ident(bytes[j + 2]) {
-                    j += 2;
-                    continue;
-                }
-                break;
-            }
-            if !segs.is_empty() {
-                paths.push(segs);
-            }
-            i = j.max(i + 1);
+            i = crate_path_at(&text, i, &mut paths);
             continue;
         }
         if starts_word && rest.starts_with("super::") {
-            // (`super::*` and the like name the parent as a whole: an edge to it.)
-            let mut j = i;
-            let mut up = 0;
-            while text[j..].starts_with("super::") {
-                up += 1;
-                j += "super::".len();
-            }
-            let start = j;
-            while j < text.len() && (is_ident(bytes[j]) || text[j..].starts_with("::")) {
-                j += if text[j..].starts_with("::") { 2 } else { 1 };
-            }
-            let mut base: Vec<String> = here[..here.len().saturating_sub(up)].to_vec();
-            base.extend(text[start..j].split("::").filter(|s| !s.is_empty()).map(str::to_owned));
-            if !base.is_empty() {
-                paths.push(base);
-            }
-            i = j.max(i + 1);
+            i = super_path_at(&text, i, &here, &mut paths);
             continue;
         }
         i += rest.chars().next().map_or(1, char::len_utf8);
     }
     paths
+}
+
+/// Whether `b` can be part of an identifier.
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Pushes onto `paths` the path that the `crate::` at `i` in `text` starts (several for a
+/// group); returns where the scan goes on.
+fn crate_path_at(text: &str, i: usize, paths: &mut Vec<Vec<String>>) -> usize {
+    let bytes = text.as_bytes();
+    let mut j = i + "crate::".len();
+    let mut segs: Vec<String> = Vec::new();
+    loop {
+        let start = j;
+        while j < text.len() && is_ident(bytes[j]) {
+            j += 1;
+        }
+        if j > start {
+            segs.push(text[start..j].to_owned());
+        }
+        // A group: `crate::{...}` right away, or `crate::a::{...}`.
+        let group = if text[j..].starts_with("::{") {
+            Some(j + 3)
+        } else if segs.is_empty() && text[j..].starts_with('{') {
+            Some(j + 1)
+        } else {
+            None
+        };
+        if let Some(open) = group {
+            let (mut depth, mut k) = (1, open);
+            while k < text.len() && depth > 0 {
+                match bytes[k] {
+                    b'{' => depth += 1,
+                    b'}' => depth -= 1,
+                    _ => {}
+                }
+                k += 1;
+            }
+            paths.extend(expand_group(&segs, &text[open..k - 1]));
+            segs.clear();
+            j = k;
+            break;
+        }
+        if text[j..].starts_with("::") && j + 2 < text.len() && is_ident(bytes[j + 2]) {
+            j += 2;
+            continue;
+        }
+        break;
+    }
+    if !segs.is_empty() {
+        paths.push(segs);
+    }
+    j.max(i + 1)
+}
+
+/// Pushes onto `paths` the path that the `super::` at `i` in `text` names, made absolute
+/// from the module `here`; returns where the scan goes on.
+fn super_path_at(text: &str, i: usize, here: &[String], paths: &mut Vec<Vec<String>>) -> usize {
+    let bytes = text.as_bytes();
+    // (`super::*` and the like name the parent as a whole: an edge to it.)
+    let mut j = i;
+    let mut up = 0;
+    while text[j..].starts_with("super::") {
+        up += 1;
+        j += "super::".len();
+    }
+    let start = j;
+    while j < text.len() && (is_ident(bytes[j]) || text[j..].starts_with("::")) {
+        j += if text[j..].starts_with("::") { 2 } else { 1 };
+    }
+    let mut base: Vec<String> = here[..here.len().saturating_sub(up)].to_vec();
+    base.extend(text[start..j].split("::").filter(|s| !s.is_empty()).map(str::to_owned));
+    if !base.is_empty() {
+        paths.push(base);
+    }
+    j.max(i + 1)
 }
 
 /// The longest known module that `path` starts with, and the name after it.

@@ -5,7 +5,7 @@
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use redlease::{ErrorKind, HolderRole, LockKind};
+use redlease::{Client, ErrorKind, HolderRole, LockKind};
 
 use crate::helpers::*;
 use crate::support::child::{self, Child};
@@ -126,9 +126,19 @@ fn every_kind_reads_as_its_layout_shows_it() {
     let client = client(&server);
     let other = client_with(&server, |b| b.fair_wait_timeout(Duration::from_secs(30)));
     let mut conn = server.conn();
-    let me = client.identity().clone();
+    inspect_plain_held_twice(&client);
+    inspect_fair_with_one_waiter_in_line(&client, &other, &mut conn);
+    inspect_read_write_with_two_readers(&client, &other);
+    inspect_fenced_with_its_token(&client);
+    inspect_semaphores_with_their_permits(&client);
+    inspect_group_with_its_holder(&client);
+    inspect_foreign_owners(&client, &mut conn);
+    inspect_foreign_keys(&client, &mut conn);
+}
 
-    // Plain, held twice by this thread.
+/// A plain lock held twice by this thread, then free.
+fn inspect_plain_held_twice(client: &Client) {
+    let me = client.identity().clone();
     let outer = client.lock("k:plain").lock().unwrap();
     let inner = client.lock("k:plain").lock().unwrap();
     let info = client.inspect("k:plain").unwrap();
@@ -140,14 +150,16 @@ fn every_kind_reads_as_its_layout_shows_it() {
     drop((inner, outer));
     let free = client.inspect("k:plain").unwrap();
     assert!(!free.is_held() && free.kind.is_none() && !free.is_foreign() && free.lease_left.is_none());
+}
 
-    // Fair, with one waiter of another client in line.
+/// A fair lock, with one waiter of another client in line.
+fn inspect_fair_with_one_waiter_in_line(client: &Client, other: &Client, conn: &mut redis::Connection) {
     let fair = client.fair_lock("k:fair").lock().unwrap();
     let queued = {
         let lock = other.fair_lock("k:fair");
         thread::spawn(move || lock.try_lock_for(Duration::from_secs(20)).unwrap().map(drop).is_some())
     };
-    assert!(wait_until(Duration::from_secs(5), || llen(&mut conn, "redisson_lock_queue:{k:fair}") == 1));
+    assert!(wait_until(Duration::from_secs(5), || llen(conn, "redisson_lock_queue:{k:fair}") == 1));
     let info = client.inspect("k:fair").unwrap();
     assert_eq!(info.kind, Some(LockKind::Fair));
     assert_eq!(info.queue.len(), 1);
@@ -158,8 +170,10 @@ fn every_kind_reads_as_its_layout_shows_it() {
     assert_eq!(info.queue[0].client.as_ref().map(|c| c.id.as_str()), Some(other.id()));
     drop(fair);
     assert!(queued.join().unwrap());
+}
 
-    // Read-write: two readers of two clients.
+/// A read-write lock: two readers of two clients, then a writer.
+fn inspect_read_write_with_two_readers(client: &Client, other: &Client) {
     let r1 = client.read_write_lock("k:rw").read().lock().unwrap();
     let r2 = other.read_write_lock("k:rw").read().lock().unwrap();
     let info = client.inspect("k:rw").unwrap();
@@ -171,8 +185,10 @@ fn every_kind_reads_as_its_layout_shows_it() {
     let info = client.inspect("k:rw").unwrap();
     assert_eq!((info.holders.len(), info.holders[0].role), (1, HolderRole::Write));
     drop(w);
+}
 
-    // Fenced: its token, held and after.
+/// A fenced lock: its token, held and after.
+fn inspect_fenced_with_its_token(client: &Client) {
     let g = client.fenced_lock("k:fenced").lock().unwrap();
     let token = g.token();
     let info = client.inspect("k:fenced").unwrap();
@@ -180,8 +196,10 @@ fn every_kind_reads_as_its_layout_shows_it() {
     drop(g);
     let info = client.inspect("k:fenced").unwrap();
     assert_eq!((info.kind, info.token, info.is_held()), (Some(LockKind::Fenced), Some(token), false));
+}
 
-    // Semaphores.
+/// The semaphores: their permits.
+fn inspect_semaphores_with_their_permits(client: &Client) {
     let sem = client.semaphore("k:sem");
     assert!(sem.try_set_permits(3).unwrap());
     let p = sem.try_acquire(1).unwrap().expect("a permit");
@@ -200,8 +218,10 @@ fn every_kind_reads_as_its_layout_shows_it() {
     assert!(info.permits[0].deadline.is_some_and(|d| d > info.server_time));
     assert!(info.is_held());
     drop(permit);
+}
 
-    // A group lock's holder and the values it holds.
+/// A group lock's holder and the values it holds.
+fn inspect_group_with_its_holder(client: &Client) {
     let group = client.group_lock("k:group", ["a", "b", "c"]);
     let held = group.lock().unwrap();
     let info = client.inspect("k:group").unwrap();
@@ -209,21 +229,25 @@ fn every_kind_reads_as_its_layout_shows_it() {
     assert_eq!((info.holders.len(), info.holders[0].role, info.holders[0].holds), (1, HolderRole::Values, 3));
     assert!(info.holders[0].owner.starts_with(client.id()));
     drop(held);
+}
 
-    // An owner written by a foreign client (the layout peer, Redisson's own script): unknown
-    // client, no error.
+/// An owner written by a foreign client (the layout peer, Redisson's own script): unknown
+/// client, no error.
+fn inspect_foreign_owners(client: &Client, conn: &mut redis::Connection) {
     let java_owner = "2c3c9a4e-0d5e-4c5e-9d6a-7f1b2a3c4d5e:1";
     for (i, peer) in foreign::peers().iter().enumerate() {
         let (who, name) = (peer.who(), format!("k:java-{i}"));
-        assert_eq!(peer.lock_acquire(&mut conn, &name, java_owner).unwrap(), Acquire::Granted, "{who}");
+        assert_eq!(peer.lock_acquire(conn, &name, java_owner).unwrap(), Acquire::Granted, "{who}");
         let info = client.inspect(&name).unwrap();
         assert_eq!((info.kind, info.holders[0].owner.as_str()), (Some(LockKind::Lock), java_owner), "{who}");
         assert_eq!((info.holders[0].holds, info.holders[0].client.as_ref()), (1, None), "{who}: announces nothing");
     }
+}
 
-    // Someone else's keys are foreign.
-    let _: () = redis::cmd("SET").arg("k:text").arg("hello").query(&mut conn).unwrap();
-    let _: () = redis::cmd("HSET").arg("k:user").arg("name").arg("Ada").query(&mut conn).unwrap();
+/// Someone else's keys are foreign.
+fn inspect_foreign_keys(client: &Client, conn: &mut redis::Connection) {
+    let _: () = redis::cmd("SET").arg("k:text").arg("hello").query(conn).unwrap();
+    let _: () = redis::cmd("HSET").arg("k:user").arg("name").arg("Ada").query(conn).unwrap();
     for foreign in ["k:text", "k:user"] {
         let info = client.inspect(foreign).unwrap();
         assert!(info.is_foreign() && info.kind.is_none() && !info.is_held(), "{foreign}: {info:?}");

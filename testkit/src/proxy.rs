@@ -353,32 +353,35 @@ fn deliver(conn: &Conn, shared: &Shared, dir: Direction, dst: &mut &TcpStream, c
 /// Copies one direction of `conn` through a FIFO delay queue until EOF or an error,
 /// then ends that direction (and the whole connection once both have ended).
 fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
-    let (mut src, mut dst) = match dir {
+    let (src, mut dst) = match dir {
         Direction::ClientToServer => (&conn.client, &conn.server),
         Direction::ServerToClient => (&conn.server, &conn.client),
     };
-    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    let delivered = copy_until_eof(conn, shared, dir, src, &mut dst);
+    end_direction(conn, shared, dst, delivered);
+}
+
+/// Chunks read and waiting for their time to be written: (due, bytes), oldest first.
+type DelayQueue = VecDeque<(Instant, Vec<u8>)>;
+
+/// The forwarding loop of one direction: writes what is due, reads what comes (waiting at
+/// most until the next chunk is due). True at a clean EOF with everything delivered; false
+/// once the connection is closed or a read or write fails.
+fn copy_until_eof(conn: &Conn, shared: &Shared, dir: Direction, mut src: &TcpStream, dst: &mut &TcpStream) -> bool {
+    let mut queue = DelayQueue::new();
     let mut buf = vec![0u8; BUF_SIZE];
     let mut eof = false;
-    let mut failed = false;
-    'outer: loop {
+    loop {
         if conn.closed.load(Ordering::SeqCst) {
-            failed = true;
-            break;
+            return false;
         }
-        // Write every chunk that is due.
-        let now = Instant::now();
-        while queue.front().is_some_and(|(due, _)| *due <= now) {
-            let (_, chunk) = queue.pop_front().expect("front exists");
-            if conn.forwarding(shared, dir) && !deliver(conn, shared, dir, &mut dst, &chunk) {
-                failed = true;
-                break 'outer;
-            }
+        if !deliver_due(conn, shared, dir, dst, &mut queue) {
+            return false;
         }
         let next_due = queue.front().map(|(due, _)| *due);
         if eof {
             match next_due {
-                None => break,
+                None => return true,
                 Some(due) => {
                     // Drain the rest on time, staying responsive to `close`.
                     let wait = due.saturating_duration_since(Instant::now());
@@ -389,44 +392,71 @@ fn pump(conn: &Arc<Conn>, shared: &Shared, dir: Direction) {
         }
         let timeout = next_due.map(|due| due.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
         if src.set_read_timeout(timeout).is_err() {
-            failed = true;
-            break;
+            return false;
         }
         match src.read(&mut buf) {
             Ok(0) => eof = true,
             Ok(n) => {
-                if !conn.forwarding(shared, dir) {
-                    continue; // read and discarded
-                }
-                let latency = shared.latency();
-                if latency.is_zero() && queue.is_empty() {
-                    if !deliver(conn, shared, dir, &mut dst, &buf[..n]) {
-                        failed = true;
-                        break;
-                    }
-                } else {
-                    let mut due = Instant::now() + latency;
-                    if let Some((last, _)) = queue.back() {
-                        due = due.max(*last); // keep order when latency shrinks
-                    }
-                    queue.push_back((due, buf[..n].to_vec()));
-                    if dir == Direction::ClientToServer {
-                        shared.requests_delayed.fetch_add(1, Ordering::SeqCst);
-                    }
+                if !pass_on(conn, shared, dir, dst, &mut queue, &buf[..n]) {
+                    return false;
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
-            Err(_) => {
-                failed = true;
-                break;
-            }
+            Err(_) => return false,
         }
     }
-    if failed {
-        conn.close();
-    } else {
+}
+
+/// Writes every chunk of `queue` that is due; false when a write failed.
+fn deliver_due(conn: &Conn, shared: &Shared, dir: Direction, dst: &mut &TcpStream, queue: &mut DelayQueue) -> bool {
+    let now = Instant::now();
+    while queue.front().is_some_and(|(due, _)| *due <= now) {
+        let (_, chunk) = queue.pop_front().expect("front exists");
+        if conn.forwarding(shared, dir) && !deliver(conn, shared, dir, dst, &chunk) {
+            return false;
+        }
+    }
+    true
+}
+
+/// A chunk just read: discarded while nothing is forwarded, written at once when there is
+/// no latency and nothing waits before it, queued for its time otherwise. False when its
+/// write failed.
+fn pass_on(
+    conn: &Conn,
+    shared: &Shared,
+    dir: Direction,
+    dst: &mut &TcpStream,
+    queue: &mut DelayQueue,
+    chunk: &[u8],
+) -> bool {
+    if !conn.forwarding(shared, dir) {
+        return true; // read and discarded
+    }
+    let latency = shared.latency();
+    if latency.is_zero() && queue.is_empty() {
+        return deliver(conn, shared, dir, dst, chunk);
+    }
+    let mut due = Instant::now() + latency;
+    if let Some((last, _)) = queue.back() {
+        due = due.max(*last); // keep order when latency shrinks
+    }
+    queue.push_back((due, chunk.to_vec()));
+    if dir == Direction::ClientToServer {
+        shared.requests_delayed.fetch_add(1, Ordering::SeqCst);
+    }
+    true
+}
+
+/// Ends one direction of `conn`: after a clean EOF with everything `delivered` the
+/// half-close is passed on, otherwise the connection is closed; the direction that ends
+/// last closes the connection and forgets it.
+fn end_direction(conn: &Conn, shared: &Shared, dst: &TcpStream, delivered: bool) {
+    if delivered {
         // Clean EOF with everything delivered: pass the half-close on.
         let _ = dst.shutdown(Shutdown::Write);
+    } else {
+        conn.close();
     }
     if conn.live.fetch_sub(1, Ordering::SeqCst) == 1 {
         lock(&shared.conns).remove(&conn.id);

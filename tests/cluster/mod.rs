@@ -1,7 +1,10 @@
 //! Redis Cluster: a real cluster of three masters with a replica each, started by the test
 //! kit on loopback ports. Every lock kind on every master, wake-ups across nodes through
 //! sharded pub/sub, a held lock's slot migrated and failed over under it, exclusion across
-//! two processes while the cluster changes, and bad input.
+//! two processes while the cluster changes, bad input, and the locks of the healthy masters
+//! while another is killed (its bystander threads and their checks are in `bystanders`).
+
+mod bystanders;
 
 use std::sync::mpsc;
 use std::thread;
@@ -9,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use redlease::{Client, ErrorKind, MultiLock, RedLock, ShardedSubscriptionMode};
 
+use self::bystanders::{RIDE_OUT, by_message, kill_among_bystanders};
 use crate::helpers::*;
 use crate::support::child::{self, Child};
 use crate::support::cluster::ClusterGroup;
@@ -581,70 +585,6 @@ fn a_redlock_takes_a_cluster_as_one_of_its_nodes() {
     drop((one, two));
 }
 
-/// How long a caller rides out an unreachable or refusing cluster (`retry_budget`, and the
-/// wait of each acquisition, since retries never pass the caller's deadline): the cluster's
-/// failover of a killed master takes the node timeout (1 s) to suspect it, a moment to agree
-/// it failed, the replica's election delay (0.5 to 1 s) and one vote round (a failed round
-/// is tried again after 2 node timeouts, 4 s); 10 s covers that with a round to spare.
-const RIDE_OUT: Duration = Duration::from_secs(10);
-
-/// What one bystander thread saw (CLOCK_MONOTONIC ns): when it entered each section, and
-/// each error with when it came.
-#[derive(Default)]
-struct Bystander {
-    entered: Vec<u64>,
-    errors: Vec<(u64, String)>,
-}
-
-/// Takes and gives back `name` until `stop`, with the non-atomic increment of its counter
-/// on the record server inside.
-fn bystander(
-    client: &Client,
-    name: &str,
-    record: &mut redis::Connection,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Bystander {
-    let lock = client.lock(name);
-    let mut seen = Bystander::default();
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        match lock.try_lock_for(RIDE_OUT) {
-            Ok(Some(guard)) => {
-                seen.entered.push(monotonic_ns());
-                increment_non_atomically(record, &format!("{name}:count"));
-                if let Err(err) = guard.unlock() {
-                    seen.errors.push((monotonic_ns(), format!("unlock: {err}")));
-                }
-            }
-            // Its one rival holds it for a few ms: not having it in 10 s is no progress.
-            Ok(None) => seen.errors.push((monotonic_ns(), format!("not had within {RIDE_OUT:?}"))),
-            Err(err) => {
-                seen.errors.push((monotonic_ns(), format!("lock: {err}")));
-                thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-    seen
-}
-
-/// Polls the node at `port` every 20 ms until `stop`: the first and the last moment it said
-/// `cluster_state:fail` (the state in which it answers `CLUSTERDOWN`), if it ever did.
-fn watch_cluster_state(port: u16, stop: &std::sync::atomic::AtomicBool) -> Option<(u64, u64)> {
-    let mut failed: Option<(u64, u64)> = None;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        if crate::support::cluster::cluster_state(port).as_deref() == Some("fail") {
-            let now = monotonic_ns();
-            failed = Some((failed.map_or(now, |(first, _)| first), now));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    failed
-}
-
-/// The longest time between two sections entered, in ms.
-fn longest_gap_ms(entered: &[u64]) -> u64 {
-    entered.windows(2).map(|w| (w[1] - w[0]) / 1_000_000).max().unwrap_or(0)
-}
-
 /// Two threads on each of two masters take and give back a lock of that master, a
 /// non-atomic counter incremented inside, while the third master is SIGKILLed; the cluster
 /// promotes its replica by itself and the killed server rejoins. Meanwhile the two healthy
@@ -670,72 +610,23 @@ fn a_killed_master_costs_the_locks_on_the_other_masters_nothing() {
         .retry_budget(RIDE_OUT)
         .build()
         .expect("a cluster client");
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let (killed, whole, seen, down) = thread::scope(|scope| {
-        let (client, stop) = (&client, &stop);
-        let watcher = scope.spawn(move || watch_cluster_state(watched, stop));
-        let threads: Vec<_> = bystanders
-            .iter()
-            .flat_map(|name| [name, name])
-            .map(|name| {
-                let mut conn = record.conn();
-                (name, scope.spawn(move || bystander(client, name, &mut conn, stop)))
-            })
-            .collect();
-        thread::sleep(Duration::from_millis(1500));
-        let killed = monotonic_ns();
-        group.kill_master_of(victim_slot);
-        let whole = monotonic_ns();
-        thread::sleep(Duration::from_secs(2));
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let seen: Vec<(&String, Bystander)> = threads.into_iter().map(|(n, t)| (n, t.join().unwrap())).collect();
-        (killed, whole, seen, watcher.join().unwrap())
-    });
+    let run = kill_among_bystanders(&mut group, victim_slot, watched, &client, bystanders, &record);
 
-    let since_kill = |at: u64| (at as i64 - killed as i64) / 1_000_000;
-    let errors: Vec<String> =
-        seen.iter().flat_map(|(_, b)| b.errors.iter().map(|(at, e)| format!("+{} ms {e}", since_kill(*at)))).collect();
-    let down_ms = down.map_or(0, |(first, last)| (last - first) / 1_000_000);
-    let mut report = vec![format!(
-        "killed at 0 ms, whole again at +{} ms; {watched} said cluster_state:fail for {down_ms} ms (from +{} ms); {} errors",
-        since_kill(whole),
-        down.map_or(0, |(first, _)| since_kill(first)),
-        errors.len()
-    )];
+    let errors = run.errors();
+    let mut report = vec![run.summary(watched, errors.len())];
     let mut problems = Vec::new();
     for name in bystanders {
-        let mut entered: Vec<u64> =
-            seen.iter().filter(|(n, _)| *n == name).flat_map(|(_, b)| b.entered.iter().copied()).collect();
-        entered.sort_unstable();
         let count: u64 = redis::cmd("GET")
             .arg(format!("{name}:count"))
             .query::<Option<u64>>(&mut record.conn())
             .unwrap()
             .unwrap_or(0);
-        let (before, after) =
-            (entered.iter().filter(|&&t| t < killed).count(), entered.iter().filter(|&&t| t > whole).count());
-        let gap = longest_gap_ms(&entered);
-        report.push(format!(
-            "{name}: {} sections, {before} before the kill, {after} once whole, counter {count}, longest pause {gap} ms",
-            entered.len()
-        ));
-        if count != entered.len() as u64 {
-            problems.push(format!("{name}: the non-atomic counter is {count} after {} sections", entered.len()));
-        }
-        if before == 0 || after == 0 {
-            problems.push(format!("{name}: no progress before the kill ({before}) or once whole ({after})"));
-        }
-        // A call waiting out the refusals retries at most 1 s apart: sanity bound, slack 3 s.
-        if gap > down_ms + 3000 {
-            problems.push(format!("{name}: paused {gap} ms, the cluster said it was down {down_ms} ms"));
-        }
+        let (line, found) = run.check(name, count);
+        report.push(line);
+        problems.extend(found);
     }
     println!("bystanders of a killed master:\n{}", report.join("\n"));
-    // The same error over and over: counted once each, without its moment.
-    let mut distinct: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    for e in &errors {
-        *distinct.entry(e.split_once(" ms ").map_or(e.as_str(), |(_, text)| text)).or_default() += 1;
-    }
+    let distinct = by_message(&errors);
     assert!(
         errors.is_empty(),
         "{} errors on locks of healthy masters, first {:?}, last {:?}; by message: {distinct:#?}",
