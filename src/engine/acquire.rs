@@ -13,7 +13,6 @@
 //! | any | error, refusal, or shutdown | leave, `Err` |
 //! | a wait (not a single attempt) | another thread interrupts it (before, while parked, between retries) | leave, `Err(Interrupted)`; a grant made in the same instant is given back |
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,8 +22,8 @@ use crate::activity::Outcome;
 use crate::backoff::BackOff;
 use crate::clock;
 use crate::engine::core::Engine;
+use crate::engine::grant::{GrantAttempt, Sending};
 use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
-use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::{riding_out, with_retries};
 use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
@@ -201,80 +200,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
     {
         engine.undos().wait_for(name, &owner, bound);
     }
-    let attempt = || {
-        let sent = Instant::now();
-        // Whether this thread holds the lock already (a reentrant acquire), asked at every
-        // attempt: a wait is long enough for that lease to be lost meanwhile.
-        let held_before = request.per_thread && engine.holds(request.name, kind.role());
-        let args = AcquireArgs { holds_nothing: !held_before, ..args };
-        // A reply that does not come in time leaves the outcome unknown: the undo goes out on
-        // the same connection, behind the acquire, from a thread of its own (the caller does
-        // not wait for it). Not when this thread held the lock already: a decrement could
-        // undo a hold it really has.
-        let mut undo = |conn| hand_off_undo(engine, request, &owner, command_timeout, conn);
-        let undo = (!held_before).then_some(&mut undo as &mut dyn FnMut(Conn));
-        // Whether the attempt was granted: an error after that came from confirming the
-        // grant, which had its effect.
-        let granted = Cell::new(false);
-        // The run of the server that answered (the grant's, for the release to compare).
-        let run = Cell::new(None);
-        let reply = engine.pool_for(name).run_handing_off(
-            "acquiring",
-            None,
-            |conn| {
-                granted.set(false);
-                run.set(conn.run());
-                let reply = engine.attempt_with_confirmation(
-                    conn,
-                    |conn| kind.attempt(conn, name, &owner, args),
-                    |reply| matches!(reply, Reply::Granted { .. }),
-                )?;
-                if !matches!(reply, Reply::Granted { .. }) {
-                    return Ok((reply, None));
-                }
-                granted.set(true);
-                // Judged by what is known of the master of this connection (after a cluster's
-                // redirection, not necessarily the pool's). Granted for certain, but not to
-                // be trusted: taken back here, unless the confirmation failed on the
-                // connection and the hand-off or the uncertain-acquire undo below takes it
-                // back instead (once).
-                let undone_elsewhere = |err: &redis::RedisError| {
-                    !held_before && (err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal())
-                };
-                let synced = engine.confirm_grant(
-                    conn,
-                    |err| !undone_elsewhere(err),
-                    |conn| undo_grant(engine, conn, kind, request.name, &owner),
-                );
-                synced.map(|sync| (reply, Some(sync)))
-            },
-            undo,
-        );
-        match reply {
-            Ok((Reply::Granted { token, joined }, Some(Replication::Confirmed) | None)) => {
-                Ok(Attempt::Acquired(Grant { sent, token, joined, held_before, run: run.get() }))
-            }
-            Ok((_, Some(Replication::Unconfirmed(why)))) => {
-                if why == Unconfirmed::Superseded && !held_before {
-                    // Made on the old master just before or after its replica was promoted:
-                    // the new master may have it from replication. Taken back there too, so
-                    // that the next attempt does not find an extra hold of this owner.
-                    undo_uncertain_acquire(engine, kind, request.name, &owner);
-                }
-                Err(why.error(engine.config().replica_sync_timeout).on_lock(name))
-            }
-            Ok((Reply::Busy { ttl }, _)) => Ok(Attempt::Held { ttl }),
-            Err(err) => {
-                let err = if granted.get() { err.after_effect() } else { err };
-                // A dropped connection leaves the outcome unknown too; that connection is
-                // gone, so the undo takes another.
-                if err.is_connection_error() && !err.is_timeout() {
-                    undo_uncertain_acquire(engine, kind, request.name, &owner);
-                }
-                Err(err.on_lock(name))
-            }
-        }
-    };
+    let attempt = || attempt_lock(engine, request, &owner, args);
     let result = match request.backoff {
         Some(backoff) => spin_for(engine, name, kind.label(), backoff, wait, attempt),
         None => {
@@ -282,15 +208,7 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         }
     };
     if args.queue && kind.queues() && !matches!(result, Ok(Some(_))) && engine.check_running().is_ok() {
-        // Leave whatever the wait left in Redis (a fair lock's place in the queue).
-        let left = GiveUp {
-            name,
-            owner: &owner,
-            wait_millis: engine.fair_wait_millis(),
-            wake_token: engine.topology().wake_token(),
-            always_publish: engine.config().always_publish_releases,
-        };
-        let _ = engine.pool_for(name).run("leaving the queue", |conn| kind.give_up(conn, &left));
+        leave_the_queue(engine, kind, name, &owner);
     }
     let acquired = result.on_lock(name)?;
     let hold = acquired.map(|Grant { sent, token, joined, held_before, run }| {
@@ -317,6 +235,72 @@ pub(crate) fn acquire(engine: &Arc<Engine>, request: Request<'_>, wait: Wait) ->
         return Err(Error::interrupted().on_lock(name));
     }
     Ok(hold)
+}
+
+/// One attempt of `owner` at the lock of `request`: see `engine::grant` for what every
+/// grant attempt shares; this is what a lock brings to it.
+fn attempt_lock(
+    engine: &Arc<Engine>,
+    request: Request<'_>,
+    owner: &str,
+    args: AcquireArgs<'_>,
+) -> Result<Attempt<Grant>> {
+    let (name, kind) = (&**request.name, request.kind);
+    let command_timeout = engine.config().command_timeout;
+    let sent = Instant::now();
+    // Whether this thread holds the lock already (a reentrant acquire), asked at every
+    // attempt: a wait is long enough for that lease to be lost meanwhile.
+    let held_before = request.per_thread && engine.holds(request.name, kind.role());
+    let args = AcquireArgs { holds_nothing: !held_before, ..args };
+    // A reply that does not come in time leaves the outcome unknown: the undo goes out on
+    // the same connection, behind the acquire, from a thread of its own (the caller does
+    // not wait for it). Not when this thread held the lock already: a decrement could
+    // undo a hold it really has.
+    let mut undo = |conn| hand_off_undo(engine, request, owner, command_timeout, conn);
+    let undo = (!held_before).then_some(&mut undo as &mut dyn FnMut(Conn));
+    let granted = engine.attempt_grant(GrantAttempt {
+        what: "acquiring",
+        key: name,
+        sending: Sending::HandingOff(undo),
+        send: &|conn| kind.attempt(conn, name, owner, args),
+        is_granted: |reply| matches!(reply, Reply::Granted { .. }),
+        // Judged by what is known of the master of this connection (after a cluster's
+        // redirection, not necessarily the pool's). Granted for certain, but not to be
+        // trusted: taken back there, unless the confirmation failed on the connection
+        // and the hand-off or the uncertain-acquire undo takes it back instead (once).
+        take_back: &|conn| undo_grant(engine, conn, kind, request.name, owner),
+        undone_elsewhere: &|err| {
+            !held_before && (err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal())
+        },
+        // Made on the old master just before or after its replica was promoted: taken
+        // back on the new master too, so that the next attempt does not find an extra
+        // hold of this owner. Not when this thread held the lock already.
+        superseded: &|| {
+            if !held_before {
+                undo_uncertain_acquire(engine, kind, request.name, owner);
+            }
+        },
+        uncertain: &|| undo_uncertain_acquire(engine, kind, request.name, owner),
+    });
+    match granted.on_lock(name)? {
+        (Reply::Granted { token, joined }, run) => {
+            Ok(Attempt::Acquired(Grant { sent, token, joined, held_before, run }))
+        }
+        (Reply::Busy { ttl }, _) => Ok(Attempt::Held { ttl }),
+    }
+}
+
+/// Leaves whatever a wait that ended without the lock left in Redis (a fair lock's place in
+/// the queue, a plain lock's waiting client).
+fn leave_the_queue(engine: &Engine, kind: Kind, name: &str, owner: &str) {
+    let left = GiveUp {
+        name,
+        owner,
+        wait_millis: engine.fair_wait_millis(),
+        wake_token: engine.topology().wake_token(),
+        always_publish: engine.config().always_publish_releases,
+    };
+    let _ = engine.pool_for(name).run("leaving the queue", |conn| kind.give_up(conn, &left));
 }
 
 /// One attempt for `owner` (computed on the owner's thread) within `limit`, for a Redlock

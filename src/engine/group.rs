@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use crate::activity::Active;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
+use crate::engine::grant::{GrantAttempt, Sending};
 use crate::engine::lease::{Lease, LeaseState, Renews, Term};
 use crate::engine::release::release_outcome;
-use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
@@ -128,49 +128,24 @@ pub(crate) fn acquire(
                 }
             });
         };
-        let granted = Cell::new(false);
-        let reply = engine.pool_for(group).run_handing_off(
-            "acquiring",
-            None,
-            |conn| {
-                granted.set(false);
-                let reply = engine.attempt_with_confirmation(
-                    conn,
-                    |conn| group::acquire(conn, group, &owner, fields, lease_millis),
-                    |reply| matches!(reply, Reply::Granted { .. }),
-                )?;
-                if !matches!(reply, Reply::Granted { .. }) {
-                    return Ok((reply, None));
-                }
-                granted.set(true);
-                // Replica-synced, as the locks' grants; a grant that cannot be trusted is
-                // released where it was made (after a failed confirmation, the hand-off or
-                // the release below does).
-                let synced =
-                    engine.confirm_grant(conn, |_| false, |conn| drop(group::release(conn, group, &owner, fields)));
-                synced.map(|synced| (reply, Some(synced)))
-            },
-            Some(&mut undo),
-        );
-        match reply {
-            Ok((Reply::Granted { .. }, Some(Replication::Confirmed) | None)) => Ok(Attempt::Acquired((sent, owner))),
-            Ok((_, Some(Replication::Unconfirmed(why)))) => {
-                if why == Unconfirmed::Superseded {
-                    // The master the client follows now may have it from replication.
-                    release_quietly(engine, group, &owner, fields);
-                }
-                Err(why.error(engine.config().replica_sync_timeout).on_lock(group))
-            }
-            Ok((Reply::Busy { ttl }, _)) => Ok(Attempt::Held { ttl }),
-            Err(err) => {
-                let err = if granted.get() { err.after_effect() } else { err };
-                // A dropped connection leaves the outcome unknown too; that connection is
-                // gone, so the release takes another.
-                if err.is_connection_error() && !err.is_timeout() {
-                    release_quietly(engine, group, &owner, fields);
-                }
-                Err(err.on_lock(group))
-            }
+        let granted = engine.attempt_grant(GrantAttempt {
+            what: "acquiring",
+            key: group,
+            sending: Sending::HandingOff(Some(&mut undo)),
+            send: &|conn| group::acquire(conn, group, &owner, fields, lease_millis),
+            is_granted: |reply| matches!(reply, Reply::Granted { .. }),
+            // Replica-synced, as the locks' grants; a grant that cannot be trusted is
+            // released where it was made (after a failed confirmation, the hand-off or the
+            // release of an uncertain attempt does).
+            take_back: &|conn| drop(group::release(conn, group, &owner, fields)),
+            undone_elsewhere: &|_| true,
+            // The master the client follows now may have it from replication.
+            superseded: &|| release_quietly(engine, group, &owner, fields),
+            uncertain: &|| release_quietly(engine, group, &owner, fields),
+        });
+        match granted.on_lock(group)? {
+            (Reply::Granted { .. }, _) => Ok(Attempt::Acquired((sent, owner))),
+            (Reply::Busy { ttl }, _) => Ok(Attempt::Held { ttl }),
         }
     };
     let taken = wait_for(engine, group, "group", || (keys::lock_channel(group), &wake::EVERYONE, 1), wait, attempt);

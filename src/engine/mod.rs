@@ -5,6 +5,7 @@
 
 mod acquire;
 mod core;
+mod grant;
 mod group;
 mod inspect;
 mod lease;

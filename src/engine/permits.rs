@@ -2,7 +2,6 @@
 //! use), giving them back, the leases of a permit-expirable semaphore's permits (renewed by
 //! the same watchdog), and waiting for a latch to open.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,9 +10,9 @@ use rand::RngCore;
 use crate::activity::Active;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for, wait_loop};
 use crate::engine::core::Engine;
+use crate::engine::grant::{GrantAttempt, Sending};
 use crate::engine::lease::{Lease, LeaseState, Renews, Term};
 use crate::engine::release::release_outcome;
-use crate::engine::replicas::{Replication, Unconfirmed};
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
 use crate::error::{Context, Error, ErrorKind, Result};
@@ -47,31 +46,21 @@ pub(crate) fn acquire(engine: &Engine, name: &Arc<str>, permits: u64, wait: Wait
     ready(engine, name).on_semaphore(name)?;
     check_permits(name, permits)?;
     let attempt = || {
-        // Whether permits were taken: an error after that came from confirming them.
-        let took = Cell::new(false);
-        let taken = engine.pool_for(name).run_once("taking permits", |conn| {
-            let taken = engine.attempt_with_confirmation(
-                conn,
-                |conn| semaphore::acquire(conn, name, permits),
-                |taken| *taken == Taken::Yes,
-            )?;
-            if taken != Taken::Yes {
-                return Ok((taken, None));
-            }
-            took.set(true);
+        let taken = engine.attempt_grant(GrantAttempt {
+            what: "taking permits",
+            key: name,
+            sending: Sending::Once,
+            send: &|conn| semaphore::acquire(conn, name, permits),
+            is_granted: |taken| *taken == Taken::Yes,
+            take_back: &|conn| drop(semaphore::add(conn, name, i64::try_from(permits).unwrap_or(i64::MAX))),
             // A confirmation that failed leaves the permits taken: safe, and not sent again.
-            let synced = engine.confirm_grant(
-                conn,
-                |_| false,
-                |conn| drop(semaphore::add(conn, name, i64::try_from(permits).unwrap_or(i64::MAX))),
-            );
-            synced.map(|synced| (taken, Some(synced)))
+            undone_elsewhere: &|_| true,
+            // Whether the master the client follows now has them is not known: a blind
+            // give-back there could add a permit.
+            superseded: &|| {},
+            uncertain: &|| {},
         });
-        let taken = taken.map_err(|e| if took.get() { e.after_effect() } else { e });
         match taken.on_semaphore(name)? {
-            (_, Some(Replication::Unconfirmed(why))) => {
-                Err(why.error(engine.config().replica_sync_timeout).on_semaphore(name))
-            }
             (Taken::Yes, _) => Ok(Attempt::Acquired(())),
             (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
@@ -188,10 +177,7 @@ pub(crate) fn acquire_expirable(
         Some(lease) => (keys::lease_millis("lease", lease).on_semaphore(name)?, false),
         None => (engine.watchdog_millis(), true),
     };
-    let mut ids: Vec<PermitId> = vec![[0; 16]; usize::try_from(permits).unwrap_or(usize::MAX)];
-    for id in &mut ids {
-        rand::rng().fill_bytes(id);
-    }
+    let ids = fresh_permit_ids(permits);
     let command_timeout = engine.config().command_timeout;
     let attempt = || {
         let sent = Instant::now();
@@ -205,36 +191,26 @@ pub(crate) fn acquire_expirable(
                 }
             });
         };
-        let taken = engine.pool_for(name).run_handing_off(
-            "taking permits",
-            None,
-            |conn| {
-                let taken = engine.attempt_with_confirmation(
-                    conn,
-                    |conn| semaphore::acquire_permits(conn, name, &ids, Some(lease_millis)),
-                    |taken| *taken == Taken::Yes,
-                )?;
-                if taken != Taken::Yes {
-                    return Ok((taken, None));
-                }
-                // Replica-synced, as the locks' grants; ids that cannot be trusted are given
-                // back (idempotent: ids that are not there are simply not there).
-                let synced =
-                    engine.confirm_grant(conn, |_| false, |conn| drop(semaphore::release_permits(conn, name, &ids)));
-                synced.map(|synced| (taken, Some(synced)))
-            },
-            Some(&mut undo),
-        );
+        let give_back = || {
+            let _ =
+                engine.pool_for(name).run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
+        };
+        let taken = engine.attempt_grant(GrantAttempt {
+            what: "taking permits",
+            key: name,
+            sending: Sending::HandingOff(Some(&mut undo)),
+            send: &|conn| semaphore::acquire_permits(conn, name, &ids, Some(lease_millis)),
+            is_granted: |taken| *taken == Taken::Yes,
+            // Replica-synced, as the locks' grants; ids that cannot be trusted are given
+            // back (idempotent: ids that are not there are simply not there).
+            take_back: &|conn| drop(semaphore::release_permits(conn, name, &ids)),
+            undone_elsewhere: &|_| true,
+            // The master the client follows now may have them from replication.
+            superseded: &give_back,
+            // Ids taken on a connection that broke run out with their lease.
+            uncertain: &|| {},
+        });
         match taken.on_semaphore(name)? {
-            (_, Some(Replication::Unconfirmed(why))) => {
-                if why == Unconfirmed::Superseded {
-                    // The master the client follows now may have them from replication.
-                    let _ = engine
-                        .pool_for(name)
-                        .run("giving permits back", |conn| semaphore::release_permits(conn, name, &ids));
-                }
-                Err(why.error(engine.config().replica_sync_timeout).on_semaphore(name))
-            }
             (Taken::Yes, _) => Ok(Attempt::Acquired(sent)),
             (Taken::No { retry_in }, _) => Ok(Attempt::Held { ttl: retry_in }),
         }
@@ -260,6 +236,15 @@ pub(crate) fn acquire_expirable(
     let lease = Arc::new(Lease::new(Arc::clone(name), Renews::Permits(ids), engine.watchdog_span()));
     let term = engine.add_hold(&lease, sent, lease_millis, watchdog);
     Ok(Some(PermitHold { engine: Arc::clone(engine), lease, term, since: Instant::now(), _active: active }))
+}
+
+/// `permits` new random permit ids.
+fn fresh_permit_ids(permits: u64) -> Vec<PermitId> {
+    let mut ids: Vec<PermitId> = vec![[0; 16]; usize::try_from(permits).unwrap_or(usize::MAX)];
+    for id in &mut ids {
+        rand::rng().fill_bytes(id);
+    }
+    ids
 }
 
 impl PermitHold {
