@@ -77,24 +77,24 @@ use experiments::LockKind;
 use experiments::contenders::Subject;
 use experiments::durable::{durable_section, measure_durable};
 use experiments::election::measure_elections;
-use experiments::group::measure_group_locks;
+use experiments::group::{group_section, measure_group_locks};
 use experiments::handoff::measure_handoffs;
 use experiments::herd::measure_herd;
-use experiments::limit::measure_limit;
+use experiments::limit::{limit_section, measure_limit};
 use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
 use experiments::renewal::measure_renewal;
-use experiments::replicated::{Deployment, measure_replicated};
+use experiments::replicated::{Deployment, measure_replicated, replicated_section};
 use experiments::semaphores::measure_semaphores;
 use experiments::throughput::measure_throughput;
 use experiments::tls::measure_tls;
-use experiments::uncontended::measure_uncontended;
+use experiments::uncontended::{measure_uncontended, uncontended_section};
 use experiments::writer::measure_writer_under_readers;
 use machine::Machine;
 use meter::CpuMeter;
 use placement::Placement;
 use plan::{Plan, WRITE_DOC_ENV, only_steps};
-use report::{Results, group_section, limit_section, replicated_section, uncontended_section, write_doc};
+use report::{Results, write_doc};
 
 /// The roles of the child processes, by the name a parent spawns them under.
 const ROLES: &[Role] = &[
