@@ -12,14 +12,16 @@ use redlease::{AnyLock, Client};
 use redlease_testkit::server::RedisServer;
 
 use crate::experiments::LockKind;
-use crate::experiments::contenders::{Peer, Process, SPIN_FIRST_SLEEP, SPIN_MAX_SLEEP, Spin, Subject, contender_pair};
+use crate::experiments::contenders::{
+    Contender, Peer, Process, SPIN_FIRST_SLEEP, SPIN_MAX_SLEEP, Spin, Subject, contender_pair,
+};
 use crate::experiments::handoff::{HANDOFF_BLOCKS, measure_handoff_blocks};
-use crate::experiments::limit::{PIPELINE, trivial_call};
+use crate::experiments::limit::{PIPELINE, trivial_call, trivial_pair};
 use crate::experiments::throughput::{PROCESSES, THREADS_PER_PROCESS, Throughput, measure_throughput, throughput_row};
 use crate::experiments::uncontended::library_pair;
 use crate::plan::Plan;
 use crate::report::{handoff_head, handoff_row, pair_row};
-use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs_counting, twice};
+use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs_counting};
 
 /// Unrelated keys added for the second redis-lock measurement: its release scans them all.
 pub(crate) const CROWD: usize = 10_000;
@@ -73,9 +75,7 @@ pub(crate) fn measure_peers(server: &RedisServer, plan: &Plan) -> Peers {
         Peer::RedisLock.commands(),
     ];
     let mut ops: Vec<PairOp> = vec![
-        twice(|| {
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-        }),
+        trivial_pair(&trivial, &mut trivial_conn),
         Box::new(|| library_pair(&watchdog)),
         Box::new(|| library_pair(&fixed)),
         Box::new(|| library_pair(&spin)),
@@ -90,44 +90,9 @@ pub(crate) fn measure_peers(server: &RedisServer, plan: &Plan) -> Peers {
     let (trivial_stats, watchdog, fixed, spin, rlock_stats, rlock_no_renewal, redis_lock_stats) =
         (next(), next(), next(), next(), next(), next(), next());
 
-    // redis-lock's release scans every key of the database: the same with more of them.
-    let crowd: Vec<String> = (0..CROWD).map(|i| format!("bench:peers:crowd:{i}")).collect();
-    for chunk in crowd.chunks(PIPELINE) {
-        let mut pipe = redis::pipe();
-        for key in chunk {
-            pipe.cmd("SET").arg(key).arg("x").ignore();
-        }
-        pipe.query::<()>(&mut stats_conn).expect("SET the crowd");
-    }
-    let mut ops: Vec<PairOp> = vec![
-        twice(|| {
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-        }),
-        Box::new(|| contender_pair(&mut *redis_lock)),
-    ];
-    let counted = [evalsha, Peer::RedisLock.commands()];
-    let stats = measure_pairs_counting(&mut ops, &counted, 5, plan.crowded_pairs, Some(&mut stats_conn));
-    drop(ops);
-    for chunk in crowd.chunks(PIPELINE) {
-        redis::cmd("DEL").arg(chunk).query::<()>(&mut stats_conn).expect("DEL the crowd");
-    }
-    let mut kinds = stats.into_iter();
-    let mut next = || kinds.next().expect("one result per kind");
-    let (crowded_trivial, crowded_redis_lock) = (next(), next());
-
-    // A spin waiter with the default back-off sleeps up to 128 ms between attempts, as the
-    // peers' waiters poll: as many rounds as theirs. With 1 ms, a round lasts a few ms: as
-    // many as the plain lock's.
-    let subjects = [
-        Subject::Lock(LockKind::Plain),
-        Subject::Spin(Spin::Exponential),
-        Subject::Spin(Spin::Constant1Ms),
-        Subject::Peer(Peer::Rlock),
-        Subject::Peer(Peer::RedisLock),
-    ];
-    let rounds = [plan.handoffs, plan.peer_handoffs, plan.handoffs, plan.peer_handoffs, plan.peer_handoffs];
-    let handoffs = subjects.iter().copied().zip(measure_handoff_blocks(server, &client, &subjects, &rounds)).collect();
-
+    let limit_pair = trivial_pair(&trivial, &mut trivial_conn);
+    let (crowded_trivial, crowded_redis_lock) = measure_crowded(limit_pair, &mut *redis_lock, &mut stats_conn, plan);
+    let handoffs = measure_peer_handoffs(server, &client, plan);
     let throughput = [Peer::Rlock, Peer::RedisLock]
         .into_iter()
         .map(|peer| measure_throughput(server, plan, Subject::Peer(peer), true))
@@ -147,6 +112,51 @@ pub(crate) fn measure_peers(server: &RedisServer, plan: &Plan) -> Peers {
         handoffs,
         throughput,
     }
+}
+
+/// The limit pair (`limit_pair`) and redis-lock's pair again, with `CROWD` more keys in
+/// the database: redis-lock's release scans every key of it.
+fn measure_crowded(
+    limit_pair: PairOp,
+    redis_lock: &mut dyn Contender,
+    stats_conn: &mut redis::Connection,
+    plan: &Plan,
+) -> (PairStats, PairStats) {
+    let crowd: Vec<String> = (0..CROWD).map(|i| format!("bench:peers:crowd:{i}")).collect();
+    for chunk in crowd.chunks(PIPELINE) {
+        let mut pipe = redis::pipe();
+        for key in chunk {
+            pipe.cmd("SET").arg(key).arg("x").ignore();
+        }
+        pipe.query::<()>(stats_conn).expect("SET the crowd");
+    }
+    let mut ops: Vec<PairOp> = vec![limit_pair, Box::new(|| contender_pair(redis_lock))];
+    let counted = [&["evalsha"][..], Peer::RedisLock.commands()];
+    let stats = measure_pairs_counting(&mut ops, &counted, 5, plan.crowded_pairs, Some(&mut *stats_conn));
+    drop(ops);
+    for chunk in crowd.chunks(PIPELINE) {
+        redis::cmd("DEL").arg(chunk).query::<()>(stats_conn).expect("DEL the crowd");
+    }
+    let mut kinds = stats.into_iter();
+    let mut next = || kinds.next().expect("one result per kind");
+    (next(), next())
+}
+
+/// Hand-offs of the library's plain lock, its spin lock with either back-off, and the
+/// peers' locks, in alternating blocks.
+fn measure_peer_handoffs(server: &RedisServer, client: &Client, plan: &Plan) -> Vec<(Subject, Summary)> {
+    // A spin waiter with the default back-off sleeps up to 128 ms between attempts, as the
+    // peers' waiters poll: as many rounds as theirs. With 1 ms, a round lasts a few ms: as
+    // many as the plain lock's.
+    let subjects = [
+        Subject::Lock(LockKind::Plain),
+        Subject::Spin(Spin::Exponential),
+        Subject::Spin(Spin::Constant1Ms),
+        Subject::Peer(Peer::Rlock),
+        Subject::Peer(Peer::RedisLock),
+    ];
+    let rounds = [plan.handoffs, plan.peer_handoffs, plan.handoffs, plan.peer_handoffs, plan.peer_handoffs];
+    subjects.iter().copied().zip(measure_handoff_blocks(server, client, &subjects, &rounds)).collect()
 }
 
 /// Step 9's section, in round trips `rtt`; `step_3` is step 3's plain lock on one shared lock.
