@@ -160,16 +160,20 @@ pub(crate) fn pair_ratios(x: &PairStats, rtt: f64, limit_pair: f64, judged: bool
 pub(crate) fn pair_row(out: &mut String, what: &str, x: &PairStats, rtt: f64, limit_pair: f64, server: String) {
     let _ = writeln!(
         out,
-        "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {server} | {:.3} | {:.3} |",
-        x.pair.n,
-        x.pair.mean,
-        x.pair.p50,
-        x.pair.p99,
-        x.acquire.mean,
-        x.release.mean,
+        "| {what} | {} | {server} | {:.3} | {:.3} |",
+        pair_cells(x),
         x.pair.mean / (2.0 * rtt),
         x.pair.mean / limit_pair
     );
+}
+
+/// The cells every table of pairs starts with: n, the pair's mean, p50 and p99, and the
+/// means of its acquire and of its release.
+pub(crate) fn pair_cells(x: &PairStats) -> String {
+    format!(
+        "{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1}",
+        x.pair.n, x.pair.mean, x.pair.p50, x.pair.p99, x.acquire.mean, x.release.mean
+    )
 }
 
 /// The head of a two-column table of figures.

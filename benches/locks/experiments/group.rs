@@ -10,12 +10,11 @@ use redlease::{Client, MultiLock};
 use redlease_testkit::server::RedisServer;
 
 use crate::clock::nanos;
-use crate::experiments::limit::trivial_call;
+use crate::experiments::limit::{trivial_call, trivial_pair};
 use crate::meter::process_ticks;
 use crate::plan::Plan;
-use crate::stats::{
-    PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs, reset_server_stats, server_command_stats, twice,
-};
+use crate::report::pair_cells;
+use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs, reset_server_stats, server_command_stats};
 
 /// The numbers of values compared.
 pub(crate) const GROUP_SIZES: [usize; 3] = [1, 10, 100];
@@ -80,9 +79,7 @@ fn measure_size(server: &RedisServer, client: &Client, plan: &Plan, n: usize, pa
     let (mut trivial_conn, mut stats_conn) = (server.conn(), server.conn());
     let trivial = trivial_call(&mut trivial_conn);
     let mut ops: Vec<PairOp> = vec![
-        twice(|| {
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-        }),
+        trivial_pair(&trivial, &mut trivial_conn),
         Box::new(|| {
             let start = Instant::now();
             let guard = group.try_lock().expect("try_lock").expect("an uncontended group is free");
@@ -260,13 +257,8 @@ pub(crate) fn group_section(out: &mut String, g: &GroupLocks) {
 fn group_row(out: &mut String, values: usize, what: &str, x: &PairStats, limit_pair: f64, round_trips: usize) {
     let _ = writeln!(
         out,
-        "| {values} | {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}, {:.1} | {:.3} | {:.3} |",
-        x.pair.n,
-        x.pair.mean,
-        x.pair.p50,
-        x.pair.p99,
-        x.acquire.mean,
-        x.release.mean,
+        "| {values} | {what} | {} | {:.2}, {:.1} | {:.3} | {:.3} |",
+        pair_cells(x),
         x.server_calls_per_pair,
         x.server_usec_per_pair,
         x.pair.mean / limit_pair,

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use redlease::Client;
 use redlease_testkit::server::RedisServer;
 
-use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, read_window, say, send_window};
+use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, read_window, say};
 use crate::clock::{mono_ns, sleep_until_mono};
 use crate::experiments::LockKind;
+use crate::experiments::throughput::start_window;
 use crate::plan::Plan;
 use crate::report::verdict;
-use crate::stats::{reset_server_stats, server_command_stats};
+use crate::stats::server_command_stats;
 
 /// The numbers of processes measured.
 pub(crate) const HERD_PROCESSES: [usize; 4] = [2, 4, 8, 16];
@@ -67,12 +68,7 @@ fn herd_run(server: &RedisServer, plan: &Plan, kind: LockKind, processes: usize)
             )
         })
         .collect();
-    for worker in &workers {
-        worker.expect("ready");
-    }
-    let mut stats = server.conn();
-    reset_server_stats(&mut stats);
-    send_window(&mut workers, plan.throughput_for);
+    let mut stats = start_window(server, &mut workers, plan.throughput_for);
     let reports: Vec<(u64, u64)> = workers
         .iter()
         .map(|w| {

@@ -2,7 +2,6 @@
 //! held by one thread while the watchdog renews them, then given back one by one.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,7 @@ use redlease_testkit::server::RedisServer;
 use crate::clock::nanos;
 use crate::experiments::limit::{Limit, pipelined_rate};
 use crate::experiments::renewal::{
-    EventCounts, RENEWAL_WATCHDOG, Renewal, Timed, Watched, each_call, renewal_rate, timed, window_rows,
+    RENEWAL_WATCHDOG, Renewal, Timed, Watched, each_call, renewal_client, renewal_rate, timed, window_rows,
 };
 use crate::plan::Plan;
 use crate::report::{TARGET_RENEWAL_FRACTION, figure_head, figure_row};
@@ -51,13 +50,7 @@ pub(crate) struct PermitRenewal {
 }
 
 pub(crate) fn measure_permit_renewal(server: &RedisServer, plan: &Plan) -> PermitRenewal {
-    let events = Arc::new(EventCounts::default());
-    let client = Client::builder(server.url())
-        .watchdog_timeout(RENEWAL_WATCHDOG)
-        .pool_size(4)
-        .events(events.clone())
-        .build()
-        .expect("client for the permit renewal run");
+    let (client, events) = renewal_client(Client::builder(server.url()));
     let semaphore = client.permit_expirable_semaphore(PERMITS_NAME);
     let permits = plan.leases;
     assert!(

@@ -13,6 +13,7 @@ use redlease_testkit::server::RedisServer;
 use crate::experiments::limit::trivial_call;
 use crate::experiments::uncontended::library_pair;
 use crate::plan::Plan;
+use crate::report::pair_cells;
 use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, measure_pairs, twice};
 
 /// Redlock sizes measured.
@@ -162,14 +163,9 @@ fn redlock_rows(out: &mut String, r: &RedlockRun) {
     for (what, x) in rows {
         let _ = writeln!(
             out,
-            "| {} | {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} |",
+            "| {} | {what} | {} | {:.3} | {:.3} |",
             r.nodes,
-            x.pair.n,
-            x.pair.mean,
-            x.pair.p50,
-            x.pair.p99,
-            x.acquire.mean,
-            x.release.mean,
+            pair_cells(x),
             x.pair.mean / plain,
             x.pair.mean / limit
         );

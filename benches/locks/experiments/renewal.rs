@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, ClientStats, LockEvents, LockGuard};
+use redlease::{Client, ClientBuilder, ClientStats, LockEvents, LockGuard};
 use redlease_testkit::server::RedisServer;
 
 use crate::clock::nanos;
@@ -117,13 +117,7 @@ pub(crate) struct Renewal {
 }
 
 pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
-    let events = Arc::new(EventCounts::default());
-    let client = Client::builder(server.url())
-        .watchdog_timeout(RENEWAL_WATCHDOG)
-        .pool_size(4)
-        .events(events.clone())
-        .build()
-        .expect("client for the renewal run");
+    let (client, events) = renewal_client(Client::builder(server.url()));
     let names: Vec<String> = (0..plan.leases).map(|i| format!("bench:lease:{i}")).collect();
     let mut conn = server.conn();
     let keys_before: u64 = redis::cmd("DBSIZE").query(&mut conn).expect("DBSIZE");
@@ -164,6 +158,19 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         latches_left,
         failed_releases: events.release_failed.load(Ordering::Relaxed),
     }
+}
+
+/// The client of a renewal run, built by `builder`: its watchdog renews every
+/// `RENEWAL_WATCHDOG / 3`, and what its event hook reports is counted.
+pub(crate) fn renewal_client(builder: ClientBuilder) -> (Client, Arc<EventCounts>) {
+    let events = Arc::new(EventCounts::default());
+    let client = builder
+        .watchdog_timeout(RENEWAL_WATCHDOG)
+        .pool_size(4)
+        .events(events.clone())
+        .build()
+        .expect("client for the renewal run");
+    (client, events)
 }
 
 /// Takes each of `names` with one `try_lock` (every one must be free): the guards, and the

@@ -12,13 +12,13 @@ use redlease_testkit::server::RedisServer;
 use crate::experiments::LockKind;
 use crate::experiments::contenders::Subject;
 use crate::experiments::handoff::{HANDOFF_BLOCKS, measure_handoff_blocks};
-use crate::experiments::limit::{Limit, trivial_call};
+use crate::experiments::limit::{Limit, trivial_call, trivial_pair};
 use crate::experiments::permit_renewal::{PermitRenewal, measure_permit_renewal, permit_renewal_section};
 use crate::experiments::renewal::Renewal;
 use crate::experiments::uncontended::library_pair;
 use crate::plan::Plan;
 use crate::report::{TARGET_PAIR_RATIO, handoff_head, handoff_row, pair_row};
-use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs, twice};
+use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs};
 
 pub(crate) struct Semaphores {
     /// Two trivial `EVALSHA`s, in the blocks in between.
@@ -48,9 +48,7 @@ pub(crate) fn measure_semaphores(server: &RedisServer, plan: &Plan) -> Semaphore
     let trivial = trivial_call(&mut trivial_conn);
 
     let mut ops: Vec<PairOp> = vec![
-        twice(|| {
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-        }),
+        trivial_pair(&trivial, &mut trivial_conn),
         Box::new(|| library_pair(&lock)),
         Box::new(|| {
             let start = Instant::now();

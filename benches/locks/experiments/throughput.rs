@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
+use std::time::Duration;
 
 use redlease_testkit::server::RedisServer;
 
@@ -53,12 +54,7 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Sub
             )
         })
         .collect();
-    for worker in &workers {
-        worker.expect("ready");
-    }
-    let mut stats = server.conn();
-    reset_server_stats(&mut stats);
-    send_window(&mut workers, plan.throughput_for);
+    let mut stats = start_window(server, &mut workers, plan.throughput_for);
     let exclusive = shared && subject != Subject::Lock(LockKind::Read);
     let mut per_process = Vec::new();
     // (time, process, thread) of every acquisition.
@@ -102,6 +98,18 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Sub
         server_busy: server_usec as f64 / 1e6 / plan.throughput_for.as_secs_f64(),
         alternation,
     }
+}
+
+/// Once every one of `workers` is ready: resets the server's counters and sends the workers
+/// a window of `length`; returns the connection to read the counters on after it.
+pub(crate) fn start_window(server: &RedisServer, workers: &mut [Worker], length: Duration) -> redis::Connection {
+    for worker in workers.iter() {
+        worker.expect("ready");
+    }
+    let mut stats = server.conn();
+    reset_server_stats(&mut stats);
+    send_window(workers, length);
+    stats
 }
 
 /// Child: `THREADS_PER_PROCESS` threads sharing one client (or a peer's manager) loop

@@ -2,13 +2,13 @@
 //! trivial `EVALSHA`s) over each, and the uncontended pair over TLS, interleaved.
 
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlease::Client;
 use redlease_testkit::pki::{Pki, ServerCert};
 use redlease_testkit::server::RedisServer;
 
-use crate::experiments::limit::trivial_call;
+use crate::experiments::limit::{trivial_call, trivial_pair};
 use crate::experiments::uncontended::library_pair;
 use crate::placement::Placement;
 use crate::plan::Plan;
@@ -36,16 +36,9 @@ pub(crate) fn measure_tls(placement: &Placement, plan: &Plan) -> TlsRun {
     let (plain_call, tls_call) = (trivial_call(&mut plain_conn), trivial_call(&mut tls_conn));
     let client = Client::builder(url.as_str()).tls_root_certificates(pki.ca.clone()).build().expect("TLS client");
     let lock = client.lock("bench:tls").into();
-    let twice = |call: &redis::Cmd, conn: &mut redis::Connection| {
-        let start = Instant::now();
-        let _: i64 = call.query(conn).expect("trivial EVALSHA");
-        let first = start.elapsed();
-        let _: i64 = call.query(conn).expect("trivial EVALSHA");
-        first
-    };
     let mut ops: Vec<PairOp> = vec![
-        Box::new(|| twice(&plain_call, &mut plain_conn)),
-        Box::new(|| twice(&tls_call, &mut tls_conn)),
+        trivial_pair(&plain_call, &mut plain_conn),
+        trivial_pair(&tls_call, &mut tls_conn),
         Box::new(|| library_pair(&lock)),
     ];
     let stats = measure_pairs(&mut ops, plan.warmup, plan.pairs / 2, None);

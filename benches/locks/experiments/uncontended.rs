@@ -13,7 +13,7 @@ use redlease_testkit::server::RedisServer;
 
 use crate::experiments::limit::{Limit, trivial_call, trivial_pair};
 use crate::plan::Plan;
-use crate::report::{TARGET_PAIR_RATIO, pair_ratios};
+use crate::report::{TARGET_PAIR_RATIO, pair_cells, pair_ratios};
 use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, measure_pairs};
 
 /// As the library loads them: both scripts call functions of the prelude.
@@ -232,8 +232,9 @@ pub(crate) fn uncontended_section(out: &mut String, limit: &Limit, u: &Uncontend
         let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
         let _ = writeln!(
             out,
-            "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
-            x.pair.n, x.pair.mean, x.pair.p50, x.pair.p99, x.acquire.mean, x.release.mean, x.server_usec
+            "| {what} | {} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
+            pair_cells(x),
+            x.server_usec
         );
     }
     let _ = writeln!(out);

@@ -13,7 +13,6 @@ pub(crate) use report::replicated_section;
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -28,7 +27,7 @@ use crate::experiments::LockKind;
 use crate::experiments::contenders::{Contender, Process, Subject};
 use crate::experiments::handoff::{HANDOFF_BLOCKS, HANDOFF_WARMUP, serve_handoffs, timed_release};
 use crate::experiments::limit::{PIPELINE, pipelined_rate, trivial_call};
-use crate::experiments::renewal::{EventCounts, RENEWAL_WATCHDOG, Timed, Watched, drop_leases, take_leases, ttls};
+use crate::experiments::renewal::{Timed, Watched, drop_leases, renewal_client, take_leases, ttls};
 use crate::experiments::uncontended::{RawPair, library_pair};
 use crate::meter::process_ticks;
 use crate::plan::Plan;
@@ -580,16 +579,9 @@ fn measure_renewal(
     names: &[String],
     plan: &Plan,
 ) -> ReplicatedRenewal {
-    let events = Arc::new(EventCounts::default());
     // No replica sync: the grants are not what is measured here (renewals never wait), and
     // 100,000 `WAIT`s would only lengthen the run.
-    let client = Client::builder(url)
-        .watchdog_timeout(RENEWAL_WATCHDOG)
-        .pool_size(4)
-        .sync_replicas(false)
-        .events(events.clone())
-        .build()
-        .expect("client for the renewal run");
+    let (client, events) = renewal_client(Client::builder(url).sync_replicas(false));
     let mut conns: Vec<redis::Connection> = servers.iter().map(|s| s.conn()).collect();
     let master_of = slots.masters_of(&mut conns[0], names);
     let mut on_node: Vec<Vec<&String>> = servers.iter().map(|_| Vec::new()).collect();

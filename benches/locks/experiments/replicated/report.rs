@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use crate::experiments::handoff::HANDOFF_BLOCKS;
 use crate::experiments::renewal::{RENEW_BATCH, RENEWAL_WATCHDOG, each_call, least_possible, per_pass, timed};
 use crate::report::{
-    TARGET_PAIR_RATIO, TARGET_RENEWAL_FRACTION, figure_head, figure_row, handoff_head, handoff_row, pair_ratios,
-    verdict,
+    TARGET_PAIR_RATIO, TARGET_RENEWAL_FRACTION, figure_head, figure_row, handoff_head, handoff_row, pair_cells,
+    pair_ratios, verdict,
 };
 use crate::stats::PAIR_BLOCKS;
 
@@ -130,14 +130,9 @@ fn pair_row(out: &mut String, c: &ReplicatedRun, p: &ReplicatedPair, limit_pair:
     let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
     let _ = writeln!(
         out,
-        "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} ({}) | {} | {} | {} | {:.2} | {:.0} / {:.0} \
+        "| {what} | {} | {} ({}) | {} | {} | {} | {:.2} | {:.0} / {:.0} \
          | {to_rtt:.3} | {to_pair:.3} | {target} |",
-        x.pair.n,
-        x.pair.mean,
-        x.pair.p50,
-        x.pair.p99,
-        x.acquire.mean,
-        x.release.mean,
+        pair_cells(x),
         per_pair(own.sent_total()),
         sent.join(", "),
         per_pair(own.in_scripts),
