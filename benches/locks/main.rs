@@ -54,7 +54,8 @@
 //! One module per concern: the plan of the run ([`plan`]), placement on the CPUs
 //! ([`placement`]), the other work on the machine ([`meter`]), the machine itself
 //! ([`machine`]), clocks ([`clock`]), statistics ([`stats`]), one module per experiment
-//! under [`experiments`], child processes ([`child`]) and the report ([`report`]).
+//! under [`experiments`] (its measurement and its section of the report), child processes
+//! ([`child`]) and the report assembled from the sections ([`report`]).
 
 mod child;
 mod clock;
