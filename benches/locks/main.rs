@@ -54,7 +54,8 @@
 //! One module per concern: the plan of the run ([`plan`]), placement on the CPUs
 //! ([`placement`]), the other work on the machine ([`meter`]), the machine itself
 //! ([`machine`]), clocks ([`clock`]), statistics ([`stats`]), one module per experiment
-//! under [`experiments`], child processes ([`child`]) and the report ([`report`]).
+//! under [`experiments`] (its measurement and its section of the report), child processes
+//! ([`child`]) and the report assembled from the sections ([`report`]).
 
 mod child;
 mod clock;
@@ -77,24 +78,24 @@ use experiments::LockKind;
 use experiments::contenders::Subject;
 use experiments::durable::{durable_section, measure_durable};
 use experiments::election::measure_elections;
-use experiments::group::measure_group_locks;
+use experiments::group::{group_section, measure_group_locks};
 use experiments::handoff::measure_handoffs;
 use experiments::herd::measure_herd;
-use experiments::limit::measure_limit;
+use experiments::limit::{limit_section, measure_limit};
 use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
 use experiments::renewal::measure_renewal;
-use experiments::replicated::{Deployment, measure_replicated};
+use experiments::replicated::{Deployment, measure_replicated, replicated_section};
 use experiments::semaphores::measure_semaphores;
 use experiments::throughput::measure_throughput;
 use experiments::tls::measure_tls;
-use experiments::uncontended::measure_uncontended;
+use experiments::uncontended::{measure_uncontended, uncontended_section};
 use experiments::writer::measure_writer_under_readers;
 use machine::Machine;
 use meter::CpuMeter;
 use placement::Placement;
 use plan::{Plan, WRITE_DOC_ENV, only_steps};
-use report::{Results, group_section, limit_section, replicated_section, uncontended_section, write_doc};
+use report::{Results, write_doc};
 
 /// The roles of the child processes, by the name a parent spawns them under.
 const ROLES: &[Role] = &[
@@ -123,65 +124,64 @@ fn main() {
         return;
     }
 
-    let mut meter = CpuMeter::new(&server);
+    let results = run_all(&server, placement, &plan, machine);
+    let report = results.report();
+    println!("\n{report}");
+    println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
+    if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
+        write_doc(&report);
+    }
+}
+
+/// Every step in the report's order, with what other processes did on the machine
+/// meanwhile.
+fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Machine) -> Results {
+    let mut meter = CpuMeter::new(server);
     meter.step("0. physical limit");
-    let limit = measure_limit(&server, &plan);
+    let limit = measure_limit(server, plan);
     meter.step("1. uncontended acquire + release");
-    let uncontended = measure_uncontended(&server, &plan);
+    let uncontended = measure_uncontended(server, plan);
     meter.step("2. contended hand-off");
-    let handoff = measure_handoffs(&server, &plan);
+    let handoff = measure_handoffs(server, plan);
     meter.step("3. throughput");
     let throughput = [
-        measure_throughput(&server, &plan, Subject::Lock(LockKind::Plain), true),
-        measure_throughput(&server, &plan, Subject::Lock(LockKind::Plain), false),
-        measure_throughput(&server, &plan, Subject::Lock(LockKind::Fair), true),
-        measure_throughput(&server, &plan, Subject::Lock(LockKind::Read), true),
+        measure_throughput(server, plan, Subject::Lock(LockKind::Plain), true),
+        measure_throughput(server, plan, Subject::Lock(LockKind::Plain), false),
+        measure_throughput(server, plan, Subject::Lock(LockKind::Fair), true),
+        measure_throughput(server, plan, Subject::Lock(LockKind::Read), true),
     ];
     meter.step("4. renewal");
-    let renewal = measure_renewal(&server, &plan);
+    let renewal = measure_renewal(server, plan);
     meter.step("5. writer under readers");
-    let writer = measure_writer_under_readers(&server, &plan);
+    let writer = measure_writer_under_readers(server, plan);
     meter.step("6. Redlock");
-    let red_servers: Vec<RedisServer> = (0..RED_NODES.iter().copied().max().unwrap_or(0))
-        .map(|_| {
-            let node = RedisServer::start();
-            placement.pin_server(&node);
-            meter.add_server(&node);
-            node
-        })
-        .collect();
-    let redlock: Vec<RedlockRun> = RED_NODES.iter().map(|&n| measure_redlock(&red_servers[..n], &plan)).collect();
-    drop(red_servers);
+    let redlock = measure_redlocks(&placement, &mut meter, plan);
     meter.step("7. TLS");
-    let tls = measure_tls(&placement, &plan);
+    let tls = measure_tls(&placement, plan);
     meter.step("8. semaphores");
-    let semaphores = measure_semaphores(&server, &plan);
+    let semaphores = measure_semaphores(server, plan);
     meter.step("9. peers");
-    let peers = measure_peers(&server, &plan);
+    let peers = measure_peers(server, plan);
     meter.step("10. the herd");
-    let herd = measure_herd(&server, &plan);
+    let herd = measure_herd(server, plan);
     meter.step("11. Redis Cluster");
-    let group = ClusterGroup::start();
-    for node in group.masters().into_iter().chain(group.replicas()) {
-        placement.pin_server(node);
-        meter.add_server(node);
-    }
-    let cluster = measure_replicated(&Deployment::cluster(&group), &plan);
+    let group = start_cluster(&placement, Some(&mut meter));
+    let cluster = measure_replicated(&Deployment::cluster(&group), plan);
     meter.step("12. group lock");
     drop(group);
-    let group_locks = measure_group_locks(&server, &plan);
+    let group_locks = measure_group_locks(server, plan);
     meter.step("13. election");
-    let elections = measure_elections(&server, &plan);
+    let elections = measure_elections(server, plan);
     meter.step("14. Sentinel");
     let sentinels = start_sentinels(&placement, Some(&mut meter));
-    let sentinel = measure_replicated(&Deployment::sentinel(&sentinels), &plan);
+    let sentinel = measure_replicated(&Deployment::sentinel(&sentinels), plan);
     drop(sentinels);
     meter.step("15. sync_mode");
     let durable = measure_durable(&placement);
     meter.step("");
     let other_work = meter.steps;
 
-    let results = Results {
+    Results {
         machine,
         placement: placement.description,
         other_work,
@@ -201,12 +201,6 @@ fn main() {
         elections,
         sentinel,
         durable,
-    };
-    let report = results.report();
-    println!("\n{report}");
-    println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
-    if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
-        write_doc(&report);
     }
 }
 
@@ -220,10 +214,7 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
         match step {
             1 => uncontended_section(&mut report, &limit, &measure_uncontended(server, plan)),
             11 => {
-                let group = ClusterGroup::start();
-                for node in group.masters().into_iter().chain(group.replicas()) {
-                    placement.pin_server(node);
-                }
+                let group = start_cluster(placement, None);
                 replicated_section(&mut report, &measure_replicated(&Deployment::cluster(&group), plan), None);
             }
             14 => {
@@ -238,22 +229,45 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
     println!("\n{report}");
 }
 
-/// Step 14's deployment, every process of it placed with the first server (and metered).
-fn start_sentinels(placement: &Placement, meter: Option<&mut CpuMeter>) -> SentinelGroup {
-    let group = SentinelGroup::start();
-    let nodes = group.data_nodes();
-    for node in &nodes {
-        placement.pin_server(node);
-    }
-    let sentinels = group.sentinel_pids();
-    for &pid in &sentinels {
-        placement.pin_pid(pid);
-    }
+/// Places `node` with the first server, and meters it when there is a `meter`.
+fn place(placement: &Placement, meter: Option<&mut CpuMeter>, node: &RedisServer) {
+    placement.pin_server(node);
     if let Some(meter) = meter {
-        for node in nodes {
-            meter.add_server(node);
-        }
-        for pid in sentinels {
+        meter.add_server(node);
+    }
+}
+
+/// Step 6: Redlock over each of [`RED_NODES`] servers, started for it and placed with the
+/// first server.
+fn measure_redlocks(placement: &Placement, meter: &mut CpuMeter, plan: &Plan) -> Vec<RedlockRun> {
+    let red_servers: Vec<RedisServer> = (0..RED_NODES.iter().copied().max().unwrap_or(0))
+        .map(|_| {
+            let node = RedisServer::start();
+            place(placement, Some(&mut *meter), &node);
+            node
+        })
+        .collect();
+    RED_NODES.iter().map(|&n| measure_redlock(&red_servers[..n], plan)).collect()
+}
+
+/// Step 11's deployment, every server of it placed with the first server (and metered).
+fn start_cluster(placement: &Placement, mut meter: Option<&mut CpuMeter>) -> ClusterGroup {
+    let group = ClusterGroup::start();
+    for node in group.masters().into_iter().chain(group.replicas()) {
+        place(placement, meter.as_deref_mut(), node);
+    }
+    group
+}
+
+/// Step 14's deployment, every process of it placed with the first server (and metered).
+fn start_sentinels(placement: &Placement, mut meter: Option<&mut CpuMeter>) -> SentinelGroup {
+    let group = SentinelGroup::start();
+    for node in group.data_nodes() {
+        place(placement, meter.as_deref_mut(), node);
+    }
+    for pid in group.sentinel_pids() {
+        placement.pin_pid(pid);
+        if let Some(meter) = meter.as_deref_mut() {
             meter.add_pid(pid);
         }
     }

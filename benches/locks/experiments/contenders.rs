@@ -258,41 +258,33 @@ impl Contender for LibraryLock {
     }
 }
 
-struct OnePermit {
-    semaphore: Semaphore,
-    guard: Option<SemaphoreGuard>,
+/// A contender for the one permit of a semaphore: `$name` holds a permit of a `$semaphore`
+/// as a `$guard`. The two kinds of semaphore share no trait but are taken and given back
+/// alike.
+macro_rules! one_permit {
+    ($name:ident, $semaphore:ty, $guard:ty) => {
+        struct $name {
+            semaphore: $semaphore,
+            guard: Option<$guard>,
+        }
+
+        impl Contender for $name {
+            fn try_take(&mut self) -> bool {
+                self.guard = self.semaphore.try_acquire(1).expect("try_acquire(1)");
+                self.guard.is_some()
+            }
+            fn take(&mut self) {
+                self.guard = Some(self.semaphore.acquire(1).expect("acquire(1)"));
+            }
+            fn give_back(&mut self) {
+                self.guard.take().expect("held").release().expect("release");
+            }
+        }
+    };
 }
 
-impl Contender for OnePermit {
-    fn try_take(&mut self) -> bool {
-        self.guard = self.semaphore.try_acquire(1).expect("try_acquire(1)");
-        self.guard.is_some()
-    }
-    fn take(&mut self) {
-        self.guard = Some(self.semaphore.acquire(1).expect("acquire(1)"));
-    }
-    fn give_back(&mut self) {
-        self.guard.take().expect("held").release().expect("release");
-    }
-}
-
-struct OneExpirablePermit {
-    semaphore: PermitExpirableSemaphore,
-    guard: Option<PermitGuard>,
-}
-
-impl Contender for OneExpirablePermit {
-    fn try_take(&mut self) -> bool {
-        self.guard = self.semaphore.try_acquire(1).expect("try_acquire(1)");
-        self.guard.is_some()
-    }
-    fn take(&mut self) {
-        self.guard = Some(self.semaphore.acquire(1).expect("acquire(1)"));
-    }
-    fn give_back(&mut self) {
-        self.guard.take().expect("held").release().expect("release");
-    }
-}
+one_permit!(OnePermit, Semaphore, SemaphoreGuard);
+one_permit!(OneExpirablePermit, PermitExpirableSemaphore, PermitGuard);
 
 struct RlockMutex {
     rlock: rlock::sync_lock::RLock,

@@ -2,6 +2,7 @@
 //! another process (pub/sub wake-up), and the time an observer in a third process takes to
 //! see the new leader.
 
+use std::fmt::Write as _;
 use std::io::BufRead;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use crate::child::{LOCK_ENV, URL_ENV, Worker, child_env, say};
 use crate::clock::mono_ns;
 use crate::experiments::handoff::HANDOFF_WARMUP;
 use crate::plan::Plan;
+use crate::report::{handoff_head, handoff_row};
 use crate::stats::Summary;
 
 /// The name of the election the step runs.
@@ -132,4 +134,17 @@ pub(crate) fn observer_child() {
         }
         say(&format!("seen {}", mono_ns()));
     }
+}
+
+/// Step 13's section, in round trips `rtt`.
+pub(crate) fn elections_section(out: &mut String, rtt: f64, e: &Elections) {
+    let _ = writeln!(
+        out,
+        "### 13. Leader election: the leader (this process) resigns; a candidate parked in another process \
+         leads, and an observer in a third process sees it\n"
+    );
+    handoff_head(out, "from the `resign()` to");
+    handoff_row(out, "the candidate's return from `campaign()`", &e.handover, rtt, Some("lock target"));
+    handoff_row(out, "the observer's return from the wait that shows the new leader", &e.observed, rtt, None);
+    let _ = writeln!(out);
 }

@@ -3,16 +3,18 @@
 //! each of [`GROUP_SIZES`]; then a few pairs of the largest group a group lock takes, with
 //! the time Redis spent in each of its two script calls.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redlease::{Client, MultiLock};
 use redlease_testkit::server::RedisServer;
 
 use crate::clock::nanos;
-use crate::experiments::limit::trivial_call;
+use crate::experiments::limit::{trivial_call, trivial_pair};
 use crate::meter::process_ticks;
 use crate::plan::Plan;
-use crate::stats::{PairOp, PairStats, Summary, measure_pairs, reset_server_stats, server_command_stats, twice};
+use crate::report::pair_cells;
+use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs, reset_server_stats, server_command_stats};
 
 /// The numbers of values compared.
 pub(crate) const GROUP_SIZES: [usize; 3] = [1, 10, 100];
@@ -77,9 +79,7 @@ fn measure_size(server: &RedisServer, client: &Client, plan: &Plan, n: usize, pa
     let (mut trivial_conn, mut stats_conn) = (server.conn(), server.conn());
     let trivial = trivial_call(&mut trivial_conn);
     let mut ops: Vec<PairOp> = vec![
-        twice(|| {
-            let _: i64 = trivial.query(&mut trivial_conn).expect("trivial EVALSHA");
-        }),
+        trivial_pair(&trivial, &mut trivial_conn),
         Box::new(|| {
             let start = Instant::now();
             let guard = group.try_lock().expect("try_lock").expect("an uncontended group is free");
@@ -191,4 +191,77 @@ fn measure_largest(server: &RedisServer, client: &Client, pairs: usize) -> Large
         acquire_cpu_us: acquire_ticks as f64 * TICK_US / pairs.max(1) as f64,
         release_cpu_us: release_ticks as f64 * TICK_US / pairs.max(1) as f64,
     }
+}
+
+/// Step 12's section.
+pub(crate) fn group_section(out: &mut String, g: &GroupLocks) {
+    let _ = writeln!(
+        out,
+        "### 12. Group lock: uncontended `try_lock()` + `unlock()` of n values, one thread: a `GroupLock` (one \
+         script call each way, whatever n) against a `MultiLock` over n plain locks (one round trip per lock each \
+         way), {PAIR_BLOCKS} blocks per kind, interleaved with the limit pair, for each n\n"
+    );
+    let _ = writeln!(
+        out,
+        "Redis calls and µs per pair: the `EVALSHA`s Redis ran, their scripts' commands included (`INFO \
+         commandstats`, read around each block). The limit of a pair is the limit pair for the group lock, \
+         whatever n, and n limit pairs for the `MultiLock` (\"its limit\"). The group of {} values (the most a \
+         group lock takes) is measured pair by pair, each after a limit pair, with Redis's counters read \
+         around each of its two calls.\n",
+        g.largest.values
+    );
+    let _ = writeln!(
+        out,
+        "| values | pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | Redis calls, µs per pair | mean / limit pair | mean / its limit |"
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &g.runs {
+        let limit_pair = r.trivial.pair.mean;
+        let multi = format!("**`MultiLock` over {} plain lock{}**", r.values, if r.values == 1 { "" } else { "s" });
+        group_row(out, r.values, "two trivial `EVALSHA`s (the limit pair)", &r.trivial, limit_pair, 1);
+        group_row(out, r.values, "**group lock**", &r.group, limit_pair, 1);
+        group_row(out, r.values, &multi, &r.multi, limit_pair, r.values);
+    }
+    let l = &g.largest;
+    let limit_pair = l.trivial.pair.mean;
+    let before = "two trivial `EVALSHA`s (the limit pair), before each pair below";
+    group_row(out, l.values, before, &l.trivial, limit_pair, 1);
+    group_row(out, l.values, "**group lock**", &l.group, limit_pair, 1);
+    let _ = writeln!(out);
+    let ratios: Vec<String> =
+        g.runs.iter().map(|r| format!("{}: {:.3}", r.values, r.group.pair.mean / r.multi.pair.mean)).collect();
+    let _ = writeln!(
+        out,
+        "Group lock pair ÷ `MultiLock` pair, by n: {}. A group lock of {} values: the pair took {:.2} ms ({:.1} × \
+         the limit pair); Redis ran its acquire script for {:.0} µs per call (p50 {:.0}, max {:.0}) and its \
+         release script for {:.0} µs (p50 {:.0}, max {:.0}), serving nothing else meanwhile (`INFO \
+         commandstats`, around each call); `redis-server`'s CPU time around the calls (`/proc`, ticks of 10 ms \
+         added up): {:.0} µs per acquire, {:.0} µs per release.\n",
+        ratios.join("; "),
+        l.values,
+        l.group.pair.mean / 1e3,
+        l.group.pair.mean / limit_pair,
+        l.acquire_script.mean,
+        l.acquire_script.p50,
+        l.acquire_script.max,
+        l.release_script.mean,
+        l.release_script.p50,
+        l.release_script.max,
+        l.acquire_cpu_us,
+        l.release_cpu_us
+    );
+}
+
+/// One row of the group lock's table: `x` for `values` values, against the limit pair and
+/// against its own limit, `round_trips` limit pairs.
+fn group_row(out: &mut String, values: usize, what: &str, x: &PairStats, limit_pair: f64, round_trips: usize) {
+    let _ = writeln!(
+        out,
+        "| {values} | {what} | {} | {:.2}, {:.1} | {:.3} | {:.3} |",
+        pair_cells(x),
+        x.server_calls_per_pair,
+        x.server_usec_per_pair,
+        x.pair.mean / limit_pair,
+        x.pair.mean / (limit_pair * round_trips as f64)
+    );
 }

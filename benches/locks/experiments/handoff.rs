@@ -2,6 +2,7 @@
 //! plain and fair lock in alternating blocks; the same rig hands over the semaphores of
 //! step 8 and the peers' locks of step 9.
 
+use std::fmt::Write as _;
 use std::io::BufRead;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use crate::clock::mono_ns;
 use crate::experiments::LockKind;
 use crate::experiments::contenders::{Contender, Process, Subject};
 use crate::plan::Plan;
+use crate::report::{handoff_head, handoff_row};
 use crate::stats::Summary;
 
 /// Rounds before the measured ones (they open the child's pub/sub connection).
@@ -199,4 +201,18 @@ pub(crate) fn serve_handoffs(mut waiter: Box<dyn Contender>) {
             other => panic!("unknown order {other:?}"),
         }
     }
+}
+
+/// Step 2's section, in round trips `rtt`.
+pub(crate) fn handoff_section(out: &mut String, rtt: f64, handoffs: &Handoffs) {
+    let _ = writeln!(
+        out,
+        "### 2. Contended hand-off to a waiter parked in another process ({HANDOFF_BLOCKS} blocks per lock, \
+         alternating)\n"
+    );
+    handoff_head(out, "lock");
+    for (what, h) in [("plain", &handoffs.plain), ("fair", &handoffs.fair)] {
+        handoff_row(out, what, h, rtt, Some("target"));
+    }
+    let _ = writeln!(out);
 }

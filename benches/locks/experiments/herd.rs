@@ -4,21 +4,30 @@
 //! acquisition (acquire, release, and every attempt of a woken waiter), Redis's time
 //! per acquisition, and the context switches of the processes' threads per acquisition.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redlease::Client;
 use redlease_testkit::server::RedisServer;
 
-use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, read_window, say, send_window};
+use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, read_window, say};
 use crate::clock::{mono_ns, sleep_until_mono};
 use crate::experiments::LockKind;
+use crate::experiments::throughput::start_window;
 use crate::plan::Plan;
-use crate::stats::{reset_server_stats, server_command_stats};
+use crate::report::verdict;
+use crate::stats::server_command_stats;
 
 /// The numbers of processes measured.
 pub(crate) const HERD_PROCESSES: [usize; 4] = [2, 4, 8, 16];
 /// The work done while holding the lock.
 pub(crate) const HERD_WORK: Duration = Duration::from_micros(200);
+
+// The step's targets, as docs/performance.md states them.
+/// Scripts per acquisition on one contended lock, whatever the number of processes.
+const TARGET_HERD_SCRIPTS: f64 = 3.0;
+/// Plain throughput with 16 processes as a share of that with 2.
+const TARGET_HERD_KEPT: f64 = 0.9;
 
 /// One kind with one number of processes.
 pub(crate) struct HerdRun {
@@ -59,12 +68,7 @@ fn herd_run(server: &RedisServer, plan: &Plan, kind: LockKind, processes: usize)
             )
         })
         .collect();
-    for worker in &workers {
-        worker.expect("ready");
-    }
-    let mut stats = server.conn();
-    reset_server_stats(&mut stats);
-    send_window(&mut workers, plan.throughput_for);
+    let mut stats = start_window(server, &mut workers, plan.throughput_for);
     let reports: Vec<(u64, u64)> = workers
         .iter()
         .map(|w| {
@@ -138,4 +142,80 @@ fn voluntary_switches() -> u64 {
             status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")?.trim().parse::<u64>().ok())
         })
         .sum()
+}
+
+/// Step 10's section.
+pub(crate) fn herd_section(out: &mut String, herd: &[HerdRun]) {
+    let _ = writeln!(
+        out,
+        "### 10. The herd: N processes of one thread each loop `lock()` + {} µs of work + release on one lock \
+         for {:.0} s (N = {}); Redis's `INFO commandstats` over the window\n",
+        HERD_WORK.as_micros(),
+        herd.first().map_or(0.0, |r| r.window.as_secs_f64()),
+        HERD_PROCESSES.map(|n| n.to_string()).join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "Scripts per acquisition: every `EVALSHA` Redis ran (acquires, releases, the attempts of woken waiters, \
+         waiters leaving) over the acquisitions. Context switches: the times a thread of a herd process slept \
+         and was woken (`voluntary_ctxt_switches` from `/proc`, every thread of every process) over the \
+         acquisitions. Targets: ≤ {TARGET_HERD_SCRIPTS} for both kinds whatever N; plain \
+         throughput with 16 processes ≥ {TARGET_HERD_KEPT} × that with 2; fair Redis time per acquisition flat in \
+         N.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| kind | processes | acquisitions | acquisitions/s | per process: fewest – most | scripts per acquisition | \
+         Redis µs per acquisition | context switches per acquisition |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in herd {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.0} | {} – {} | {:.2} | {:.1} | {:.1} |",
+            r.kind.as_str(),
+            r.processes,
+            r.acquisitions,
+            r.per_sec,
+            r.per_process.0,
+            r.per_process.1,
+            r.scripts,
+            r.server_usec,
+            r.switches
+        );
+    }
+    let _ = writeln!(out);
+    herd_targets(out, herd);
+}
+
+/// Step 10's table of the figures its targets judge.
+fn herd_targets(out: &mut String, herd: &[HerdRun]) {
+    let of = |kind: LockKind, n: usize| herd.iter().find(|r| r.kind == kind && r.processes == n);
+    let _ = writeln!(out, "| figure | value | target |");
+    let _ = writeln!(out, "|---|---:|---|");
+    for kind in [LockKind::Plain, LockKind::Fair] {
+        let most = herd.iter().filter(|r| r.kind == kind).map(|r| r.scripts).fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "| {} scripts per acquisition, the most over N | {most:.2} | ≤ {TARGET_HERD_SCRIPTS}: {} |",
+            kind.as_str(),
+            verdict(most <= TARGET_HERD_SCRIPTS)
+        );
+    }
+    if let (Some(two), Some(sixteen)) = (of(LockKind::Plain, 2), of(LockKind::Plain, 16)) {
+        let kept = sixteen.per_sec / two.per_sec;
+        let _ = writeln!(
+            out,
+            "| plain acquisitions/s with 16 processes ÷ with 2 | {kept:.2} | ≥ {TARGET_HERD_KEPT}: {} |",
+            verdict(kept >= TARGET_HERD_KEPT)
+        );
+    }
+    if let (Some(two), Some(sixteen)) = (of(LockKind::Fair, 2), of(LockKind::Fair, 16)) {
+        let _ = writeln!(
+            out,
+            "| fair Redis µs per acquisition with 16 processes ÷ with 2 | {:.2} | flat |",
+            sixteen.server_usec / two.server_usec
+        );
+    }
+    let _ = writeln!(out);
 }

@@ -1,6 +1,7 @@
 //! Step 0, the physical limit: a trivial `EVALSHA` round trip on a plain connection, one
 //! by one and pipelined.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redlease_testkit::server::RedisServer;
@@ -39,6 +40,20 @@ pub(crate) fn measure_limit(server: &RedisServer, plan: &Plan) -> Limit {
     let server_usec = server_usec_per_call(&mut conn, "evalsha");
     let pipelined_per_sec = pipelined_rate(&mut conn, plan.pipelines);
     Limit { rtt, server_usec, pipelined_per_sec }
+}
+
+/// Step 0's section.
+pub(crate) fn limit_section(out: &mut String, l: &Limit) {
+    let _ = writeln!(out, "### 0. Physical limit: `EVALSHA` of `return 1` on a plain `redis::Connection`\n");
+    let _ =
+        writeln!(out, "| calls | mean µs | p50 µs | p99 µs | server µs/call | pipelined, {PIPELINE} per pipeline |");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| {} | **{:.1}** | {:.1} | {:.1} | {:.2} | **{:.0} calls/s** |\n",
+        l.rtt.n, l.rtt.mean, l.rtt.p50, l.rtt.p99, l.server_usec, l.pipelined_per_sec
+    );
+    let _ = writeln!(out, "RTT in the ratios below is this mean, {:.1} µs.\n", l.rtt.mean);
 }
 
 /// The limit pair as a measured op: two trivial calls `call` on `conn`, timed as a pair;

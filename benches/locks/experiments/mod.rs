@@ -1,4 +1,5 @@
-//! The experiments, one module each in the order of the report, and the lock kinds they use.
+//! The experiments, one module each in the order of the report (each with its section of
+//! the report beside its measurement), and the lock kinds they use.
 
 pub(crate) mod contenders;
 pub(crate) mod durable;

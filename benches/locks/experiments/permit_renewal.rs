@@ -1,33 +1,29 @@
 //! Step 8, renewal of many permits: one guard per permit of a `PermitExpirableSemaphore`,
 //! held by one thread while the watchdog renews them, then given back one by one.
 
-use std::sync::Arc;
+use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, PermitGuard};
+use redlease::{Client, PermitExpirableSemaphore, PermitGuard};
 use redlease_testkit::server::RedisServer;
 
 use crate::clock::nanos;
-use crate::experiments::limit::pipelined_rate;
-use crate::experiments::renewal::{EventCounts, RENEWAL_WATCHDOG, over_10ms};
+use crate::experiments::limit::{Limit, pipelined_rate};
+use crate::experiments::renewal::{
+    RENEWAL_WATCHDOG, Renewal, Timed, Watched, each_call, renewal_client, renewal_rate, timed, window_rows,
+};
 use crate::plan::Plan;
-use crate::stats::{Summary, reset_server_stats, server_command_stats};
+use crate::report::{TARGET_RENEWAL_FRACTION, figure_head, figure_row};
+use crate::stats::{reset_server_stats, server_command_stats};
 
 /// The semaphore whose permits are renewed.
 const PERMITS_NAME: &str = "bench:permits:renewal";
 
 pub(crate) struct PermitRenewal {
     pub(crate) permits: usize,
-    pub(crate) acquire_time: Duration,
-    pub(crate) acquire_each: Summary,
-    pub(crate) acquire_over_10ms: usize,
-    pub(crate) window: Duration,
-    pub(crate) passes: u64,
-    pub(crate) round_trips: u64,
-    pub(crate) renewed: u64,
-    pub(crate) renew_time: Duration,
+    pub(crate) acquired: Timed,
+    pub(crate) watched: Watched,
     /// Time Redis spent running the renew script in the window.
     pub(crate) server_time: Duration,
     /// The pipelined limit of step 0, measured again just before the permits were taken.
@@ -44,9 +40,7 @@ pub(crate) struct PermitRenewal {
     pub(crate) min_remaining_ms: i64,
     pub(crate) lost_events: u64,
     pub(crate) failed_renewals: u64,
-    pub(crate) release_time: Duration,
-    pub(crate) release_each: Summary,
-    pub(crate) release_over_10ms: usize,
+    pub(crate) released: Timed,
     /// `release()` calls that returned `Ok`.
     pub(crate) released_ok: usize,
     /// `available_permits()` after every guard was released, and the permits left in the
@@ -55,20 +49,8 @@ pub(crate) struct PermitRenewal {
     pub(crate) left_in_set: u64,
 }
 
-impl PermitRenewal {
-    pub(crate) fn per_sec(&self) -> f64 {
-        self.renewed as f64 / self.renew_time.as_secs_f64()
-    }
-}
-
 pub(crate) fn measure_permit_renewal(server: &RedisServer, plan: &Plan) -> PermitRenewal {
-    let events = Arc::new(EventCounts::default());
-    let client = Client::builder(server.url())
-        .watchdog_timeout(RENEWAL_WATCHDOG)
-        .pool_size(4)
-        .events(events.clone())
-        .build()
-        .expect("client for the permit renewal run");
+    let (client, events) = renewal_client(Client::builder(server.url()));
     let semaphore = client.permit_expirable_semaphore(PERMITS_NAME);
     let permits = plan.leases;
     assert!(
@@ -80,6 +62,41 @@ pub(crate) fn measure_permit_renewal(server: &RedisServer, plan: &Plan) -> Permi
     let keys_before: u64 = redis::cmd("DBSIZE").query(&mut conn).expect("DBSIZE");
     let pipelined_before = pipelined_rate(&mut conn, plan.pipelines);
 
+    let (guards, acquired) = take_permits(&semaphore, permits);
+
+    reset_server_stats(&mut conn);
+    let (watched, after) = Watched::hold(&client, plan);
+    let (_, server_usec) = server_command_stats(&mut conn, "evalsha");
+
+    let held = guards.iter().filter(|g| g.is_held()).count();
+    let (alive, min_remaining_ms) = live_permits(&mut conn, &timeouts);
+    let (released, released_ok) = release_permits(guards);
+    let available_after = semaphore.available_permits().expect("available_permits");
+    let left_in_set: u64 = redis::cmd("ZCARD").arg(&timeouts).query(&mut conn).expect("ZCARD");
+
+    PermitRenewal {
+        permits,
+        acquired,
+        watched,
+        server_time: Duration::from_micros(server_usec),
+        pipelined_before,
+        keys_before,
+        scheduled: after.renewals_scheduled,
+        held,
+        alive,
+        min_remaining_ms,
+        lost_events: events.lost.load(Ordering::Relaxed),
+        failed_renewals: events.renewal_failed.load(Ordering::Relaxed),
+        released,
+        released_ok,
+        available_after,
+        left_in_set,
+    }
+}
+
+/// Takes `permits` permits of `semaphore`, one `try_acquire(1)` each (every one must be
+/// left): the guards, and the time they took.
+fn take_permits(semaphore: &PermitExpirableSemaphore, permits: usize) -> (Vec<PermitGuard>, Timed) {
     let mut acquire_samples = Vec::with_capacity(permits);
     let start = Instant::now();
     let guards: Vec<PermitGuard> = (0..permits)
@@ -90,30 +107,30 @@ pub(crate) fn measure_permit_renewal(server: &RedisServer, plan: &Plan) -> Permi
             guard
         })
         .collect();
-    let acquire_time = start.elapsed();
+    (guards, Timed::of(start.elapsed(), acquire_samples))
+}
 
-    reset_server_stats(&mut conn);
-    let before = client.stats();
-    let window = RENEWAL_WATCHDOG / 3 * plan.hold_periods;
-    thread::sleep(window);
-    let after = client.stats();
-    let (_, server_usec) = server_command_stats(&mut conn, "evalsha");
-
-    let held = guards.iter().filter(|g| g.is_held()).count();
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
+/// Of the permits in the sorted set `timeouts`: how many have a deadline still ahead of the
+/// server's now, and the nearest deadline (ms from now).
+fn live_permits(conn: &mut redis::Connection, timeouts: &str) -> (u64, i64) {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(conn).expect("TIME");
     let now_ms = secs * 1000 + micros / 1000;
     let alive: u64 = redis::cmd("ZCOUNT")
-        .arg(&timeouts)
+        .arg(timeouts)
         .arg(format!("({now_ms}"))
         .arg("+inf")
-        .query(&mut conn)
+        .query(conn)
         .expect("ZCOUNT of the live permits");
     let first: Vec<(Vec<u8>, f64)> =
-        redis::cmd("ZRANGE").arg(&timeouts).arg(0).arg(0).arg("WITHSCORES").query(&mut conn).expect("ZRANGE");
+        redis::cmd("ZRANGE").arg(timeouts).arg(0).arg(0).arg("WITHSCORES").query(conn).expect("ZRANGE");
     let min_remaining_ms = first.first().map_or(i64::MIN, |(_, deadline)| *deadline as i64 - now_ms);
+    (alive, min_remaining_ms)
+}
 
-    // Given back one by one while the watchdog keeps renewing those still held.
-    let mut release_samples = Vec::with_capacity(permits);
+/// Gives `guards` back one by one while the watchdog keeps renewing those still held: the
+/// time the releases took, and how many returned `Ok`.
+fn release_permits(guards: Vec<PermitGuard>) -> (Timed, usize) {
+    let mut release_samples = Vec::with_capacity(guards.len());
     let mut released_ok = 0;
     let start = Instant::now();
     for guard in guards {
@@ -122,34 +139,62 @@ pub(crate) fn measure_permit_renewal(server: &RedisServer, plan: &Plan) -> Permi
         release_samples.push(nanos(one.elapsed()));
         released_ok += usize::from(released.is_ok());
     }
-    let release_time = start.elapsed();
-    let available_after = semaphore.available_permits().expect("available_permits");
-    let left_in_set: u64 = redis::cmd("ZCARD").arg(&timeouts).query(&mut conn).expect("ZCARD");
+    (Timed::of(start.elapsed(), release_samples), released_ok)
+}
 
-    PermitRenewal {
-        permits,
-        acquire_time,
-        acquire_over_10ms: over_10ms(&acquire_samples),
-        acquire_each: Summary::of_nanos(acquire_samples),
-        window,
-        passes: after.renewal_passes - before.renewal_passes,
-        round_trips: after.renewal_round_trips - before.renewal_round_trips,
-        renewed: after.leases_renewed - before.leases_renewed,
-        renew_time: after.renewal_time - before.renewal_time,
-        server_time: Duration::from_micros(server_usec),
-        pipelined_before,
-        keys_before,
-        scheduled: after.renewals_scheduled,
-        held,
-        alive,
-        min_remaining_ms,
-        lost_events: events.lost.load(Ordering::Relaxed),
-        failed_renewals: events.renewal_failed.load(Ordering::Relaxed),
-        release_time,
-        release_over_10ms: over_10ms(&release_samples),
-        release_each: Summary::of_nanos(release_samples),
-        released_ok,
-        available_after,
-        left_in_set,
-    }
+/// Step 8's paragraph and table on the renewal of permits, set against the limit and the
+/// lock renewal of step 4 (`renewal`).
+pub(crate) fn permit_renewal_section(out: &mut String, limit: &Limit, renewal: &Renewal, r: &PermitRenewal) {
+    let _ = writeln!(
+        out,
+        "Renewal: {} permits of one `PermitExpirableSemaphore` (`try_set_permits({})`), one guard each, held by \
+         one thread (watchdog {} s, renewal every {} s); the renewal target of the locks is renewals/s ≥ \
+         {TARGET_RENEWAL_FRACTION} × pipelined limit:\n",
+        r.permits,
+        r.permits,
+        RENEWAL_WATCHDOG.as_secs(),
+        RENEWAL_WATCHDOG.as_secs() / 3
+    );
+    figure_head(out);
+    figure_row(out, "keys in the database before", r.keys_before.to_string());
+    figure_row(out, "acquiring them, one `try_acquire(1)` each", timed(&r.acquired));
+    window_rows(out, &r.watched, r.server_time, "permit");
+    let rate = renewal_rate(&r.watched, limit, r.pipelined_before, "permit");
+    let to_locks = r.watched.per_sec() / renewal.watched.per_sec();
+    figure_row(
+        out,
+        "renewals/s (renewed / time in round trips)",
+        format!("{rate}; {to_locks:.3} × the lock renewal of step 4"),
+    );
+    figure_row(
+        out,
+        "renewals scheduled at the end of the window (the permits of a pass under way are out of the schedule)",
+        format!("{} of {}", r.scheduled, r.permits),
+    );
+    figure_row(out, "guards `is_held()` after the window", format!("{} of {}", r.held, r.permits));
+    figure_row(
+        out,
+        "permits with a deadline ahead after the window (sorted set)",
+        format!("{} of {} (nearest {} ms ahead of 3000)", r.alive, r.permits, r.min_remaining_ms),
+    );
+    figure_row(out, "leases lost / renewals failed (event hook)", format!("{} / {}", r.lost_events, r.failed_renewals));
+    let released = &r.released;
+    figure_row(
+        out,
+        "`release()` of every guard, one by one (the watchdog still renewing the rest)",
+        format!(
+            "{:.2} s, {} of {} `Ok`; {}; {} took over 10 ms",
+            released.time.as_secs_f64(),
+            r.released_ok,
+            r.permits,
+            each_call(&released.each),
+            released.over_10ms
+        ),
+    );
+    figure_row(
+        out,
+        "after the releases",
+        format!("`available_permits()` {}, {} permits left in the sorted set", r.available_after, r.left_in_set),
+    );
+    let _ = writeln!(out);
 }

@@ -2,6 +2,7 @@
 //! lock and against the same round trips fanned out by hand, healthy and with one node
 //! blackholed behind a proxy.
 
+use std::fmt::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,8 @@ use redlease_testkit::server::RedisServer;
 use crate::experiments::limit::trivial_call;
 use crate::experiments::uncontended::library_pair;
 use crate::plan::Plan;
-use crate::stats::{PairOp, PairStats, measure_pairs, twice};
+use crate::report::pair_cells;
+use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, measure_pairs, twice};
 
 /// Redlock sizes measured.
 pub(crate) const RED_NODES: [usize; 2] = [3, 5];
@@ -111,4 +113,88 @@ pub(crate) fn measure_redlock(servers: &[RedisServer], plan: &Plan) -> RedlockRu
     drop(proxied);
     drop(proxy);
     RedlockRun { nodes: n, plain, fan_out, fan_out_threads, threads_only, red: red_stats, first_silent, blackholed }
+}
+
+/// Step 6's section.
+pub(crate) fn redlock_section(out: &mut String, runs: &[RedlockRun]) {
+    let _ = writeln!(
+        out,
+        "### 6. Redlock: one `redis-server` per node (pinned with the first one), one client each; node timeout \
+         {} ms; interleaved blocks ({PAIR_BLOCKS} per kind)\n",
+        RED_NODE_TIMEOUT.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "The limit of a Redlock pair is two rounds of requests sent to every node at once: \"fan-out\" sends a \
+         trivial `EVALSHA` on every node's connection from one thread, then reads every reply. The library \
+         asks the nodes from one scoped thread per node, at acquire and at release.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| nodes | pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | mean / plain pair | mean / fan-out pair |"
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in runs {
+        redlock_rows(out, r);
+    }
+    let _ = writeln!(out);
+    for r in runs {
+        redlock_note(out, r);
+    }
+    let _ = writeln!(out);
+}
+
+/// The rows of one Redlock size in step 6's table.
+fn redlock_rows(out: &mut String, r: &RedlockRun) {
+    let (plain, limit) = (r.plain.pair.mean, r.fan_out.pair.mean);
+    let rows = [
+        ("plain lock `try_lock()` + `unlock()` on the first node".to_string(), &r.plain),
+        ("two fan-out rounds of a trivial `EVALSHA`, one thread (the limit)".to_string(), &r.fan_out),
+        (format!("the same from {} scoped threads per round", r.nodes), &r.fan_out_threads),
+        (format!("two scopes of {} threads that do nothing", r.nodes), &r.threads_only),
+        ("**`RedLock` `try_lock()` + `unlock()`**".to_string(), &r.red),
+        (
+            "**the same, one node blackholed**, after the first such pair (the node counted as failed while \
+             that pair's undo waits on it)"
+                .to_string(),
+            &r.blackholed,
+        ),
+    ];
+    for (what, x) in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {what} | {} | {:.3} | {:.3} |",
+            r.nodes,
+            pair_cells(x),
+            x.pair.mean / plain,
+            x.pair.mean / limit
+        );
+    }
+}
+
+/// Step 6's note on one Redlock size: what the threads, the fan-out and a silent node cost.
+fn redlock_note(out: &mut String, r: &RedlockRun) {
+    let floor = RED_NODE_TIMEOUT.as_secs_f64() * 1e6 + r.fan_out.acquire.mean;
+    let _ = writeln!(
+        out,
+        "- {} nodes: thread start-up {:.1} µs per pair ({} threads twice; {:.0} % of the Redlock pair); fan-out \
+         from threads costs {:.1} µs more than from one thread; the Redlock pair {:.1} µs more than the \
+         threaded fan-out. Blackholed: the first pair after the node fell silent took {:.2} ms = {:.3} × \
+         the floor of {:.2} ms (the node timeout of {} ms and one fan-out round); the pairs after it, while \
+         that attempt's undo waits on the silent node (up to the command timeout), count it as failed at \
+         once: acquire mean {:.2} ms, release mean {:.1} µs, pair {:.2} ms.",
+        r.nodes,
+        r.threads_only.pair.mean,
+        r.nodes,
+        r.threads_only.pair.mean / r.red.pair.mean * 100.0,
+        r.fan_out_threads.pair.mean - r.fan_out.pair.mean,
+        r.red.pair.mean - r.fan_out_threads.pair.mean,
+        r.first_silent.as_secs_f64() * 1e3,
+        r.first_silent.as_secs_f64() * 1e6 / floor,
+        floor / 1e3,
+        RED_NODE_TIMEOUT.as_millis(),
+        r.blackholed.acquire.mean / 1e3,
+        r.blackholed.release.mean,
+        r.blackholed.pair.mean / 1e3,
+    );
 }

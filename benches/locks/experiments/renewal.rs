@@ -1,17 +1,19 @@
 //! Step 4, renewal at scale: the watchdog renewing many leases held by one thread, and what
 //! is left after their guards drop.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, LockEvents, LockGuard};
+use redlease::{Client, ClientBuilder, ClientStats, LockEvents, LockGuard};
 use redlease_testkit::server::RedisServer;
 
 use crate::clock::nanos;
-use crate::experiments::limit::{PIPELINE, pipelined_rate};
+use crate::experiments::limit::{Limit, PIPELINE, pipelined_rate};
 use crate::plan::Plan;
+use crate::report::{TARGET_RENEWAL_FRACTION, figure_head, figure_row, verdict};
 use crate::stats::{Summary, reset_server_stats, server_command_stats};
 
 /// The library's default number of leases per renew round trip.
@@ -42,16 +44,57 @@ impl LockEvents for EventCounts {
     }
 }
 
-pub(crate) struct Renewal {
-    pub(crate) leases: usize,
-    pub(crate) acquire_time: Duration,
-    pub(crate) acquire_each: Summary,
-    pub(crate) acquire_over_10ms: usize,
+/// Calls timed one by one: the time in all, each call's time, and how many took over 10 ms.
+pub(crate) struct Timed {
+    pub(crate) time: Duration,
+    pub(crate) each: Summary,
+    pub(crate) over_10ms: usize,
+}
+
+impl Timed {
+    /// From the time in all and each call's time in nanoseconds.
+    pub(crate) fn of(time: Duration, samples: Vec<u64>) -> Timed {
+        Timed { time, over_10ms: over_10ms(&samples), each: Summary::of_nanos(samples) }
+    }
+}
+
+/// What a client's watchdog did while the leases (or permits) were held, from the client's
+/// counters before and after the window.
+pub(crate) struct Watched {
     pub(crate) window: Duration,
     pub(crate) passes: u64,
     pub(crate) round_trips: u64,
     pub(crate) renewed: u64,
     pub(crate) renew_time: Duration,
+}
+
+impl Watched {
+    /// Holds what `client` holds for `plan.hold_periods` renewal periods: what its watchdog
+    /// did, and the client's counters at the end.
+    pub(crate) fn hold(client: &Client, plan: &Plan) -> (Watched, ClientStats) {
+        let before = client.stats();
+        let window = RENEWAL_WATCHDOG / 3 * plan.hold_periods;
+        thread::sleep(window);
+        let after = client.stats();
+        let watched = Watched {
+            window,
+            passes: after.renewal_passes - before.renewal_passes,
+            round_trips: after.renewal_round_trips - before.renewal_round_trips,
+            renewed: after.leases_renewed - before.leases_renewed,
+            renew_time: after.renewal_time - before.renewal_time,
+        };
+        (watched, after)
+    }
+
+    pub(crate) fn per_sec(&self) -> f64 {
+        self.renewed as f64 / self.renew_time.as_secs_f64()
+    }
+}
+
+pub(crate) struct Renewal {
+    pub(crate) leases: usize,
+    pub(crate) acquired: Timed,
+    pub(crate) watched: Watched,
     /// Time Redis spent running the renew script in the window.
     pub(crate) server_time: Duration,
     /// The pipelined limit of step 0, measured again just before the leases were taken (with
@@ -66,47 +109,30 @@ pub(crate) struct Renewal {
     pub(crate) min_ttl_ms: i64,
     pub(crate) lost_events: u64,
     pub(crate) failed_renewals: u64,
-    pub(crate) drop_time: Duration,
-    pub(crate) drop_each: Summary,
-    pub(crate) drop_over_10ms: usize,
+    pub(crate) dropped: Timed,
     pub(crate) keys_left: u64,
     /// Release latch keys alive right after the drop (each lives 4 × the command timeout).
     pub(crate) latches_left: u64,
     pub(crate) failed_releases: u64,
 }
 
-impl Renewal {
-    pub(crate) fn per_sec(&self) -> f64 {
-        self.renewed as f64 / self.renew_time.as_secs_f64()
-    }
-}
-
 pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
-    let events = Arc::new(EventCounts::default());
-    let client = Client::builder(server.url())
-        .watchdog_timeout(RENEWAL_WATCHDOG)
-        .pool_size(4)
-        .events(events.clone())
-        .build()
-        .expect("client for the renewal run");
+    let (client, events) = renewal_client(Client::builder(server.url()));
     let names: Vec<String> = (0..plan.leases).map(|i| format!("bench:lease:{i}")).collect();
     let mut conn = server.conn();
     let keys_before: u64 = redis::cmd("DBSIZE").query(&mut conn).expect("DBSIZE");
     let pipelined_before = pipelined_rate(&mut conn, plan.pipelines);
 
-    let (guards, acquire_time, acquire_samples) = take_leases(&client, &names);
+    let (guards, acquired) = take_leases(&client, &names);
 
     reset_server_stats(&mut conn);
-    let before = client.stats();
-    let window = RENEWAL_WATCHDOG / 3 * plan.hold_periods;
-    thread::sleep(window);
-    let after = client.stats();
+    let (watched, after) = Watched::hold(&client, plan);
     assert_eq!(after.leases, plan.leases, "every lease is still registered");
     let (_, server_usec) = server_command_stats(&mut conn, "evalsha");
 
     let held = guards.iter().filter(|g| g.is_held()).count();
     let (keys_alive, min_ttl_ms) = ttls(&mut conn, &names);
-    let (drop_time, drop_samples) = drop_leases(guards);
+    let dropped = drop_leases(guards);
     let mut keys_left = 0;
     for chunk in names.chunks(PIPELINE) {
         let left: u64 = redis::cmd("EXISTS").arg(chunk).query(&mut conn).expect("EXISTS of the lease keys");
@@ -117,14 +143,8 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
 
     Renewal {
         leases: plan.leases,
-        acquire_time,
-        acquire_over_10ms: over_10ms(&acquire_samples),
-        acquire_each: Summary::of_nanos(acquire_samples),
-        window,
-        passes: after.renewal_passes - before.renewal_passes,
-        round_trips: after.renewal_round_trips - before.renewal_round_trips,
-        renewed: after.leases_renewed - before.leases_renewed,
-        renew_time: after.renewal_time - before.renewal_time,
+        acquired,
+        watched,
         server_time: Duration::from_micros(server_usec),
         pipelined_before,
         keys_before,
@@ -133,18 +153,29 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         min_ttl_ms,
         lost_events: events.lost.load(Ordering::Relaxed),
         failed_renewals: events.renewal_failed.load(Ordering::Relaxed),
-        drop_time,
-        drop_over_10ms: over_10ms(&drop_samples),
-        drop_each: Summary::of_nanos(drop_samples),
+        dropped,
         keys_left,
         latches_left,
         failed_releases: events.release_failed.load(Ordering::Relaxed),
     }
 }
 
-/// Takes each of `names` with one `try_lock` (every one must be free): the guards, the
-/// time they took in all, and each one's in nanoseconds.
-pub(crate) fn take_leases(client: &Client, names: &[String]) -> (Vec<LockGuard>, Duration, Vec<u64>) {
+/// The client of a renewal run, built by `builder`: its watchdog renews every
+/// `RENEWAL_WATCHDOG / 3`, and what its event hook reports is counted.
+pub(crate) fn renewal_client(builder: ClientBuilder) -> (Client, Arc<EventCounts>) {
+    let events = Arc::new(EventCounts::default());
+    let client = builder
+        .watchdog_timeout(RENEWAL_WATCHDOG)
+        .pool_size(4)
+        .events(events.clone())
+        .build()
+        .expect("client for the renewal run");
+    (client, events)
+}
+
+/// Takes each of `names` with one `try_lock` (every one must be free): the guards, and the
+/// time they took.
+pub(crate) fn take_leases(client: &Client, names: &[String]) -> (Vec<LockGuard>, Timed) {
     let mut samples = Vec::with_capacity(names.len());
     let start = Instant::now();
     let guards = names
@@ -156,12 +187,12 @@ pub(crate) fn take_leases(client: &Client, names: &[String]) -> (Vec<LockGuard>,
             guard
         })
         .collect();
-    (guards, start.elapsed(), samples)
+    (guards, Timed::of(start.elapsed(), samples))
 }
 
 /// Drops `guards` one by one, while the watchdog keeps renewing those still held: the time
-/// in all, and each drop's in nanoseconds.
-pub(crate) fn drop_leases(guards: Vec<LockGuard>) -> (Duration, Vec<u64>) {
+/// the drops took.
+pub(crate) fn drop_leases(guards: Vec<LockGuard>) -> Timed {
     let mut samples = Vec::with_capacity(guards.len());
     let start = Instant::now();
     for guard in guards {
@@ -169,7 +200,7 @@ pub(crate) fn drop_leases(guards: Vec<LockGuard>) -> (Duration, Vec<u64>) {
         drop(guard);
         samples.push(nanos(one.elapsed()));
     }
-    (start.elapsed(), samples)
+    Timed::of(start.elapsed(), samples)
 }
 
 /// Of the keys `names` on `conn` (pipelined `PTTL`, one key per command): how many have a
@@ -188,7 +219,7 @@ pub(crate) fn ttls(conn: &mut redis::Connection, names: &[impl AsRef<str>]) -> (
     (alive, min_ttl_ms)
 }
 
-pub(crate) fn over_10ms(samples: &[u64]) -> usize {
+fn over_10ms(samples: &[u64]) -> usize {
     samples.iter().filter(|&&ns| ns > 10_000_000).count()
 }
 
@@ -211,4 +242,115 @@ fn count_keys(conn: &mut redis::Connection, pattern: &str) -> u64 {
         }
         cursor = next;
     }
+}
+
+/// Step 4's section, its rates set against `limit`.
+pub(crate) fn renewal_section(out: &mut String, limit: &Limit, r: &Renewal) {
+    let _ = writeln!(
+        out,
+        "### 4. Renewal: {} watchdog leases held by one thread (watchdog {} s, renewal every {} s); \
+         target: renewals/s ≥ {TARGET_RENEWAL_FRACTION} × pipelined limit\n",
+        r.leases,
+        RENEWAL_WATCHDOG.as_secs(),
+        RENEWAL_WATCHDOG.as_secs() / 3
+    );
+    figure_head(out);
+    figure_row(out, "keys in the database before (left by earlier steps)", r.keys_before.to_string());
+    figure_row(out, "acquiring them, one `try_lock` each", timed(&r.acquired));
+    window_rows(out, &r.watched, r.server_time, "lease");
+    let rate = renewal_rate(&r.watched, limit, r.pipelined_before, "lease");
+    figure_row(out, "renewals/s (renewed / time in round trips)", rate);
+    figure_row(out, "guards `is_held()` after the window", format!("{} of {}", r.held, r.leases));
+    figure_row(
+        out,
+        "keys with TTL > 0 after the window",
+        format!("{} of {} (smallest TTL {} ms)", r.keys_alive, r.leases, r.min_ttl_ms),
+    );
+    figure_row(out, "leases lost / renewals failed (event hook)", format!("{} / {}", r.lost_events, r.failed_renewals));
+    figure_row(out, "dropping all guards, one by one (the watchdog still renewing the rest)", timed(&r.dropped));
+    figure_row(
+        out,
+        "after the drop",
+        format!("{} lease keys left, {} releases failed", r.keys_left, r.failed_releases),
+    );
+    figure_row(
+        out,
+        "release latch keys alive right after the drop",
+        format!("{} (each kept 4 × the command timeout, 12 s by default)", r.latches_left),
+    );
+    let _ = writeln!(out);
+}
+
+/// The rows the lock renewal and the permit renewal share, from the window held to the
+/// time in renew round trips; `unit` names what was renewed ("lease", "permit").
+pub(crate) fn window_rows(out: &mut String, w: &Watched, server_time: Duration, unit: &str) {
+    figure_row(out, "window held", format!("{:.1} s", w.window.as_secs_f64()));
+    figure_row(out, "renewal passes in the window", w.passes.to_string());
+    figure_row(out, "renew round trips in the window", w.round_trips.to_string());
+    figure_row(out, &format!("{unit}s renewed in the window"), w.renewed.to_string());
+    figure_row(
+        out,
+        "round trips per pass / ceil(renewed per pass / 1000)",
+        per_pass(w.round_trips, w.renewed, w.passes),
+    );
+    figure_row(
+        out,
+        "round trips vs the least possible (ceil(renewed / 1000) … that + passes)",
+        least_possible(w.round_trips, w.renewed, w.passes),
+    );
+    figure_row(
+        out,
+        "time in renew round trips (of which Redis running the script)",
+        format!(
+            "{:.3} s ({:.3} s): {:.2} µs per {unit} ({:.2} µs)",
+            w.renew_time.as_secs_f64(),
+            server_time.as_secs_f64(),
+            w.renew_time.as_secs_f64() * 1e6 / w.renewed.max(1) as f64,
+            server_time.as_secs_f64() * 1e6 / w.renewed.max(1) as f64
+        ),
+    );
+}
+
+/// Renewals per second against step 0's pipelined limit and against the same limit
+/// measured again just before the `unit`s were taken, judged against the target.
+pub(crate) fn renewal_rate(w: &Watched, limit: &Limit, pipelined_before: f64, unit: &str) -> String {
+    let fraction = w.per_sec() / limit.pipelined_per_sec;
+    let fraction_again = w.per_sec() / pipelined_before;
+    format!(
+        "{:.0} = {fraction:.3} × the pipelined limit of step 0 ({}); {fraction_again:.3} × the same limit \
+         measured again just before the {unit}s were taken ({:.0} calls/s, {})",
+        w.per_sec(),
+        verdict(fraction >= TARGET_RENEWAL_FRACTION),
+        pipelined_before,
+        verdict(fraction_again >= TARGET_RENEWAL_FRACTION)
+    )
+}
+
+/// Renew round trips per pass, against the fewest a pass could make (`RENEW_BATCH` leases
+/// each).
+pub(crate) fn per_pass(round_trips: u64, renewed: u64, passes: u64) -> String {
+    let passes = passes.max(1) as f64;
+    let ideal_per_pass = (renewed as f64 / passes / RENEW_BATCH as f64).ceil();
+    format!("{:.2} / {ideal_per_pass:.0}", round_trips as f64 / passes)
+}
+
+/// Renew round trips against the least possible: every renewed lease in full batches, and
+/// that plus one round trip per pass.
+pub(crate) fn least_possible(round_trips: u64, renewed: u64, passes: u64) -> String {
+    let floor = renewed.div_ceil(RENEW_BATCH);
+    format!("{round_trips} vs {floor} … {}", floor + passes)
+}
+
+/// Calls timed one by one, as the renewal tables show them: the time in all, then each
+/// call's.
+pub(crate) fn timed(t: &Timed) -> String {
+    format!("{:.2} s; {}; {} took over 10 ms", t.time.as_secs_f64(), each_call(&t.each), t.over_10ms)
+}
+
+/// Each call's time, as the renewal tables show it.
+pub(crate) fn each_call(each: &Summary) -> String {
+    format!(
+        "each: mean {:.0} µs, p50 {:.0}, p90 {:.0}, p99 {:.0}, max {:.0}",
+        each.mean, each.p50, each.p90, each.p99, each.max
+    )
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
+use std::time::Duration;
 
 use redlease_testkit::server::RedisServer;
 
@@ -53,12 +54,7 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Sub
             )
         })
         .collect();
-    for worker in &workers {
-        worker.expect("ready");
-    }
-    let mut stats = server.conn();
-    reset_server_stats(&mut stats);
-    send_window(&mut workers, plan.throughput_for);
+    let mut stats = start_window(server, &mut workers, plan.throughput_for);
     let exclusive = shared && subject != Subject::Lock(LockKind::Read);
     let mut per_process = Vec::new();
     // (time, process, thread) of every acquisition.
@@ -102,6 +98,18 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Sub
         server_busy: server_usec as f64 / 1e6 / plan.throughput_for.as_secs_f64(),
         alternation,
     }
+}
+
+/// Once every one of `workers` is ready: resets the server's counters and sends the workers
+/// a window of `length`; returns the connection to read the counters on after it.
+pub(crate) fn start_window(server: &RedisServer, workers: &mut [Worker], length: Duration) -> redis::Connection {
+    for worker in workers.iter() {
+        worker.expect("ready");
+    }
+    let mut stats = server.conn();
+    reset_server_stats(&mut stats);
+    send_window(workers, length);
+    stats
 }
 
 /// Child: `THREADS_PER_PROCESS` threads sharing one client (or a peer's manager) loop
@@ -174,4 +182,55 @@ pub(crate) fn throughput_child() {
         }
         say(&line);
     }
+}
+
+/// Step 3's section, in round trips `rtt`.
+pub(crate) fn throughput_section(out: &mut String, rtt: f64, runs: &[Throughput]) {
+    let _ = writeln!(
+        out,
+        "### 3. Throughput, {PROCESSES} processes × {THREADS_PER_PROCESS} threads, `lock()` + `unlock()` in a loop\n"
+    );
+    let _ = writeln!(
+        out,
+        "| lock | acquisitions | per process | acquisitions/s | µs per acquisition | scripts per acquisition | Redis running them, µs per acquisition (share of the window) | to the other process | to another thread |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for t in runs {
+        let what = match (t.subject, t.shared) {
+            (Subject::Lock(LockKind::Plain), true) => "plain, one shared lock",
+            (Subject::Lock(LockKind::Plain), false) => "plain, one lock per thread (8)",
+            (Subject::Lock(LockKind::Fair), true) => "fair, one shared lock",
+            (Subject::Lock(LockKind::Fair), false) => "fair, one lock per thread (8)",
+            (Subject::Lock(LockKind::Read), true) => "read side of one read-write lock (8 readers)",
+            (Subject::Lock(LockKind::Read), false) => "read side, one lock per thread (8)",
+            (subject, _) => unreachable!("{subject:?} in step 3"),
+        };
+        throughput_row(out, what, t, rtt);
+    }
+    let _ = writeln!(out);
+}
+
+/// One row of a throughput table (step 3's, and step 9's of the peers).
+pub(crate) fn throughput_row(out: &mut String, what: &str, t: &Throughput, rtt: f64) {
+    let per_process: Vec<String> = t.per_process.iter().map(u64::to_string).collect();
+    // Whole percents, but a share below 1 % is not rounded to nothing.
+    let percent = |f: f64| match f {
+        f if f > 0.0 && f < 0.0001 => "< 0.01 %".to_string(),
+        f if f > 0.0 && f < 0.01 => format!("{:.2} %", f * 100.0),
+        f => format!("{:.0} %", f * 100.0),
+    };
+    let (process, thread) =
+        t.alternation.map_or_else(|| ("–".to_string(), "–".to_string()), |(p, t)| (percent(p), percent(t)));
+    let _ = writeln!(
+        out,
+        "| {what} | {} | {} | {:.0} | {:.1} ({:.2} RTT) | {:.2} | {:.1} ({:.0} %) | {process} | {thread} |",
+        t.acquisitions,
+        per_process.join(" / "),
+        t.per_sec,
+        1e6 / t.per_sec,
+        1e6 / t.per_sec / rtt,
+        t.scripts,
+        t.server_usec,
+        t.server_busy * 100.0
+    );
 }

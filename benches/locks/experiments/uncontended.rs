@@ -3,6 +3,7 @@
 //! for the same lock sent raw when a Redisson checkout is named (`REDLEASE_REDISSON_SRC`:
 //! the test kit reads them out of its Java sources; docs/design.md, "Interop").
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redlease::{AnyLock, Client};
@@ -10,9 +11,10 @@ use redlease_testkit::foreign::Foreign;
 use redlease_testkit::foreign::redisson::{RedissonScripts, SOURCE_ENV};
 use redlease_testkit::server::RedisServer;
 
-use crate::experiments::limit::{trivial_call, trivial_pair};
+use crate::experiments::limit::{Limit, trivial_call, trivial_pair};
 use crate::plan::Plan;
-use crate::stats::{PairOp, PairStats, measure_pairs};
+use crate::report::{TARGET_PAIR_RATIO, pair_cells, pair_ratios};
+use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, measure_pairs};
 
 /// As the library loads them: both scripts call functions of the prelude.
 const ACQUIRE_LUA: &str = concat!(include_str!("../../../lua/prelude.lua"), include_str!("../../../lua/acquire.lua"));
@@ -191,5 +193,60 @@ pub(crate) fn measure_uncontended(server: &RedisServer, plan: &Plan) -> Unconten
         fair: next(),
         read: next(),
         write: next(),
+    }
+}
+
+/// Step 1's section, its ratios to `limit`.
+pub(crate) fn uncontended_section(out: &mut String, limit: &Limit, u: &Uncontended) {
+    let rtt = limit.rtt.mean;
+    let limit_pair = u.trivial.pair.mean;
+    let _ = writeln!(
+        out,
+        "### 1. Uncontended acquire + release, one thread ({PAIR_BLOCKS} blocks per kind, interleaved)\n"
+    );
+    let _ = writeln!(
+        out,
+        "Ratios: to 2 × the RTT of step 0, and to the pair of trivial calls measured in the blocks \
+         in between (the same limit, free of the machine's drift between steps). Target ≤ {TARGET_PAIR_RATIO} \
+         for every lock kind (each is one acquire and one release round trip). Watchdog lease unless \
+         stated.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| pair | n | mean µs | p50 µs | p99 µs | acquire mean µs | release mean µs | server µs/`EVALSHA` | mean / (2 × RTT) | mean / limit pair | target |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let redisson = u.redisson_scripts.as_ref().ok().map(|(stats, _)| stats);
+    let rows = [
+        ("two trivial `EVALSHA`s (the limit pair)", Some(&u.trivial), false),
+        ("the two scripts sent raw", Some(&u.raw_scripts), false),
+        ("Redisson's own two scripts for the same lock, sent raw", redisson, false),
+        ("**`try_lock()` + `unlock()`, watchdog lease**", Some(&u.watchdog), true),
+        ("**`try_lock()` + `unlock()`, `with_lease(30 s)`**", Some(&u.fixed), true),
+        ("**fair lock `try_lock()` + `unlock()`**", Some(&u.fair), true),
+        ("**read lock `try_lock()` + `unlock()`**", Some(&u.read), true),
+        ("**write lock `try_lock()` + `unlock()`**", Some(&u.write), true),
+    ];
+    for (what, x, judged) in rows {
+        let Some(x) = x else { continue };
+        let (to_rtt, to_pair, target) = pair_ratios(x, rtt, limit_pair, judged);
+        let _ = writeln!(
+            out,
+            "| {what} | {} | {:.2} | {to_rtt:.3} | {to_pair:.3} | {target} |",
+            pair_cells(x),
+            x.server_usec
+        );
+    }
+    let _ = writeln!(out);
+    match &u.redisson_scripts {
+        Ok((_, who)) => {
+            let _ = writeln!(
+                out,
+                "The row of Redisson's own scripts: {who}, read from its Java sources by the test kit.\n"
+            );
+        }
+        Err(why) => {
+            let _ = writeln!(out, "Redisson's own two scripts: {why} (docs/design.md, \"Interop\").\n");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Step 5, a writer under continuously overlapping readers (Redisson's reader preference).
 
+use std::fmt::Write as _;
 use std::thread;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use redlease_testkit::server::RedisServer;
 
 use crate::clock::{mono_ns, nanos, sleep_until_mono};
 use crate::plan::Plan;
+use crate::stats::Summary;
 
 /// Reader threads in the writer run.
 pub(crate) const WRITER_READERS: usize = 4;
@@ -107,4 +109,68 @@ fn writer_round(readers: &Client, writer: &Client, name: &str, readers_for: Dura
         after_last_release: granted.then(|| signed(w_end, last_release)),
         reads_while_waiting: reads.iter().filter(|&&at| at >= w_start && at < w_end).count(),
     }
+}
+
+/// Step 5's section, in round trips `rtt`.
+pub(crate) fn writer_section(out: &mut String, rtt: f64, w: &WriterUnderReaders) {
+    let _ = writeln!(
+        out,
+        "### 5. A writer under {WRITER_READERS} readers in one process, each holding the read lock {} ms in a \
+         loop, started {} ms apart (always at least {} holding); the writer (its own client) calls \
+         `write().try_lock_for(d)` {} ms after the first reader\n",
+        READER_HOLD.as_millis(),
+        READER_STAGGER.as_millis(),
+        WRITER_READERS - 1,
+        WRITER_DELAY.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "| round | d | readers went on after the writer's call for | writer waited | got in | from the last reader's release to the writer's entry | read acquisitions while it waited |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|");
+    let mut row = |what: String, d: Duration, r: &WriterRound| {
+        let entry = r.after_last_release.map_or_else(
+            || "–".to_string(),
+            |ns| {
+                if ns >= 0 {
+                    format!("{:.1} µs", ns as f64 / 1e3)
+                } else {
+                    format!("{:.1} µs before it", -ns as f64 / 1e3)
+                }
+            },
+        );
+        let _ = writeln!(
+            out,
+            "| {what} | {} ms | {:.1} ms | {:.1} ms | {} | {entry} | {} |",
+            d.as_millis(),
+            r.readers_went_on.as_secs_f64() * 1e3,
+            r.waited.as_secs_f64() * 1e3,
+            if r.granted { "yes" } else { "no" },
+            r.reads_while_waiting
+        );
+    };
+    row("starvation: d shorter than the readers' run".to_string(), STARVED_WAIT, &w.starved);
+    for (i, r) in w.rounds.iter().enumerate() {
+        row(
+            format!("{}: readers stop {} ms after the writer's call", i + 1, w.readers_for.as_millis()),
+            WRITER_WAIT,
+            r,
+        );
+    }
+    let entries: Vec<u64> =
+        w.rounds.iter().filter_map(|r| r.after_last_release).map(|ns| u64::try_from(ns).unwrap_or(0)).collect();
+    let early = w.rounds.iter().filter(|r| r.after_last_release.is_some_and(|ns| ns < 0)).count();
+    if !entries.is_empty() {
+        let s = Summary::of_nanos(entries);
+        let _ = writeln!(
+            out,
+            "\nEntry after the last reader's release, over {} rounds: p50 {:.1} µs ({:.2} RTT), max {:.1} µs; \
+             rounds in which the writer got in while readers still held: {early}.",
+            s.n,
+            s.p50,
+            s.p50 / rtt,
+            s.max
+        );
+    }
+    let _ = writeln!(out);
 }

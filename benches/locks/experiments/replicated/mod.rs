@@ -4,11 +4,15 @@
 //! pair through a client of the deployment against two trivial keyed `EVALSHA`s sent
 //! straight to the master that owns the lock, with what each master served per pair; the
 //! hand-off to a waiter in another process, in round trips of that master; the watchdog
-//! renewing many leases spread over the masters, against the pipelined limit of each.
+//! renewing many leases spread over the masters, against the pipelined limit of each. The
+//! step's section of the report is in [`report`].
+
+mod report;
+
+pub(crate) use report::replicated_section;
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,7 +27,7 @@ use crate::experiments::LockKind;
 use crate::experiments::contenders::{Contender, Process, Subject};
 use crate::experiments::handoff::{HANDOFF_BLOCKS, HANDOFF_WARMUP, serve_handoffs, timed_release};
 use crate::experiments::limit::{PIPELINE, pipelined_rate, trivial_call};
-use crate::experiments::renewal::{EventCounts, RENEWAL_WATCHDOG, drop_leases, over_10ms, take_leases, ttls};
+use crate::experiments::renewal::{Timed, Watched, drop_leases, renewal_client, take_leases, ttls};
 use crate::experiments::uncontended::{RawPair, library_pair};
 use crate::meter::process_ticks;
 use crate::plan::Plan;
@@ -176,13 +180,8 @@ pub(crate) enum Layout {
 pub(crate) struct ReplicatedRenewal {
     pub(crate) layout: Layout,
     pub(crate) leases: usize,
-    pub(crate) acquire_time: Duration,
-    pub(crate) acquire_each: Summary,
-    pub(crate) window: Duration,
-    pub(crate) passes: u64,
-    pub(crate) round_trips: u64,
-    pub(crate) renewed: u64,
-    pub(crate) renew_time: Duration,
+    pub(crate) acquired: Timed,
+    pub(crate) watched: Watched,
     /// Per master, in the order of [`ReplicatedRun::masters`].
     pub(crate) nodes: Vec<NodeRenewal>,
     pub(crate) held: usize,
@@ -190,16 +189,8 @@ pub(crate) struct ReplicatedRenewal {
     pub(crate) failed_renewals: u64,
     /// The first error the event hook reported for a renewal, if any.
     pub(crate) first_error: Option<String>,
-    pub(crate) drop_time: Duration,
-    pub(crate) drop_each: Summary,
-    pub(crate) drop_over_10ms: usize,
+    pub(crate) dropped: Timed,
     pub(crate) failed_releases: u64,
-}
-
-impl ReplicatedRenewal {
-    pub(crate) fn per_sec(&self) -> f64 {
-        self.renewed as f64 / self.renew_time.as_secs_f64()
-    }
 }
 
 /// One master's share of the renewal, from its `INFO commandstats` over the window.
@@ -588,89 +579,91 @@ fn measure_renewal(
     names: &[String],
     plan: &Plan,
 ) -> ReplicatedRenewal {
-    let events = Arc::new(EventCounts::default());
     // No replica sync: the grants are not what is measured here (renewals never wait), and
     // 100,000 `WAIT`s would only lengthen the run.
-    let client = Client::builder(url)
-        .watchdog_timeout(RENEWAL_WATCHDOG)
-        .pool_size(4)
-        .sync_replicas(false)
-        .events(events.clone())
-        .build()
-        .expect("client for the renewal run");
+    let (client, events) = renewal_client(Client::builder(url).sync_replicas(false));
     let mut conns: Vec<redis::Connection> = servers.iter().map(|s| s.conn()).collect();
     let master_of = slots.masters_of(&mut conns[0], names);
     let mut on_node: Vec<Vec<&String>> = servers.iter().map(|_| Vec::new()).collect();
     for (name, &master) in names.iter().zip(&master_of) {
         on_node[master].push(name);
     }
-    let mut nodes: Vec<NodeRenewal> = on_node
-        .iter()
-        .zip(&mut conns)
-        .map(|(names, conn)| NodeRenewal {
-            keys_before: redis::cmd("DBSIZE").query(conn).expect("DBSIZE"),
-            leases: names.len(),
-            ..NodeRenewal::default()
-        })
-        .collect();
-    for (node, conn) in nodes.iter_mut().zip(&mut conns) {
-        node.pipelined_per_sec = pipelined_rate(conn, plan.pipelines);
-    }
+    let mut nodes = nodes_before(&mut conns, &on_node, plan);
 
-    let (guards, acquire_time, acquire_samples) = take_leases(&client, names);
+    let (guards, acquired) = take_leases(&client, names);
 
     for conn in &mut conns {
         reset_server_stats(conn);
     }
-    let before = client.stats();
-    let window = RENEWAL_WATCHDOG / 3 * plan.hold_periods;
-    thread::sleep(window);
-    let after = client.stats();
+    let (watched, after) = Watched::hold(&client, plan);
     assert_eq!(after.leases, names.len(), "every lease is still registered");
-    for (node, conn) in nodes.iter_mut().zip(&mut conns) {
-        let (round_trips, usec) = server_command_stats(conn, "evalsha");
-        node.round_trips = round_trips;
-        node.server_time = Duration::from_micros(usec);
-        node.looked_at = server_command_stats(conn, "hexists").0;
-        node.renewed = server_command_stats(conn, "pexpire").0;
-    }
+    read_renewal_counters(&mut nodes, &mut conns);
 
     let held = guards.iter().filter(|g| g.is_held()).count();
     for ((node, conn), names) in nodes.iter_mut().zip(&mut conns).zip(&on_node) {
         (node.keys_alive, node.min_ttl_ms) = ttls(conn, names);
     }
-    let (drop_time, drop_samples) = drop_leases(guards);
+    let dropped = drop_leases(guards);
     for ((node, conn), names) in nodes.iter_mut().zip(&mut conns).zip(&on_node) {
-        for chunk in names.chunks(PIPELINE) {
-            // One key per command: a cluster node refuses keys of several slots in one.
-            let mut pipe = redis::pipe();
-            for name in chunk {
-                pipe.cmd("EXISTS").arg(name.as_str());
-            }
-            let left: Vec<u64> = pipe.query(conn).expect("EXISTS of the lease keys");
-            node.keys_left += left.iter().sum::<u64>();
-        }
+        node.keys_left = keys_left(conn, names);
     }
     assert_eq!(client.stats().leases, 0, "every lease is forgotten after its guard dropped");
 
     ReplicatedRenewal {
         layout,
         leases: names.len(),
-        acquire_time,
-        acquire_each: Summary::of_nanos(acquire_samples),
-        window,
-        passes: after.renewal_passes - before.renewal_passes,
-        round_trips: after.renewal_round_trips - before.renewal_round_trips,
-        renewed: after.leases_renewed - before.leases_renewed,
-        renew_time: after.renewal_time - before.renewal_time,
+        acquired,
+        watched,
         nodes,
         held,
         lost_events: events.lost.load(Ordering::Relaxed),
         failed_renewals: events.renewal_failed.load(Ordering::Relaxed),
         first_error: events.first_renewal_error.lock().expect("first renewal error").clone(),
-        drop_time,
-        drop_over_10ms: over_10ms(&drop_samples),
-        drop_each: Summary::of_nanos(drop_samples),
+        dropped,
         failed_releases: events.release_failed.load(Ordering::Relaxed),
     }
+}
+
+/// Each master before the leases `on_node[i]` are taken: the keys in its database, its
+/// leases, and its pipelined limit.
+fn nodes_before(conns: &mut [redis::Connection], on_node: &[Vec<&String>], plan: &Plan) -> Vec<NodeRenewal> {
+    let mut nodes: Vec<NodeRenewal> = on_node
+        .iter()
+        .zip(conns.iter_mut())
+        .map(|(names, conn)| NodeRenewal {
+            keys_before: redis::cmd("DBSIZE").query(conn).expect("DBSIZE"),
+            leases: names.len(),
+            ..NodeRenewal::default()
+        })
+        .collect();
+    for (node, conn) in nodes.iter_mut().zip(conns) {
+        node.pipelined_per_sec = pipelined_rate(conn, plan.pipelines);
+    }
+    nodes
+}
+
+/// Each master's renew scripts over the window, and the leases they looked at and renewed.
+fn read_renewal_counters(nodes: &mut [NodeRenewal], conns: &mut [redis::Connection]) {
+    for (node, conn) in nodes.iter_mut().zip(conns) {
+        let (round_trips, usec) = server_command_stats(conn, "evalsha");
+        node.round_trips = round_trips;
+        node.server_time = Duration::from_micros(usec);
+        node.looked_at = server_command_stats(conn, "hexists").0;
+        node.renewed = server_command_stats(conn, "pexpire").0;
+    }
+}
+
+/// How many of the keys `names` are left on `conn`.
+fn keys_left(conn: &mut redis::Connection, names: &[&String]) -> u64 {
+    let mut left_in_all = 0;
+    for chunk in names.chunks(PIPELINE) {
+        // One key per command: a cluster node refuses keys of several slots in one.
+        let mut pipe = redis::pipe();
+        for name in chunk {
+            pipe.cmd("EXISTS").arg(name.as_str());
+        }
+        let left: Vec<u64> = pipe.query(conn).expect("EXISTS of the lease keys");
+        left_in_all += left.iter().sum::<u64>();
+    }
+    left_in_all
 }
