@@ -518,3 +518,91 @@ fn the_kind_checker_finds_each_way_around_the_spec() {
     ]);
     assert_eq!(kind_decisions(&fine), Vec::<String>::new());
 }
+
+/// The most lines a source file of the workspace may have, and a function.
+const MOST_LINES_IN_A_FILE: usize = 700;
+const MOST_LINES_IN_A_FUNCTION: usize = 80;
+
+/// The functions of `text` longer than `most` lines, as (line, name, length): a function
+/// runs from its `fn` line to the first line after it that is its indentation and `}`, as
+/// rustfmt writes them (a declaration without a body has none).
+fn long_functions(text: &str, most: usize) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let after_qualifiers = ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe "]
+            .iter()
+            .fold(code, |rest, q| rest.strip_prefix(q).unwrap_or(rest));
+        let Some(signature) = after_qualifiers.strip_prefix("fn ") else { continue };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = signature.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let closing = format!("{indent}}}");
+        if let Some(end) = lines[i + 1..].iter().position(|l| *l == closing) {
+            let length = end + 2;
+            if length > most {
+                found.push((i + 1, name, length));
+            }
+        }
+    }
+    found
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every source file of the workspace (the library, the command line, the benchmark, the
+/// test kit, the tests, the examples) is one concern you can hold in your head: at most
+/// 700 lines, and no function over 80.
+///
+/// Breaks when a file or a function grows past its bound.
+#[test]
+fn every_source_file_and_function_is_short_enough_to_read() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "cli", "benches", "testkit", "tests", "examples"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 100, "the walk found the workspace's sources ({} files)", files.len());
+    let mut found = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("read source");
+        let shown = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+        let lines = text.lines().count();
+        if lines > MOST_LINES_IN_A_FILE {
+            found.push(format!("{shown}: {lines} lines"));
+        }
+        for (line, name, length) in long_functions(&text, MOST_LINES_IN_A_FUNCTION) {
+            found.push(format!("{shown}:{line}: fn {name} is {length} lines"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "over {MOST_LINES_IN_A_FILE} lines a file or {MOST_LINES_IN_A_FUNCTION} a function:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_length_checker_measures_functions_as_rustfmt_writes_them() {
+    let body = |n: usize| "        x += 1;\n".repeat(n);
+    let text = format!(
+        "fn short() {{\n{}}}\n\nimpl A {{\n    pub(crate) fn long(&self) {{\n{}    }}\n\n    fn declared(&self);\n}}\n",
+        body(3),
+        body(79)
+    );
+    assert_eq!(long_functions(&text, 80), vec![(8, "long".to_owned(), 81)]);
+    assert_eq!(long_functions(&text, 81), Vec::new());
+}
