@@ -359,7 +359,10 @@ fn storm(group: &mut SentinelGroup, wanted: usize) -> Vec<Failover> {
         }
         let begun = history::now();
         let new = match strike {
-            Strike::BackToBack | Strike::ReplicaBack => group.failover_when_allowed(Duration::from_secs(60)),
+            // Patient: on a loaded machine a replica's resync can lag for a minute, and the
+            // sentinels then find no replica to promote (what is checked is no two holders,
+            // not how soon the failover comes).
+            Strike::BackToBack | Strike::ReplicaBack => group.failover_when_allowed(Duration::from_secs(120)),
             Strike::Kill => group.kill_master_and_rejoin(),
             Strike::Unplanned => unreachable!("not in the cycle"),
         };

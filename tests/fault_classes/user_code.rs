@@ -158,8 +158,9 @@ fn one_refused_lease_in_a_renewal_batch_leaves_the_others_renewed_and_each_outco
 
 /// The subscriber thread calls `subscriber_disconnected` and `subscriber_reconnected`, and
 /// both panic, when the pub/sub connection is killed under a waiter. The subscriber must go
-/// on: reconnect, resubscribe, and the waiter must get the lock soon after its release
-/// (whose message was lost while disconnected).
+/// on: the waiter must get the lock soon after its release (whose message was lost while
+/// disconnected), and a second waiter, later, must be woken by a release message on the
+/// connection the subscriber makes again for it.
 ///
 /// Breaks if a hook's panic kills the subscriber thread (the waiter is then bounded only by
 /// the holder's 30 s lease) or leaves its state half-updated.
@@ -170,12 +171,7 @@ fn panicking_subscriber_hooks_do_not_strand_a_waiter() {
     let waiter = panicking_client(&server, &hooks, Duration::from_secs(30));
     let holder = client(&server);
     let guard = holder.lock("hooked-wait").lock().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let lock = waiter.lock("hooked-wait");
-    thread::spawn(move || {
-        let outcome = lock.try_lock_for(Duration::from_secs(25)).map(|g| g.is_some()).map_err(|e| e.to_string());
-        let _ = tx.send((outcome, Instant::now()));
-    });
+    let rx = wait_in_background(&waiter, "hooked-wait");
     let mut conn = server.conn();
     let channel = "redisson_lock__channel:{hooked-wait}";
     assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, channel) == 1));
@@ -193,8 +189,31 @@ fn panicking_subscriber_hooks_do_not_strand_a_waiter() {
         wait_until(Duration::from_secs(2), || hooks.disconnected.load(Ordering::SeqCst) >= 1),
         "the disconnected hook was called (and panicked)"
     );
+    // A waiter that got the lock before the subscriber connected again left it nothing to
+    // connect for: a second waiter does, and its release message must reach it.
+    let guard = holder.lock("hooked-wait").lock().unwrap();
+    let rx = wait_in_background(&waiter, "hooked-wait");
     assert!(
-        wait_until(Duration::from_secs(2), || hooks.reconnected.load(Ordering::SeqCst) >= 1),
+        wait_until(Duration::from_secs(5), || hooks.reconnected.load(Ordering::SeqCst) >= 1),
         "the reconnected hook was called (and panicked)"
     );
+    assert!(wait_until(Duration::from_secs(5), || subscribers(&mut conn, channel) == 1), "subscribed again");
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (outcome, at) = rx.recv_timeout(Duration::from_secs(15)).expect("the second waiter returned");
+    assert_eq!(outcome, Ok(true), "the second waiter got the lock");
+    let took = at.saturating_duration_since(released);
+    assert!(took < Duration::from_secs(2), "woken {took:?} after the release: by its message, not by the lease");
+}
+
+/// Waits up to 25 s for `name` on a thread of its own; sends whether it got the lock (and
+/// gave it back), and when.
+fn wait_in_background(client: &Client, name: &str) -> mpsc::Receiver<(Result<bool, String>, Instant)> {
+    let (tx, rx) = mpsc::channel();
+    let lock = client.lock(name);
+    thread::spawn(move || {
+        let outcome = lock.try_lock_for(Duration::from_secs(25)).map(|g| g.is_some()).map_err(|e| e.to_string());
+        let _ = tx.send((outcome, Instant::now()));
+    });
+    rx
 }
