@@ -11,7 +11,7 @@
 //! | not granted (the reply says so) | the reply: the caller waits or gives up |
 //! | granted, confirmed (or nothing to confirm) | the reply, and the run of the server that granted it |
 //! | granted, not confirmed in time | taken back on its connection; `superseded` called when a failover superseded it; the confirmation's error |
-//! | granted, the confirmation failed | taken back on its connection unless `undone_elsewhere` says another undo does; the error, marked as met after the effect |
+//! | granted, the confirmation failed | taken back on its connection unless `undone_elsewhere` leaves it to another undo (the hand-off, `uncertain`) or to its lease; the error, marked as met after the effect |
 //! | failed before a grant | the error; `uncertain` called when the connection broke (the outcome is unknown, and that connection is gone) |
 
 use std::cell::Cell;
@@ -45,7 +45,7 @@ pub(crate) struct GrantAttempt<'a, R> {
     /// Takes a grant that cannot be trusted back, on the connection it was made on.
     pub(crate) take_back: &'a dyn Fn(&mut Conn),
     /// A confirmation that failed with this error leaves the take-back to another undo
-    /// (the hand-off behind the attempt, or `uncertain`).
+    /// (the hand-off behind the attempt, or `uncertain`) or to the grant's lease.
     pub(crate) undone_elsewhere: &'a dyn Fn(&redis::RedisError) -> bool,
     /// Called when a failover superseded the grant: the master the client follows now may
     /// have it from replication.

@@ -135,8 +135,9 @@ pub(crate) fn acquire(
             send: &|conn| group::acquire(conn, group, &owner, fields, lease_millis),
             is_granted: |reply| matches!(reply, Reply::Granted { .. }),
             // Replica-synced, as the locks' grants; a grant that cannot be trusted is
-            // released where it was made (after a failed confirmation, the hand-off or the
-            // release of an uncertain attempt does).
+            // released where it was made. After a failed confirmation, not here: a timeout
+            // leaves it to the hand-off, a broken connection to the release of an uncertain
+            // attempt, and an error reply to the values' lease, which runs out.
             take_back: &|conn| drop(group::release(conn, group, &owner, fields)),
             undone_elsewhere: &|_| true,
             // The master the client follows now may have it from replication.
