@@ -22,7 +22,8 @@ impl Kind {
         owner: &str,
         args: AcquireArgs<'_>,
     ) -> redis::RedisResult<Reply> {
-        (self.spec().attempt)(conn, name, owner, &args)
+        let spec = self.spec();
+        (spec.attempt)(conn, name, owner, &args, spec.reentrant || args.holds_nothing)
     }
 
     /// One release: `None` when the owner holds nothing, `Some(0)` when holds remain,

@@ -96,7 +96,7 @@ pub(crate) static ELECTION: Spec = Spec {
     shares_lock_keys: true,
     polls: false,
     meaning: &wake::NAMED_RELEASE,
-    attempt: |conn, key, owner, args| campaign(conn, key, owner, args.lease_millis, args.token(), args.advertise),
+    attempt: |conn, key, owner, args, _| campaign(conn, key, owner, args.lease_millis, args.token(), args.advertise),
     release: |conn, r| reentrant::release(conn, r, true, Some(&leader_channel(r.name))),
     force_unlock: reentrant::force_unlock_telling_waiters,
     wait_channel: reentrant::lock_channel,

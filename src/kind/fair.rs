@@ -96,24 +96,22 @@ pub(crate) static FAIR: Spec = Spec {
     shares_lock_keys: false,
     polls: false,
     meaning: &wake::TURN,
-    attempt: |conn, name, owner, args| attempt(conn, name, owner, args, true),
+    attempt,
     release,
     force_unlock,
     wait_channel: waiter_channel,
     give_up: Some(leave_queue),
 };
 
-/// An acquire of a lock of the fair layout; a non-reentrant one (`reentrant` false) joins
-/// only a leftover hold of the owner (`holds_nothing`).
+/// An acquire of a lock of the fair layout, which may join the owner's hold (`joins`).
 pub(crate) fn attempt(
     conn: &mut Conn,
     name: &str,
     owner: &str,
     args: &AcquireArgs<'_>,
-    reentrant: bool,
+    joins: bool,
 ) -> redis::RedisResult<Reply> {
-    let reentrant = reentrant || args.holds_nothing;
-    acquire(conn, name, owner, args.lease_millis, args.wait_millis, args.queue, reentrant)
+    acquire(conn, name, owner, args.lease_millis, args.wait_millis, args.queue, joins)
         .and_then(Reply::from_grant_or_pttl)
 }
 

@@ -45,7 +45,7 @@ pub(crate) static FENCED: Spec = Spec {
     shares_lock_keys: true,
     polls: false,
     meaning: &wake::NAMED_RELEASE,
-    attempt: |conn, name, owner, args| acquire(conn, name, owner, args.lease_millis, args.token()),
+    attempt: |conn, name, owner, args, _| acquire(conn, name, owner, args.lease_millis, args.token()),
     release: reentrant::release_telling_waiters,
     force_unlock: reentrant::force_unlock_telling_waiters,
     wait_channel: reentrant::lock_channel,

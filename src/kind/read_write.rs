@@ -106,7 +106,7 @@ pub(crate) static READ: Spec = Spec {
     shares_lock_keys: false,
     polls: false,
     meaning: &wake::RELEASE,
-    attempt: |conn, name, owner, args| {
+    attempt: |conn, name, owner, args, _| {
         read_acquire(conn, name, owner, args.lease_millis).and_then(Reply::from_grant_or_pttl)
     },
     release: read_release,
@@ -124,7 +124,7 @@ pub(crate) static WRITE: Spec = Spec {
     shares_lock_keys: false,
     polls: false,
     meaning: &wake::RELEASE,
-    attempt: |conn, name, owner, args| {
+    attempt: |conn, name, owner, args, _| {
         write_acquire(conn, name, owner, args.lease_millis).and_then(Reply::from_grant_or_pttl)
     },
     release: write_release,

@@ -132,24 +132,22 @@ pub(crate) static REENTRANT: Spec = Spec {
     shares_lock_keys: true,
     polls: false,
     meaning: &wake::NAMED_RELEASE,
-    attempt: |conn, name, owner, args| attempt(conn, name, owner, args, true),
+    attempt,
     release: release_telling_waiters,
     force_unlock: force_unlock_telling_waiters,
     wait_channel: lock_channel,
     give_up: Some(leave_waiting),
 };
 
-/// An acquire of a lock of the plain layout; a non-reentrant one (`reentrant` false) joins
-/// only a leftover hold of the owner (`holds_nothing`).
+/// An acquire of a lock of the plain layout, which may join the owner's hold (`joins`).
 pub(crate) fn attempt(
     conn: &mut Conn,
     name: &str,
     owner: &str,
     args: &AcquireArgs<'_>,
-    reentrant: bool,
+    joins: bool,
 ) -> redis::RedisResult<Reply> {
-    let reentrant = reentrant || args.holds_nothing;
-    acquire(conn, name, owner, args.lease_millis, args.token(), reentrant, args.lock_keys)
+    acquire(conn, name, owner, args.lease_millis, args.token(), joins, args.lock_keys)
         .and_then(Reply::from_grant_or_pttl)
 }
 

@@ -27,8 +27,10 @@ pub(crate) struct Spec {
     pub(crate) polls: bool,
     /// What the lock's messages mean for its waiters.
     pub(crate) meaning: &'static dyn Meaning,
-    /// One acquire attempt of `owner` on the lock `name`.
-    pub(crate) attempt: fn(&mut Conn, &str, &str, &AcquireArgs<'_>) -> redis::RedisResult<Reply>,
+    /// One acquire attempt of `owner` on the lock `name`; `joins`: the grant may add a hold
+    /// to one the owner has in Redis (the kind is reentrant, or that hold is a leftover:
+    /// see [`AcquireArgs::holds_nothing`]).
+    pub(crate) attempt: fn(&mut Conn, &str, &str, &AcquireArgs<'_>, bool) -> redis::RedisResult<Reply>,
     /// One release: `None` when the owner holds nothing, `Some(0)` when holds remain,
     /// `Some(1)` when the lock was freed.
     pub(crate) release: fn(&mut Conn, &Release<'_>) -> redis::RedisResult<Option<i64>>,

@@ -16,8 +16,8 @@ pub(crate) static SPIN: Spec = Spec {
     polls: true,
     meaning: &wake::RELEASE,
     // A spin waiter listens on no channel: it never registers its client.
-    attempt: |conn, name, owner, args| {
-        reentrant::acquire(conn, name, owner, args.lease_millis, None, true, args.lock_keys)
+    attempt: |conn, name, owner, args, joins| {
+        reentrant::acquire(conn, name, owner, args.lease_millis, None, joins, args.lock_keys)
             .and_then(Reply::from_grant_or_pttl)
     },
     release: |conn, r| reentrant::release(conn, r, false, None),
