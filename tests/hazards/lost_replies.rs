@@ -15,6 +15,13 @@ fn keys_matching(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
     redis::cmd("KEYS").arg(pattern).query(conn).expect("KEYS")
 }
 
+/// A proxy in front of `server`, and a client through it with the short command timeout.
+fn behind_a_proxy(server: &RedisServer) -> (Proxy, Client) {
+    let proxy = Proxy::start(server.addr());
+    let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    (proxy, client)
+}
+
 /// The acquire script runs but its reply never comes back. The caller must get `Timeout`,
 /// never a guard, and the lock granted in the dark must not be left behind for its lease:
 /// the library undoes it with a release of the same owner.
@@ -22,8 +29,8 @@ fn keys_matching(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
 /// Breaks if the acquire reports success without a reply, or if the undo is not sent (the
 /// key then lives for the whole 30 s lease).
 ///
-/// FAILS with redlease as it is (see the report): the only pooled connection is the one
-/// that timed out, which is discarded; the undo needs a new connection, and the handshake
+/// It failed so before the undo went behind the acquire on its connection: the only pooled
+/// connection was the one that timed out, which is discarded; the undo needs a new connection, and the handshake
 /// of a new connection (redis-rs pipelines two `CLIENT SETINFO`) needs replies, which are
 /// lost too. So the undo never reaches Redis and the lock stays orphaned for its lease, and
 /// `try_lock` takes the command timeout plus twice the connect timeout (redis-rs waits the
@@ -78,8 +85,7 @@ fn an_acquire_whose_reply_is_lost_is_a_timeout_and_is_undone() {
 #[test]
 fn a_call_that_read_a_reply_is_not_sent_again_when_its_connection_then_drops() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.addr());
-    let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    let (proxy, client) = behind_a_proxy(&server);
     let mut direct = server.conn();
     let lock = client.lock("answered");
     // A pooled connection that has served before: the pool's candidate for "stale". The
@@ -118,8 +124,7 @@ fn a_call_that_read_a_reply_is_not_sent_again_when_its_connection_then_drops() {
 #[test]
 fn an_ambiguous_acquire_is_undone_over_a_spare_pooled_connection() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.addr());
-    let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    let (proxy, client) = behind_a_proxy(&server);
     let mut direct = server.conn();
     let lock = client.lock("ambiguous-warm");
 
@@ -169,13 +174,13 @@ fn an_ambiguous_acquire_is_undone_over_a_spare_pooled_connection() {
 /// Breaks if the undo can overtake the acquire it undoes: the key then stays for 30 s and
 /// every other owner is locked out.
 ///
-/// FAILS with redlease as it is (see the report): the undo goes out on a new connection
-/// (the timed-out one is discarded), so nothing orders it after the acquire.
+/// It failed so before the undo went behind the acquire on its connection: the undo went
+/// out on a new connection (the timed-out one was discarded), so nothing ordered it after
+/// the acquire.
 #[test]
 fn an_acquire_delayed_past_its_timeout_is_not_left_behind_by_its_undo() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.addr());
-    let proxied = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    let (proxy, proxied) = behind_a_proxy(&server);
     let mut direct = server.conn();
     let lock = proxied.lock("overtaken");
     // The client announces itself when it first holds something, from its renewal thread,
@@ -229,8 +234,7 @@ fn an_acquire_delayed_past_its_timeout_is_not_left_behind_by_its_undo() {
 #[test]
 fn a_release_whose_reply_is_lost_is_retried_and_releases_exactly_one_hold() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.addr());
-    let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    let (proxy, client) = behind_a_proxy(&server);
     let mut direct = server.conn();
     let lock = client.lock("retried");
     let first = lock.lock().unwrap();
@@ -281,8 +285,7 @@ fn a_release_whose_reply_is_lost_is_retried_and_releases_exactly_one_hold() {
 #[test]
 fn a_lost_reply_to_the_last_release_is_retried_and_reported_done() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.addr());
-    let client = Client::builder(proxy.url()).command_timeout(COMMAND_TIMEOUT).build().expect("client builds");
+    let (proxy, client) = behind_a_proxy(&server);
     let mut direct = server.conn();
     let guard = client.lock("last-release").lock().unwrap();
     let evalsha_before = calls_of(&mut direct, "evalsha");
