@@ -67,6 +67,37 @@ pub enum ReplicaPolicy {
     Off,
 }
 
+/// How many of a master's replicas must confirm a grant or a renewal before it counts
+/// ([`ClientBuilder::replica_acks`](crate::ClientBuilder::replica_acks)), while grants wait
+/// for replicas at all (the [`ReplicaPolicy`]). Sentinel and a cluster may promote any
+/// replica: one that did not confirm a grant takes over without it, and another client can
+/// be granted the lock there while its holder works on. The trade, measured, is in
+/// [`guide::guarantees`](crate::guide::guarantees#replication-and-failover).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReplicaAcks {
+    /// Every replica the master lists online (`WAIT` for that many): whichever is promoted
+    /// has the grant. One replica that cannot confirm (its link frozen, a slow disk on a
+    /// replica) holds grants and renewals back until the master drops it (its
+    /// `repl-timeout`) or it is back.
+    #[default]
+    All,
+    /// At least this many of the replicas the master lists online (all of them when it
+    /// lists fewer, and at least one): Redisson's rule is `AtLeast(1)`. A failover that
+    /// promotes a replica that did not confirm may lose grants. Zero is `InvalidInput`.
+    AtLeast(u32),
+}
+
+impl ReplicaAcks {
+    /// How many of `online` replicas must confirm (at least one).
+    pub(crate) fn required(self, online: u64) -> u64 {
+        match self {
+            ReplicaAcks::All => online.max(1),
+            ReplicaAcks::AtLeast(n) => online.min(u64::from(n)).max(1),
+        }
+    }
+}
+
 /// Which pub/sub a client uses on a Redis Cluster: Redisson's `shardedSubscriptionMode`
 /// (`ClusterServersConfig`), with its three values and its default
 /// ([`ClientBuilder::sharded_subscription_mode`](crate::ClientBuilder::sharded_subscription_mode)).
@@ -103,6 +134,8 @@ pub(crate) struct Config {
     pub(crate) ping_interval: Duration,
     /// Wait for a replica to confirm every grant (while the master has replicas).
     pub(crate) replica_policy: ReplicaPolicy,
+    /// How many replicas must confirm a grant or a renewal.
+    pub(crate) replica_acks: ReplicaAcks,
     pub(crate) replica_sync_timeout: Duration,
     /// Whether a grant also waits for its master's AOF.
     pub(crate) sync_mode: SyncMode,
@@ -161,6 +194,7 @@ impl Default for Config {
             renew_batch_size: DEFAULT_RENEW_BATCH_SIZE,
             ping_interval: DEFAULT_PING_INTERVAL,
             replica_policy: ReplicaPolicy::Required,
+            replica_acks: ReplicaAcks::All,
             replica_sync_timeout: DEFAULT_REPLICA_SYNC_TIMEOUT,
             sync_mode: SyncMode::default(),
             retry_budget: DEFAULT_RETRY_BUDGET,
@@ -228,6 +262,11 @@ impl Config {
         )?;
         positive("replica sync timeout", self.replica_sync_timeout)?;
         in_redis("replica sync timeout", self.replica_sync_timeout, "it is sent to Redis as WAIT's timeout")?;
+        if self.replica_acks == ReplicaAcks::AtLeast(0) {
+            return Err(Error::invalid(
+                "replica acks AtLeast(0) confirms nothing: use ReplicaPolicy::Off to wait for no replica",
+            ));
+        }
         positive("connect timeout", self.connect_timeout)?;
         positive("ping interval", self.ping_interval)?;
         positive("command timeout", self.command_timeout)?;
@@ -273,6 +312,7 @@ impl fmt::Debug for Config {
             .field("renew_batch_size", &self.renew_batch_size)
             .field("ping_interval", &self.ping_interval)
             .field("replica_policy", &self.replica_policy)
+            .field("replica_acks", &self.replica_acks)
             .field("replica_sync_timeout", &self.replica_sync_timeout)
             .field("sync_mode", &self.sync_mode)
             .field("retry_budget", &self.retry_budget)

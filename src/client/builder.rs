@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, ReplicaPolicy, ShardedSubscriptionMode};
+use crate::config::{Config, ReplicaAcks, ReplicaPolicy, ShardedSubscriptionMode};
 use crate::disk_view::SyncMode;
 use crate::error::Result;
 use crate::events::{Events, LockEvents};
@@ -184,6 +184,22 @@ impl ClientBuilder {
     /// Defaults to [`ReplicaPolicy::Required`].
     pub fn replica_policy(mut self, policy: ReplicaPolicy) -> ClientBuilder {
         self.config.replica_policy = policy;
+        self
+    }
+
+    /// How many of the master's replicas must confirm a grant or a watchdog renewal
+    /// before it counts: every one the master lists online
+    /// ([`ReplicaAcks::All`]), so that whichever replica a failover promotes has it, or at
+    /// least a number of them ([`ReplicaAcks::AtLeast`]; Redisson's rule is `AtLeast(1)`),
+    /// which keeps granting while one replica cannot confirm, at the cost of grants a
+    /// failover to that replica loses. A grant short of it is undone and refused with
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated); a renewal short of it
+    /// does not extend the lease (it turns at risk, and is lost at its deadline unless a
+    /// later renewal is confirmed). `AtLeast(0)` is `InvalidInput`.
+    ///
+    /// Defaults to [`ReplicaAcks::All`].
+    pub fn replica_acks(mut self, acks: ReplicaAcks) -> ClientBuilder {
+        self.config.replica_acks = acks;
         self
     }
 

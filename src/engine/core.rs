@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 
 use crate::activity::{Active, ActivityStats};
 use crate::clock;
@@ -14,10 +13,9 @@ use crate::config::Config;
 use crate::engine::lease::{Lease, Remaining, Term};
 use crate::engine::registry::{self, Registry};
 use crate::engine::renewal::{RenewalCounters, Renewer};
-use crate::engine::replicas::{ReplicaSync, Replication};
+use crate::engine::replicas::{Behind, ReplicaSync, ReplicaSyncs, Replication};
 use crate::engine::undos::Undos;
 use crate::error::{Error, ErrorKind, Result};
-use crate::fast_hash::FastMap;
 use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, Kind, Role};
@@ -39,8 +37,9 @@ pub(crate) struct Engine {
     topology: Arc<Topology>,
     registry: Registry,
     renewer: Renewer,
-    /// Replica-synced grants, one per master (a cluster has several), by pool id.
-    replica_syncs: Mutex<FastMap<u64, Arc<ReplicaSync>>>,
+    /// Replica-synced grants and confirmed renewals, one per master (a cluster has
+    /// several), by pool id; shared with the renewal thread.
+    replica_syncs: Arc<ReplicaSyncs>,
     /// Undos of late acquires, in flight on threads of their own.
     undos: Arc<Undos>,
     shutdown: AtomicBool,
@@ -79,7 +78,8 @@ impl Engine {
         }
         let topology = Arc::new(topology);
         let first = topology.pool_for("");
-        let replica_sync = Arc::new(ReplicaSync::of(&config));
+        let replica_syncs = Arc::new(ReplicaSyncs::new(&config));
+        let replica_sync = replica_syncs.of(first.id());
         // What the master's replicas are, known before the first grant.
         if let Err(err) = first.run("reading the replicas", |conn| replica_sync.read_now(conn)) {
             topology.stop();
@@ -87,7 +87,13 @@ impl Engine {
         }
         let id = uuid::Uuid::new_v4().to_string();
         let identity = ClientIdentity::of_this_process(&id);
-        let renewer = match Renewer::start(Arc::clone(&topology), config.clone(), watchdog_millis, identity.clone()) {
+        let renewer = match Renewer::start(
+            Arc::clone(&topology),
+            Arc::clone(&replica_syncs),
+            config.clone(),
+            watchdog_millis,
+            identity.clone(),
+        ) {
             Ok(renewer) => renewer,
             Err(err) => {
                 topology.stop();
@@ -105,7 +111,7 @@ impl Engine {
             topology,
             registry: Registry::default(),
             renewer,
-            replica_syncs: Mutex::new(FastMap::from_iter([(first.id(), replica_sync)])),
+            replica_syncs,
             undos: Arc::default(),
             shutdown: AtomicBool::new(false),
             request_ids: AtomicU64::new(0),
@@ -135,30 +141,29 @@ impl Engine {
 
     /// Replica-synced grants on the master `conn` goes to (its pool's).
     pub(crate) fn replica_sync_of(&self, conn: &Conn) -> Arc<ReplicaSync> {
-        let mut syncs = self.replica_syncs.lock();
-        Arc::clone(syncs.entry(conn.pool_id()).or_insert_with(|| Arc::new(ReplicaSync::of(&self.config))))
+        self.replica_syncs.of(conn.pool_id())
     }
 
     /// Runs `attempt`, one script call that may grant, on `conn`, with the grant's
     /// confirmation sent behind it in the same write when it will read and wait (see
     /// [`ReplicaSync::send_with_grant`]); [`confirm_grant`](Engine::confirm_grant) then
-    /// takes the replies. When the reply is not a grant (`granted` says), or the call
-    /// failed, what rode behind it is dropped.
+    /// takes the replies, with what rode behind. When the reply is not a grant (`granted`
+    /// says), or the call failed, what rode behind it is dropped.
     pub(crate) fn attempt_with_confirmation<T>(
         &self,
         conn: &mut Conn,
         attempt: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
         granted: impl FnOnce(&T) -> bool,
-    ) -> redis::RedisResult<T> {
-        self.replica_sync_of(conn).send_with_grant(conn, self.config.command_timeout);
+    ) -> redis::RedisResult<(T, Behind)> {
+        let behind = self.replica_sync_of(conn).send_with_grant(conn, self.config.command_timeout);
         let reply = attempt(conn);
         if !reply.as_ref().is_ok_and(granted) {
             let _ = conn.take_trailing_replies();
         }
-        reply
+        reply.map(|reply| (reply, behind))
     }
 
-    /// Confirms a grant just made on `conn` with its master's replicas (replica-synced
+    /// Confirms a grant just made on `conn`, `behind` it what rode with it, with its master's replicas (replica-synced
     /// grants: see [`ReplicaSync`]), and takes it back there with `take_back` when it
     /// cannot be trusted: not confirmed, or the confirmation failed and
     /// `take_back_on_error` says to (else something else takes it back, or it is left to
@@ -166,12 +171,13 @@ impl Engine {
     pub(crate) fn confirm_grant(
         &self,
         conn: &mut Conn,
+        behind: Behind,
         take_back_on_error: impl FnOnce(&redis::RedisError) -> bool,
         take_back: impl FnOnce(&mut Conn),
     ) -> redis::RedisResult<Replication> {
         let pool_id = conn.pool_id();
         let pool = || self.topology.pool_with_id(pool_id);
-        let synced = self.replica_sync_of(conn).confirm(conn, pool, self.config.command_timeout);
+        let synced = self.replica_sync_of(conn).confirm(conn, behind, pool, self.config.command_timeout);
         let untrusted = match &synced {
             Ok(Replication::Confirmed) => false,
             Ok(Replication::Unconfirmed(_)) => true,

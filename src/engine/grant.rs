@@ -17,7 +17,7 @@
 use std::cell::Cell;
 
 use crate::engine::core::Engine;
-use crate::engine::replicas::{Replication, Unconfirmed};
+use crate::engine::replicas::{Replication, Unconfirmed, Write};
 use crate::error::Result;
 use crate::transport::{Conn, RunId};
 
@@ -67,12 +67,12 @@ impl Engine {
         let op = |conn: &mut Conn| {
             granted.set(false);
             run.set(conn.run());
-            let reply = self.attempt_with_confirmation(conn, send, is_granted)?;
+            let (reply, behind) = self.attempt_with_confirmation(conn, send, is_granted)?;
             if !is_granted(&reply) {
                 return Ok((reply, None));
             }
             granted.set(true);
-            let synced = self.confirm_grant(conn, |err| !undone_elsewhere(err), take_back);
+            let synced = self.confirm_grant(conn, behind, |err| !undone_elsewhere(err), take_back);
             synced.map(|synced| (reply, Some(synced)))
         };
         let pool = self.pool_for(key);
@@ -86,7 +86,7 @@ impl Engine {
                 if why == Unconfirmed::Superseded {
                     superseded();
                 }
-                Err(why.error(self.config().replica_sync_timeout))
+                Err(why.error(Write::Grant, self.config().replica_sync_timeout))
             }
             Err(err) => {
                 let err = if granted.get() { err.after_effect() } else { err };

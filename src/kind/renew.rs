@@ -115,24 +115,20 @@ impl Call {
         &self.packed
     }
 
-    /// Sends the call on `conn` and reads its reply (loading the script first when the
-    /// server had lost it): one outcome per lease, in the batch's order.
-    pub(crate) fn run(&self, conn: &mut Conn) -> redis::RedisResult<Vec<Outcome>> {
-        let reply = redis::ConnectionLike::req_packed_command(&mut **conn, &self.packed)?;
-        self.outcomes(conn, reply)
+    /// Whether `reply` says the server did not have the call's script (`NOSCRIPT`).
+    pub(crate) fn unloaded(reply: &redis::Value) -> bool {
+        matches!(reply, redis::Value::ServerError(err) if err.code() == "NOSCRIPT")
     }
 
-    /// What the reply `reply` to this call, read on `conn`, says of each lease, in the
-    /// batch's order. On `NOSCRIPT` (a restart or a failover emptied the script cache) the
-    /// script is loaded and the call sent again on `conn`, as `redis::Script` does.
-    pub(crate) fn outcomes(&self, conn: &mut Conn, reply: redis::Value) -> redis::RedisResult<Vec<Outcome>> {
-        let reply = match reply.extract_error() {
-            Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.script.load(&mut **conn)?;
-                redis::ConnectionLike::req_packed_command(&mut **conn, &self.packed)?.extract_error()?
-            }
-            reply => reply?,
-        };
+    /// Loads the call's script on `conn`'s server.
+    pub(crate) fn load(&self, conn: &mut Conn) -> redis::RedisResult<()> {
+        self.script.load(&mut **conn).map(drop)
+    }
+
+    /// What the reply `reply` to this call says of each lease, in the batch's order, as it
+    /// is: `NOSCRIPT` is an error here (see [`outcomes`](Call::outcomes)).
+    pub(crate) fn outcomes_of(&self, reply: redis::Value) -> redis::RedisResult<Vec<Outcome>> {
+        let reply = reply.extract_error()?;
         let sent = outcomes(redis::from_redis_value(reply)?, self.leases)?;
         let Some(order) = &self.order else { return Ok(sent) };
         let mut back = vec![Outcome::Renewed; self.leases];

@@ -39,20 +39,23 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::background::Background;
 use crate::config::Config;
 use crate::engine::lease::{Answer, Lease, Renews, Schedule};
+use crate::engine::replicas::{Behind, ReplicaSync, ReplicaSyncs, Replication, Write};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::ClientIdentity;
 use crate::keys;
-use crate::kind::{self, RenewOutcome};
+use crate::kind::{self, RenewCall, RenewOutcome};
 use crate::span::Span;
 use crate::trace;
-use crate::transport::{Conn, Pool, RunId, Topology};
+use crate::transport::{Pool, RunId, Topology};
 use crate::wheel::{Wheel, WheelKey};
 
+mod confirm;
 mod line;
 mod plan;
 
-use line::{Batch, Line, Round};
-use plan::{Chunk, Plan, Replies};
+use confirm::Confirming;
+use line::{Answered, Batch, Line, Round};
+use plan::{Chunk, Part, Plan, Replies};
 
 /// How many batches of a pass that one node serves may be written and unanswered at once:
 /// two, so that Redis has the next batch while the client settles the last (and a pass
@@ -107,6 +110,9 @@ pub(crate) struct RenewalCounters {
 struct Worker {
     shared: Arc<Shared>,
     topology: Arc<Topology>,
+    /// Each master's replica view, shared with the acquires: a renewal counts only once
+    /// it is confirmed as a grant is.
+    syncs: Arc<ReplicaSyncs>,
     config: Config,
     lease_millis: u64,
     /// The watchdog's lease and its drift allowance.
@@ -127,6 +133,7 @@ struct Pass {
 impl Renewer {
     pub(crate) fn start(
         topology: Arc<Topology>,
+        syncs: Arc<ReplicaSyncs>,
         config: Config,
         lease_millis: u64,
         identity: ClientIdentity,
@@ -149,6 +156,7 @@ impl Renewer {
         let worker = Worker {
             shared: Arc::clone(&shared),
             topology,
+            syncs,
             config,
             lease_millis,
             span,
@@ -388,7 +396,8 @@ impl Worker {
         // One node's batches one at a time go as any call does: the pool sends a batch again
         // on a connection it finds dead after a quiet spell.
         let pipelined = by_node.len() > 1 || (rounds > 1 && window > 1);
-        let mut lines: Vec<Line<'_>> = by_node.iter().map(|(pool, _)| Line { pool, lent: None, epoch: 0 }).collect();
+        let mut lines: Vec<Line<'_>> =
+            by_node.iter().map(|(pool, _)| Line { pool, lent: None, epoch: 0, unread: 0 }).collect();
         let started = Instant::now();
         let (mut round_trips, mut renewed) = (0, 0);
         let mut in_flight: VecDeque<Round> = VecDeque::with_capacity(window);
@@ -461,9 +470,9 @@ impl Worker {
         Round { sent, batches }
     }
 
-    /// Reads the replies of a round (sending as any call the batches that were not
-    /// written) and settles its leases. Returns the round trips made and the leases
-    /// renewed.
+    /// Reads the replies of a round and of their confirmations (sending as any call the
+    /// batches that were not written) and settles its leases. Returns the round trips made
+    /// and the leases renewed.
     fn settle_round(&self, round: Round, lines: &mut [Line<'_>]) -> (u64, usize) {
         let (mut round_trips, mut renewed) = (0, 0);
         for batch in round.batches {
@@ -471,36 +480,58 @@ impl Worker {
                 continue;
             }
             let line = &mut lines[batch.node];
-            let replies = match batch.written {
-                Some(epoch) => line.read(epoch, &batch.plan),
-                None => {
-                    let pool = line.pool;
-                    batch.plan.parts.iter().map(|part| self.on(pool, part.what(), |conn| part.call.run(conn))).collect()
+            let sync = self.syncs.of(line.pool.id());
+            let answered = match batch.written {
+                Some((epoch, behind)) => {
+                    let confirming = self.confirming(line.pool, &sync);
+                    line.read(epoch, &batch.plan, behind, &confirming)
                 }
+                None => self.on_batch(line.pool, &sync, &batch.plan),
             };
             let (made, done) =
-                trace::within!(batch.span, self.settle(&batch.span, &batch.chunk, &batch.plan, replies, round.sent));
+                trace::within!(batch.span, self.settle(&batch.span, &batch.chunk, &batch.plan, answered, round.sent));
             round_trips += made;
             renewed += done;
         }
         (round_trips, renewed)
     }
 
-    /// Writes every call of `plan` on `line`, in one write, without reading: the epoch of
-    /// the connection it went on, for [`Line::read`]; `None` when that failed (the batch is
-    /// then sent as any call is).
-    fn write(&self, line: &mut Line<'_>, plan: &Plan) -> Option<u64> {
+    /// How a batch is confirmed on the master of `pool`: `WAIT` answers within half the
+    /// round trip's bound, so that a renewal its replicas do not confirm has failed before
+    /// the lease turns at risk.
+    fn confirming<'a>(&self, pool: &'a Pool, sync: &'a ReplicaSync) -> Confirming<'a> {
+        let limit = self.config.command_timeout.min(self.span.round_trip_limit());
+        let wait = self.config.replica_sync_timeout.min(limit / 2).max(Duration::from_millis(1));
+        Confirming { sync, wait, limit, pool }
+    }
+
+    /// Writes every call of `plan` on `line`, with its confirmation behind it, in one
+    /// write, without reading: the epoch of the connection it went on, for [`Line::read`],
+    /// and what rode behind; `None` when that failed (the batch is then sent as any call
+    /// is). The first batch on a freshly lent connection reads the replicas first when the
+    /// view needs it (see [`ReplicaSync::ready_for_renewal`]).
+    fn write(&self, line: &mut Line<'_>, plan: &Plan) -> Option<(u64, Behind)> {
         if plan.parts.is_empty() {
             return None;
         }
-        if line.lent.is_none() {
+        let fresh = line.lent.is_none();
+        if fresh {
             line.lent = Some(line.pool.lend(self.round_trip_limit()).ok()?);
             line.epoch += 1;
         }
-        let packed: Vec<u8> = plan.parts.iter().flat_map(|part| part.call.packed().iter().copied()).collect();
-        let written = line.lent.as_mut()?.conn()?.send_only(&packed);
+        let sync = self.syncs.of(line.pool.id());
+        let confirming = self.confirming(line.pool, &sync);
+        let conn = line.lent.as_mut()?.conn()?;
+        let ready = if fresh { sync.ready_for_renewal(conn) } else { Ok(()) };
+        let written = ready.and_then(|()| {
+            let behind = sync.behind(conn);
+            conn.send_only(&confirming.packed(plan.parts.iter().map(|part| &part.call), &behind)).map(|()| behind)
+        });
         match written {
-            Ok(()) => Some(line.epoch),
+            Ok(behind) => {
+                line.unread += 1;
+                Some((line.epoch, behind))
+            }
             Err(err) => {
                 // Closed: what was written on it before is lost with it.
                 line.close(err, "renewing leases");
@@ -509,23 +540,99 @@ impl Worker {
         }
     }
 
-    /// What the replies of one batch say: each lease's answer recorded, the leases found
-    /// lost or at risk reported (inside the batch's `span`). Returns the round trips made
-    /// and the leases renewed.
+    /// Sends every call of `plan` with its confirmation behind it as any call is, on one
+    /// connection of `pool` within a round trip's bound.
+    fn on_batch(&self, pool: &Pool, sync: &ReplicaSync, plan: &Plan) -> Answered {
+        let confirming = self.confirming(pool, sync);
+        let calls: Vec<&RenewCall> = plan.parts.iter().map(|part| &part.call).collect();
+        let what = plan.parts.first().map_or("renewing leases", Part::what);
+        let exchanged = pool.run_within(what, self.round_trip_limit(), |conn| {
+            let (behind, raw) = confirming.exchange(conn, &calls)?;
+            Ok((confirming.judge(conn, &calls, behind, raw), conn.run()))
+        });
+        let limit = confirming.limit;
+        match exchanged {
+            Ok(((outcomes, confirmed), run)) => {
+                let replies = outcomes
+                    .into_iter()
+                    .zip(&plan.parts)
+                    .map(|(outcomes, part)| {
+                        outcomes.map(|outcomes| (outcomes, run)).map_err(|err| Error::from_redis(err, part.what(), limit))
+                    })
+                    .collect();
+                (replies, confirmed.map_err(|err| Error::from_redis(err, "confirming renewals", limit)))
+            }
+            Err(err) => {
+                let failed = || Error::new(ErrorKind::Redis, format!("{what} failed: its round trip failed"));
+                let mut replies: Replies = vec![Err(err)];
+                replies.extend(plan.parts.iter().skip(1).map(|_| Err(failed())));
+                (replies, Err(failed()))
+            }
+        }
+    }
+
+    /// Renews one lease alone on `pool` with `call`, confirmed as a batch is: its outcome
+    /// (`Elsewhere`, tried again soon, when the confirmation failed: that is reported), or
+    /// the error of its round trip.
+    fn renew_alone(
+        &self,
+        pool: &Pool,
+        what: &'static str,
+        call: RenewCall,
+    ) -> Result<(Vec<RenewOutcome>, Option<RunId>)> {
+        let sync = self.syncs.of(pool.id());
+        let confirming = self.confirming(pool, &sync);
+        let limit = confirming.limit;
+        let ((mut outcomes, confirmed), run) = pool.run_within(what, self.round_trip_limit(), |conn| {
+            let (behind, raw) = confirming.exchange(conn, &[&call])?;
+            Ok((confirming.judge(conn, &[&call], behind, raw), conn.run()))
+        })?;
+        let counts = self.counts(confirmed.map_err(|err| Error::from_redis(err, what, limit)));
+        let outcomes = outcomes.pop().unwrap_or_else(|| Ok(Vec::new())).map_err(|err| Error::from_redis(err, what, limit))?;
+        let outcomes = if counts {
+            outcomes
+        } else {
+            outcomes.into_iter().map(|o| if o == RenewOutcome::Renewed { RenewOutcome::Elsewhere } else { o }).collect()
+        };
+        Ok((outcomes, run))
+    }
+
+    /// Whether a batch's renewals count, by its confirmation; a confirmation that failed,
+    /// or did not confirm, is reported as a failed renewal.
+    fn counts(&self, confirmed: Result<Replication>) -> bool {
+        match confirmed {
+            Ok(Replication::Confirmed) => true,
+            Ok(Replication::Unconfirmed(why)) => {
+                let wait = self.config.replica_sync_timeout;
+                self.config.events.renewal_failed(&why.error(Write::Renewal, wait));
+                false
+            }
+            Err(err) => {
+                self.config.events.renewal_failed(&err);
+                false
+            }
+        }
+    }
+
+    /// What the replies of one batch and its confirmation say: each lease's answer
+    /// recorded (a renewal that does not count is a failed one), the leases found lost or
+    /// at risk reported (inside the batch's `span`). Returns the round trips made and the
+    /// leases renewed.
     fn settle(
         &self,
         span: &trace::Span,
         chunk: &[(Arc<Lease>, bool)],
         plan: &Plan,
-        replies: Replies,
+        (replies, confirmed): Answered,
         sent: Instant,
     ) -> (u64, usize) {
+        let counts = self.counts(confirmed);
         let mut outcomes = vec![(Answer::Failed, None); chunk.len()];
         let mut round_trips = 0;
         for (part, replies) in plan.parts.iter().zip(replies) {
-            round_trips += 1 + self.take_replies(chunk, &part.indexes, replies, &mut outcomes, |j| {
+            round_trips += 1 + self.take_replies(chunk, &part.indexes, replies, counts, &mut outcomes, |j| {
                 part.alone(j, chunk, self.lease_millis, &self.topology, |pool, what, call| {
-                    self.on(pool, what, |conn| call.run(conn))
+                    self.renew_alone(pool, what, call)
                 })
             });
         }
@@ -541,26 +648,17 @@ impl Worker {
         (round_trips, renewed)
     }
 
-    /// One renew script call, `renew`, on a connection of `pool` within a round trip's
-    /// bound: its replies, and the run of the server that gave them.
-    fn on(
-        &self,
-        pool: &Pool,
-        what: &str,
-        mut renew: impl FnMut(&mut Conn) -> redis::RedisResult<Vec<RenewOutcome>>,
-    ) -> Result<(Vec<RenewOutcome>, Option<RunId>)> {
-        pool.run_within(what, self.round_trip_limit(), |conn| renew(conn).map(|replies| (replies, conn.run())))
-    }
-
     /// Records the replies of one renew script for the leases `indexes` of `chunk` into
-    /// `outcomes`. A lease its node no longer serves is renewed again by `alone` (its
-    /// position in `indexes`), with its key declared, so that `MOVED` and `ASK` take it
-    /// where its slot is now. Returns the round trips `alone` made.
+    /// `outcomes`; a renewal counts only when the batch's confirmation `counts`. A lease
+    /// its node no longer serves is renewed again by `alone` (its position in `indexes`),
+    /// with its key declared, so that `MOVED` and `ASK` take it where its slot is now, and
+    /// confirmed there. Returns the round trips `alone` made.
     fn take_replies(
         &self,
         chunk: &[(Arc<Lease>, bool)],
         indexes: &[usize],
         replies: Result<(Vec<RenewOutcome>, Option<RunId>)>,
+        counts: bool,
         outcomes: &mut [(Answer, Option<RunId>)],
         alone: impl Fn(usize) -> Result<(Vec<RenewOutcome>, Option<RunId>)>,
     ) -> u64 {
@@ -584,6 +682,8 @@ impl Worker {
                         }
                     }
                 }
+                // Not confirmed: tried again as after a failed round trip.
+                RenewOutcome::Renewed if !counts => continue,
                 reply => (reply, run),
             };
             outcomes[i] = (self.outcome(&chunk[i].0, reply), run);
