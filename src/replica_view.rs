@@ -260,7 +260,11 @@ impl ReplicaView {
             let before = match &self.loss {
                 Some(loss) => {
                     gone.extend(loss.went.iter().filter(|node| !reading.attached.contains(node)).cloned());
-                    if loss.asked != Asked::AllGone && last.replicas < loss.before { before.max(loss.before) } else { before }
+                    if loss.asked != Asked::AllGone && last.replicas < loss.before {
+                        before.max(loss.before)
+                    } else {
+                        before
+                    }
                 }
                 None => before,
             };
@@ -608,7 +612,10 @@ mod tests {
         let mut view = view_after(t0, &[master(2, true, 2), master(1, true, 2)]);
         let first = view.replicas_to_ask(ms(2)).expect("named");
         assert_eq!(first.replicas, [node(1)]);
-        assert_eq!(view.answered(first.loss, &[Found::Unknown]), Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 }));
+        assert_eq!(
+            view.answered(first.loss, &[Found::Unknown]),
+            Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 })
+        );
         view.observe(ms(3), master(0, true, 2));
         let second = view.replicas_to_ask(ms(3)).expect("named");
         assert_eq!(second.replicas, [node(0), node(1)]);
@@ -647,7 +654,10 @@ mod tests {
         let lost = Verdict::Refused(Refusal::LostReplica { before: 2, now: 1 });
         assert_eq!(two_then_one.when_connected(lost), Verdict::Wait(1));
         let none = view_after(t0, &[master(1, true, 1), master(0, true, 1)]);
-        assert_eq!(none.when_connected(Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })), Verdict::Confirmed);
+        assert_eq!(
+            none.when_connected(Verdict::Refused(Refusal::LostReplica { before: 1, now: 0 })),
+            Verdict::Confirmed
+        );
         assert_eq!(none.when_connected(Verdict::Refused(Refusal::Alone)), Verdict::Confirmed);
         assert_eq!(none.when_connected(Verdict::Refused(Refusal::NotMaster)), Verdict::Refused(Refusal::NotMaster));
         assert_eq!(two_then_one.when_connected(Verdict::Wait(1)), Verdict::Wait(1));

@@ -60,16 +60,24 @@ fn every_kind_works(client: &Client, tag: &str) {
 
 /// A graceful failover (`SENTINEL FAILOVER`: the replica catches up, is promoted, the old
 /// master demoted and its clients disconnected) while one thread holds a lock under the
-/// watchdog and another waits, parked, for a lock a third thread holds.
+/// watchdog and another waits, parked, for a lock a third thread holds. The new master has
+/// no replica until the sentinels turn the old master into one (about 11 s): its renewals
+/// of the held lease do not count until then (a failover of the new master meanwhile
+/// would lose them), so the held lease, 30 s here, goes at risk and is held again once
+/// the old master follows the new one and a renewal is confirmed there.
 ///
 /// Breaks if the client keeps writing to the demoted master (`READONLY`), if the
 /// subscriber does not follow the master (the parked waiter would wait for the holder's
-/// 60 s lease after the release on the new master), if the watchdog loses the held lock,
-/// or if any lock kind fails afterwards.
+/// 60 s lease after the release on the new master), if the watchdog loses the held lock
+/// or never gets a renewal confirmed on the new master, or if any lock kind fails
+/// afterwards.
 #[test]
 fn a_client_follows_its_master_through_a_sentinel_failover() {
     let group = SentinelGroup::start();
-    let client = builder(&group.url()).build().expect("found the master through the sentinels");
+    let client = builder(&group.url())
+        .watchdog_timeout(Duration::from_secs(30))
+        .build()
+        .expect("found the master through the sentinels");
     let old_master = group.master_port();
     let held = client.lock("held-across").lock().expect("held");
     // A third thread holds "contended" with a long fixed lease; this thread's waiter parks.
@@ -100,15 +108,22 @@ fn a_client_follows_its_master_through_a_sentinel_failover() {
 
     let new_master = group.failover();
     assert_ne!(new_master, old_master);
+    let renewed_before = client.stats().leases_renewed;
 
-    // The held lock survived the graceful failover, and the watchdog renews it there.
-    thread::sleep(Duration::from_secs(3));
-    assert!(held.is_held(), "the watchdog kept the lease through the failover");
+    // The held lock survived the graceful failover. The new master grants, and confirms
+    // renewals, once a replica follows it (the sentinels turn the old master into one):
+    // what it wrote alone could be lost to the next failover.
+    assert!(held.is_held(), "the lease outlives the failover");
+    group.wait_ready(Duration::from_secs(30));
+    assert!(
+        wait_until(Duration::from_secs(15), || client.stats().leases_renewed > renewed_before
+            && held.lease_state() == redlease::LeaseState::Held),
+        "a renewal confirmed on the new master: {:?}, {} renewed since the failover",
+        held.lease_state(),
+        client.stats().leases_renewed - renewed_before
+    );
     let ttl = pttl(&mut group.master_conn(), "held-across");
     assert!(ttl > 0, "the held lock is on the new master, renewed: PTTL {ttl}");
-    // The new master grants once a replica follows it (the sentinels turn the old master
-    // into one): a grant it made alone could be lost to the next failover.
-    group.wait_ready(Duration::from_secs(30));
 
     let released_at = Instant::now();
     release_tx.send(()).expect("release");

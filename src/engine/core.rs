@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-
 use crate::activity::{Active, ActivityStats};
 use crate::clock;
 use crate::config::Config;

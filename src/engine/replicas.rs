@@ -98,7 +98,9 @@ impl Unconfirmed {
             Unconfirmed::Superseded => {
                 (format!("{did} on a master the client has left since (a failover); {undone}"), true)
             }
-            Unconfirmed::NotMaster => (format!("{did}, but the server is no master any more (a failover); {undone}"), true),
+            Unconfirmed::NotMaster => {
+                (format!("{did}, but the server is no master any more (a failover); {undone}"), true)
+            }
             Unconfirmed::LostReplica { before, now } => (
                 format!(
                     "{did}, but the master had {before} replica(s) and has {now}, and one that went may be promoted (it still answers, or cannot be reached: a failover or a partition may be under way); {undone}"
@@ -235,7 +237,11 @@ impl Behind {
     /// Its replies, by command.
     fn split(&self, replies: Vec<redis::Value>) -> redis::RedisResult<Got> {
         if replies.len() != self.replies() {
-            return Err(malformed(&format!("{} replies to the {} commands of a confirmation", replies.len(), self.replies())));
+            return Err(malformed(&format!(
+                "{} replies to the {} commands of a confirmation",
+                replies.len(),
+                self.replies()
+            )));
         }
         let mut replies = replies.into_iter();
         let reading = match self.reading {
@@ -371,7 +377,6 @@ impl ReplicaSync {
         let replicated = match self.verdict_of(conn, reading, acked, || Some(pool), ask_timeout)? {
             Judged::Done(replication) => replication,
             // Nothing more may be sent: what rode behind is all there is.
-            Judged::NeedsReading => Replication::Unconfirmed(Unconfirmed::NoAck { acked: 0, required: 1 }),
             Judged::NeedsWait { required, acked } => {
                 Replication::Unconfirmed(Unconfirmed::NoAck { acked: acked.unwrap_or(0), required })
             }
@@ -411,7 +416,6 @@ impl ReplicaSync {
         };
         match self.verdict_of(conn, reading, acked, pool, timeout)? {
             Judged::Done(replication) => Ok(replication),
-            Judged::NeedsReading => Ok(Replication::Confirmed),
             Judged::NeedsWait { required, .. } => {
                 let acked = wait(conn, required, timeout, command_timeout)?;
                 Ok(match acked {
@@ -440,10 +444,10 @@ impl ReplicaSync {
             return Ok(Judged::Done(Replication::Unconfirmed(Unconfirmed::Superseded)));
         }
         let Some(reading) = reading else {
-            // Nothing was read: the view said the master is unreplicated, as of a moment ago.
+            // Nothing was read: the view said the master is unreplicated, as of a moment
+            // before the write (the reading stands for the writes of a `SETTLE` after it).
             return Ok(match self.probe(conn) {
-                Some(Probe::Skip) => Judged::Done(Replication::Confirmed),
-                Some(_) => Judged::NeedsReading,
+                Some(_) => Judged::Done(Replication::Confirmed),
                 None => Judged::Done(Replication::Unconfirmed(Unconfirmed::Superseded)),
             });
         };
@@ -594,11 +598,12 @@ impl ReplicaSync {
 /// What the replicas make of a write, before anything more is sent.
 enum Judged {
     Done(Replication),
-    /// The view asked for a reading that did not ride behind.
-    NeedsReading,
     /// The verdict waits for `required` replicas, and `WAIT` for that many did not ride
     /// behind (`acked`: what the one that did answered).
-    NeedsWait { required: u64, acked: Option<u64> },
+    NeedsWait {
+        required: u64,
+        acked: Option<u64>,
+    },
 }
 
 /// Asks the replica that went at `node` whether it is gone: its server refuses the

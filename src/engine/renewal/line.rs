@@ -69,9 +69,8 @@ impl Line<'_> {
         let calls: Vec<&RenewCall> = plan.parts.iter().map(|part| &part.call).collect();
         let unread = self.unread;
         let Some(conn) = self.lent.as_mut().filter(|_| self.epoch == epoch).and_then(Lent::conn) else {
-            let closed = || {
-                Error::new(ErrorKind::Redis, "renewing leases failed: the connection it was written on was closed")
-            };
+            let closed =
+                || Error::new(ErrorKind::Redis, "renewing leases failed: the connection it was written on was closed");
             return (plan.parts.iter().map(|_| Err(closed())).collect(), Err(closed()));
         };
         let run = conn.run();
@@ -99,7 +98,9 @@ impl Line<'_> {
                     .into_iter()
                     .zip(&plan.parts)
                     .map(|(outcomes, part)| {
-                        outcomes.map(|outcomes| (outcomes, run)).map_err(|err| Error::from_redis(err, part.what(), limit))
+                        outcomes
+                            .map(|outcomes| (outcomes, run))
+                            .map_err(|err| Error::from_redis(err, part.what(), limit))
                     })
                     .collect();
                 (replies, confirmed.map_err(|err| Error::from_redis(err, "confirming renewals", limit)))

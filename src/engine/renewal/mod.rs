@@ -557,7 +557,9 @@ impl Worker {
                     .into_iter()
                     .zip(&plan.parts)
                     .map(|(outcomes, part)| {
-                        outcomes.map(|outcomes| (outcomes, run)).map_err(|err| Error::from_redis(err, part.what(), limit))
+                        outcomes
+                            .map(|outcomes| (outcomes, run))
+                            .map_err(|err| Error::from_redis(err, part.what(), limit))
                     })
                     .collect();
                 (replies, confirmed.map_err(|err| Error::from_redis(err, "confirming renewals", limit)))
@@ -588,7 +590,8 @@ impl Worker {
             Ok((confirming.judge(conn, &[&call], behind, raw), conn.run()))
         })?;
         let counts = self.counts(confirmed.map_err(|err| Error::from_redis(err, what, limit)));
-        let outcomes = outcomes.pop().unwrap_or_else(|| Ok(Vec::new())).map_err(|err| Error::from_redis(err, what, limit))?;
+        let outcomes =
+            outcomes.pop().unwrap_or_else(|| Ok(Vec::new())).map_err(|err| Error::from_redis(err, what, limit))?;
         let outcomes = if counts {
             outcomes
         } else {
