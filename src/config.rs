@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::disk_view::SyncMode;
+use crate::replica_view::ReplicaAcks;
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::keys::{MAX_LEASE, MAX_LEASE_MILLIS, MIN_WATCHDOG_TIMEOUT};
@@ -65,37 +66,6 @@ pub enum ReplicaPolicy {
     /// Grants wait for no replica (`sync_replicas(false)`): for a server without replicas
     /// on purpose, or replicas no failover ever promotes.
     Off,
-}
-
-/// How many of a master's replicas must confirm a grant or a renewal before it counts
-/// ([`ClientBuilder::replica_acks`](crate::ClientBuilder::replica_acks)), while grants wait
-/// for replicas at all (the [`ReplicaPolicy`]). Sentinel and a cluster may promote any
-/// replica: one that did not confirm a grant takes over without it, and another client can
-/// be granted the lock there while its holder works on. The trade, measured, is in
-/// [`guide::guarantees`](crate::guide::guarantees#replication-and-failover).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ReplicaAcks {
-    /// Every replica the master lists online (`WAIT` for that many): whichever is promoted
-    /// has the grant. One replica that cannot confirm (its link frozen, a slow disk on a
-    /// replica) holds grants and renewals back until the master drops it (its
-    /// `repl-timeout`) or it is back.
-    #[default]
-    All,
-    /// At least this many of the replicas the master lists online (all of them when it
-    /// lists fewer, and at least one): Redisson's rule is `AtLeast(1)`. A failover that
-    /// promotes a replica that did not confirm may lose grants. Zero is `InvalidInput`.
-    AtLeast(u32),
-}
-
-impl ReplicaAcks {
-    /// How many of `online` replicas must confirm (at least one).
-    pub(crate) fn required(self, online: u64) -> u64 {
-        match self {
-            ReplicaAcks::All => online.max(1),
-            ReplicaAcks::AtLeast(n) => online.min(u64::from(n)).max(1),
-        }
-    }
 }
 
 /// Which pub/sub a client uses on a Redis Cluster: Redisson's `shardedSubscriptionMode`

@@ -123,7 +123,7 @@ pub use client::{Client, ClientBuilder, ClientStats, redact_url};
 pub use config::{
     DEFAULT_CLOCK_DRIFT_MARGIN, DEFAULT_CLOCK_DRIFT_RATE, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL, DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE,
-    DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET, DEFAULT_WATCHDOG_TIMEOUT, ReplicaAcks, ReplicaPolicy,
+    DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET, DEFAULT_WATCHDOG_TIMEOUT, ReplicaPolicy,
     ShardedSubscriptionMode,
 };
 pub use disk_view::SyncMode;
@@ -147,6 +147,7 @@ pub use non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
 pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use red_lock::{RedLock, RedLockGuard};
+pub use replica_view::ReplicaAcks;
 pub use semaphore::{Semaphore, SemaphoreGuard};
 pub use sendable_lock::SendableLock;
 pub use spin_lock::SpinLock;

@@ -68,7 +68,36 @@
 
 use std::time::{Duration, Instant};
 
-use crate::config::ReplicaAcks;
+/// How many of a master's replicas must confirm a grant or a renewal before it counts
+/// ([`ClientBuilder::replica_acks`](crate::ClientBuilder::replica_acks)), while grants wait
+/// for replicas at all (the [`ReplicaPolicy`](crate::ReplicaPolicy)). Sentinel and a cluster may promote any
+/// replica: one that did not confirm a grant takes over without it, and another client can
+/// be granted the lock there while its holder works on. The trade, measured, is in
+/// [`guide::guarantees`](crate::guide::guarantees#replication-and-failover).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReplicaAcks {
+    /// Every replica the master lists online (`WAIT` for that many): whichever is promoted
+    /// has the grant. One replica that cannot confirm (its link frozen, a slow disk on a
+    /// replica) holds grants and renewals back until the master drops it (its
+    /// `repl-timeout`) or it is back.
+    #[default]
+    All,
+    /// At least this many of the replicas the master lists online (all of them when it
+    /// lists fewer, and at least one): Redisson's rule is `AtLeast(1)`. A failover that
+    /// promotes a replica that did not confirm may lose grants. Zero is `InvalidInput`.
+    AtLeast(u32),
+}
+
+impl ReplicaAcks {
+    /// How many of `online` replicas must confirm (at least one).
+    pub(crate) fn required(self, online: u64) -> u64 {
+        match self {
+            ReplicaAcks::All => online.max(1),
+            ReplicaAcks::AtLeast(n) => online.min(u64::from(n)).max(1),
+        }
+    }
+}
 
 /// How long after asking the replicas of a loss, one of which still answered (or could not
 /// be reached), they are asked again: one found gone then clears the loss.

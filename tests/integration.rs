@@ -25,6 +25,7 @@ mod multi;
 mod nemesis;
 mod no_grant_windows;
 mod non_reentrant;
+mod partitions;
 mod redlock;
 mod replication;
 mod rwlock;

@@ -146,9 +146,11 @@ fn diff(
 
 /// What an idle holder of one lock costs the server, with the default settings, over 10 s
 /// (docs/design.md, "What an idle client costs"): the watchdog's renewals (one script call
-/// every 10 s, a third of the 30 s lease) and the client's announcement (a `SET` with
-/// expiry as often), and nothing else on a server without replicas: no replication reading,
-/// no `PING` (no thread waits), nothing per lock beyond its renewal.
+/// every 10 s, a third of the 30 s lease) with the replication reading behind each (two
+/// `INFO`s in the same write: a renewal counts only once the master is known to need no
+/// replica's confirmation, or has it), and the client's announcement (a `SET` with expiry
+/// as often), and nothing else on a server without replicas: no `PING` (no thread waits),
+/// nothing per lock beyond its renewal.
 ///
 /// Breaks if an idle holder sends anything else, or more of it.
 #[test]
@@ -165,11 +167,12 @@ fn an_idle_holder_of_one_lock_costs_a_renewal_and_an_announcement_per_third_of_a
     let sent = diff(&before, &after);
     println!("an idle holder sent, in 10 s: {sent:?}");
     // The renewal's script call, and the commands it runs in Redis (counted under their
-    // own names); the announcement. Nothing else: no INFO, no PING.
-    let allowed = ["evalsha", "hexists", "pexpire", "set"];
+    // own names), with its reading; the announcement. Nothing else: no PING.
+    let allowed = ["evalsha", "hexists", "pexpire", "info", "set"];
     assert!(sent.keys().all(|name| allowed.contains(&name.as_str())), "{sent:?}");
     let calls = |name: &str| sent.get(name).copied().unwrap_or(0);
     assert!((1..=2).contains(&calls("evalsha")), "one renewal per 10 s: {sent:?}");
+    assert_eq!(calls("info"), 2 * calls("evalsha"), "one reading (two INFOs) per renewal: {sent:?}");
     assert!((1..=2).contains(&calls("set")), "one announcement per 10 s: {sent:?}");
     guard.unlock().unwrap();
 }

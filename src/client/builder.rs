@@ -5,7 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, ReplicaAcks, ReplicaPolicy, ShardedSubscriptionMode};
+use crate::config::{Config, ReplicaPolicy, ShardedSubscriptionMode};
+use crate::replica_view::ReplicaAcks;
 use crate::disk_view::SyncMode;
 use crate::error::Result;
 use crate::events::{Events, LockEvents};

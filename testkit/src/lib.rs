@@ -2,7 +2,8 @@
 //! processes ([`server::RedisServer`]), a fault-injecting TCP proxy ([`proxy::Proxy`]),
 //! child worker processes ([`child::Child`]) and histories of critical sections
 //! ([`history`]), certificates for TLS servers ([`pki::Pki`]), a master with a replica (or
-//! more) under three sentinels ([`sentinel::SentinelGroup`]) and a cluster of three masters
+//! more) under three sentinels ([`sentinel::SentinelGroup`]), one whose links a test can
+//! cut ([`partition::PartitionGroup`]) and a cluster of three masters
 //! with a replica each ([`cluster::ClusterGroup`]), turns that test processes beside each
 //! other take one at a time ([`turns`]), and foreign clients of Redisson's layout
 //! for the interop tests ([`foreign`]: a peer written from the layout, and Redisson's own
@@ -13,6 +14,7 @@ pub mod child;
 pub mod cluster;
 pub mod foreign;
 pub mod history;
+pub mod partition;
 pub mod pki;
 pub mod proxy;
 pub mod sentinel;

@@ -189,9 +189,20 @@ impl Proxy {
     /// does, but for that connection alone: a half-open connection that neither side sees
     /// fail. There is no thaw. Returns whether such a connection was open.
     pub fn freeze_upstream_port(&self, port: u16) -> bool {
+        self.freeze_where(|c| c.server.local_addr().is_ok_and(|a| a.port() == port))
+    }
+
+    /// Freezes the one proxied connection whose client side comes from the port `port` (a
+    /// replica's end of its link to the master, as `CLIENT LIST TYPE master` shows it on
+    /// the replica as `laddr=127.0.0.1:PORT`), as [`freeze_upstream_port`](Proxy::freeze_upstream_port)
+    /// does. Returns whether such a connection was open.
+    pub fn freeze_downstream_port(&self, port: u16) -> bool {
+        self.freeze_where(|c| c.client.peer_addr().is_ok_and(|a| a.port() == port))
+    }
+
+    fn freeze_where(&self, which: impl Fn(&Conn) -> bool) -> bool {
         let conns = lock(&self.shared.conns);
-        let found = conns.values().find(|c| c.server.local_addr().is_ok_and(|a| a.port() == port));
-        match found {
+        match conns.values().find(|c| which(c)) {
             Some(conn) => {
                 conn.frozen.store(true, Ordering::SeqCst);
                 true

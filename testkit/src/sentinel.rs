@@ -17,8 +17,8 @@ pub const MASTER_NAME: &str = "redlease-master";
 static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// One `redis-server --sentinel` process, killed and its directory removed on drop.
-struct SentinelProcess {
-    port: u16,
+pub(crate) struct SentinelProcess {
+    pub(crate) port: u16,
     dir: PathBuf,
     child: Child,
 }
@@ -34,7 +34,9 @@ pub struct SentinelGroup {
 }
 
 impl SentinelProcess {
-    fn start(master_port: u16) -> SentinelProcess {
+    /// A sentinel monitoring the master at `127.0.0.1:master_port` (quorum 2, down after
+    /// 1.5 s).
+    pub(crate) fn start(master_port: u16) -> SentinelProcess {
         let binary = std::env::var(crate::server::REDIS_SERVER_ENV).unwrap_or_else(|_| "redis-server".into());
         let dir = std::env::temp_dir().join(format!(
             "redlease-test-sentinel-{}-{}",
@@ -92,7 +94,7 @@ impl Drop for SentinelProcess {
     }
 }
 
-fn conn_to(port: u16) -> redis::RedisResult<redis::Connection> {
+pub(crate) fn conn_to(port: u16) -> redis::RedisResult<redis::Connection> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
     let conn = client.get_connection_with_timeout(Duration::from_secs(2))?;
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -104,7 +106,7 @@ fn ping(port: u16) -> bool {
 }
 
 /// `INFO section` of the server on `port`; `None` when it does not answer.
-fn info(port: u16, section: &str) -> Option<String> {
+pub(crate) fn info(port: u16, section: &str) -> Option<String> {
     conn_to(port).and_then(|mut c| redis::cmd("INFO").arg(section).query::<String>(&mut c)).ok()
 }
 
@@ -112,6 +114,40 @@ fn info(port: u16, section: &str) -> Option<String> {
 fn follows(port: u16, master: u16) -> bool {
     info(port, "replication")
         .is_some_and(|own| own.contains("master_link_status:up") && own.contains(&format!("master_port:{master}\r")))
+}
+
+/// Whether the sentinel on `port` knows `replicas` online replicas of the master (flagged
+/// `slave` and nothing else, their link to the master up as they last said) and the other
+/// two sentinels: a failover can happen.
+pub(crate) fn knows_replicas(port: u16, replicas: usize) -> bool {
+    let Ok(mut c) = conn_to(port) else { return false };
+    let known: Vec<Vec<String>> =
+        redis::cmd("SENTINEL").arg("REPLICAS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
+    let others: Vec<Vec<String>> =
+        redis::cmd("SENTINEL").arg("SENTINELS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
+    let up = known
+        .iter()
+        .filter(|fields| {
+            fields.windows(2).any(|kv| kv[0] == "flags" && kv[1] == "slave")
+                && fields.windows(2).any(|kv| kv[0] == "master-link-status" && kv[1] == "ok")
+        })
+        .count();
+    up >= replicas && others.len() >= 2
+}
+
+/// The master the sentinel on `port` names, when it answers.
+pub(crate) fn named_master(port: u16) -> Option<u16> {
+    let mut c = conn_to(port).ok()?;
+    let named: Option<(String, u16)> =
+        redis::cmd("SENTINEL").arg("get-master-addr-by-name").arg(MASTER_NAME).query(&mut c).ok()?;
+    named.map(|(_, port)| port)
+}
+
+/// Whether the server on `port` answers `ROLE` as a master.
+pub(crate) fn is_master(port: u16) -> bool {
+    conn_to(port)
+        .and_then(|mut c| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut c))
+        .is_ok_and(|role| matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master"))
 }
 
 fn as_strs(args: &[String]) -> Vec<&str> {
@@ -176,23 +212,7 @@ impl SentinelGroup {
     /// second during a failover), so this can take that long after a replica came back.
     pub fn wait_ready_replicas(&self, replicas: usize, timeout: Duration) {
         let what = format!("every sentinel knows {replicas} replica(s) and two other sentinels");
-        self.wait_until(&what, timeout, |g| {
-            g.sentinels.iter().all(|s| {
-                let Ok(mut c) = conn_to(s.port) else { return false };
-                let known: Vec<Vec<String>> =
-                    redis::cmd("SENTINEL").arg("REPLICAS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
-                let others: Vec<Vec<String>> =
-                    redis::cmd("SENTINEL").arg("SENTINELS").arg(MASTER_NAME).query(&mut c).unwrap_or_default();
-                let up = known
-                    .iter()
-                    .filter(|fields| {
-                        fields.windows(2).any(|kv| kv[0] == "flags" && kv[1] == "slave")
-                            && fields.windows(2).any(|kv| kv[0] == "master-link-status" && kv[1] == "ok")
-                    })
-                    .count();
-                up >= replicas && others.len() >= 2
-            })
-        });
+        self.wait_until(&what, timeout, |g| g.sentinels.iter().all(|s| knows_replicas(s.port, replicas)));
     }
 
     /// SIGKILLs the master, waits for the sentinels to promote the replica, then starts the
@@ -271,17 +291,7 @@ impl SentinelGroup {
 
     /// The port of the master as the first sentinel that answers names it.
     pub fn master_port(&self) -> u16 {
-        for s in &self.sentinels {
-            if let Ok(mut c) = conn_to(s.port)
-                && let Ok(Some((_, port))) = redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(MASTER_NAME)
-                    .query::<Option<(String, u16)>>(&mut c)
-            {
-                return port;
-            }
-        }
-        panic!("no sentinel names the master");
+        self.sentinels.iter().find_map(|s| named_master(s.port)).expect("no sentinel names the master")
     }
 
     /// The data node (master or replica) on `port`.
@@ -355,8 +365,7 @@ impl SentinelGroup {
     /// The master the sentinels name, when it is not `old` and says it is a master.
     fn new_master_since(&self, old: u16) -> Option<u16> {
         let new = self.master_port();
-        let role = conn_to(new).and_then(|mut c| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut c)).ok()?;
-        (new != old && matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")).then_some(new)
+        (new != old && is_master(new)).then_some(new)
     }
 
     /// Waits until the master lists a replica `state=online` (`INFO replication`) and that
@@ -404,10 +413,7 @@ impl SentinelGroup {
         let mut new = old;
         self.wait_until("a new master", timeout, |g| {
             new = g.master_port();
-            new != old
-                && conn_to(new)
-                    .and_then(|mut c| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut c))
-                    .is_ok_and(|role| matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master"))
+            new != old && is_master(new)
         });
         new
     }

@@ -3,4 +3,6 @@
 //! worker processes ([`child::Child`]). Depends only on std, `redis` and `nix`; it lives
 //! in the workspace crate `redlease-testkit` (`testkit/`), which the benchmark uses too.
 
-pub use redlease_testkit::{child, cluster, foreign, history, pki, proxy, sentinel, server, slow_disk, turns};
+pub use redlease_testkit::{
+    child, cluster, foreign, history, partition, pki, proxy, sentinel, server, slow_disk, turns,
+};

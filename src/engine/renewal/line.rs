@@ -64,7 +64,7 @@ impl Line<'_> {
     /// (else it fails, and its script is loaded on another connection for the next pass).
     /// After a failed read the connection is closed (it may be out of step) and the batch
     /// fails, as does a batch whose connection was closed since it was written.
-    pub(super) fn read(&mut self, epoch: u64, plan: &Plan, behind: Behind, confirming: &Confirming<'_>) -> Answered {
+    pub(super) fn read(&mut self, epoch: u64, plan: &Plan, behind: Behind, confirming: &Confirming) -> Answered {
         self.unread = self.unread.saturating_sub(1);
         let calls: Vec<&RenewCall> = plan.parts.iter().map(|part| &part.call).collect();
         let unread = self.unread;

@@ -39,11 +39,11 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::background::Background;
 use crate::config::Config;
 use crate::engine::lease::{Answer, Lease, Renews, Schedule};
-use crate::engine::replicas::{Behind, ReplicaSync, ReplicaSyncs, Replication, Write};
+use crate::engine::replicas::ReplicaSyncs;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::ClientIdentity;
 use crate::keys;
-use crate::kind::{self, RenewCall, RenewOutcome};
+use crate::kind::{self, RenewOutcome};
 use crate::span::Span;
 use crate::trace;
 use crate::transport::{Pool, RunId, Topology};
@@ -53,9 +53,8 @@ mod confirm;
 mod line;
 mod plan;
 
-use confirm::Confirming;
 use line::{Answered, Batch, Line, Round};
-use plan::{Chunk, Part, Plan, Replies};
+use plan::{Chunk, Plan};
 
 /// How many batches of a pass that one node serves may be written and unanswered at once:
 /// two, so that Redis has the next batch while the client settles the last (and a pass
@@ -480,13 +479,12 @@ impl Worker {
                 continue;
             }
             let line = &mut lines[batch.node];
-            let sync = self.syncs.of(line.pool.id());
             let answered = match batch.written {
                 Some((epoch, behind)) => {
-                    let confirming = self.confirming(line.pool, &sync);
+                    let confirming = self.confirming(line.pool);
                     line.read(epoch, &batch.plan, behind, &confirming)
                 }
-                None => self.on_batch(line.pool, &sync, &batch.plan),
+                None => self.on_batch(line.pool, &batch.plan),
             };
             let (made, done) =
                 trace::within!(batch.span, self.settle(&batch.span, &batch.chunk, &batch.plan, answered, round.sent));
@@ -494,127 +492,6 @@ impl Worker {
             renewed += done;
         }
         (round_trips, renewed)
-    }
-
-    /// How a batch is confirmed on the master of `pool`: `WAIT` answers within half the
-    /// round trip's bound, so that a renewal its replicas do not confirm has failed before
-    /// the lease turns at risk.
-    fn confirming<'a>(&self, pool: &'a Pool, sync: &'a ReplicaSync) -> Confirming<'a> {
-        let limit = self.config.command_timeout.min(self.span.round_trip_limit());
-        let wait = self.config.replica_sync_timeout.min(limit / 2).max(Duration::from_millis(1));
-        Confirming { sync, wait, limit, pool }
-    }
-
-    /// Writes every call of `plan` on `line`, with its confirmation behind it, in one
-    /// write, without reading: the epoch of the connection it went on, for [`Line::read`],
-    /// and what rode behind; `None` when that failed (the batch is then sent as any call
-    /// is). The first batch on a freshly lent connection reads the replicas first when the
-    /// view needs it (see [`ReplicaSync::ready_for_renewal`]).
-    fn write(&self, line: &mut Line<'_>, plan: &Plan) -> Option<(u64, Behind)> {
-        if plan.parts.is_empty() {
-            return None;
-        }
-        let fresh = line.lent.is_none();
-        if fresh {
-            line.lent = Some(line.pool.lend(self.round_trip_limit()).ok()?);
-            line.epoch += 1;
-        }
-        let sync = self.syncs.of(line.pool.id());
-        let confirming = self.confirming(line.pool, &sync);
-        let conn = line.lent.as_mut()?.conn()?;
-        let ready = if fresh { sync.ready_for_renewal(conn) } else { Ok(()) };
-        let written = ready.and_then(|()| {
-            let behind = sync.behind(conn);
-            conn.send_only(&confirming.packed(plan.parts.iter().map(|part| &part.call), &behind)).map(|()| behind)
-        });
-        match written {
-            Ok(behind) => {
-                line.unread += 1;
-                Some((line.epoch, behind))
-            }
-            Err(err) => {
-                // Closed: what was written on it before is lost with it.
-                line.close(err, "renewing leases");
-                None
-            }
-        }
-    }
-
-    /// Sends every call of `plan` with its confirmation behind it as any call is, on one
-    /// connection of `pool` within a round trip's bound.
-    fn on_batch(&self, pool: &Pool, sync: &ReplicaSync, plan: &Plan) -> Answered {
-        let confirming = self.confirming(pool, sync);
-        let calls: Vec<&RenewCall> = plan.parts.iter().map(|part| &part.call).collect();
-        let what = plan.parts.first().map_or("renewing leases", Part::what);
-        let exchanged = pool.run_within(what, self.round_trip_limit(), |conn| {
-            let (behind, raw) = confirming.exchange(conn, &calls)?;
-            Ok((confirming.judge(conn, &calls, behind, raw), conn.run()))
-        });
-        let limit = confirming.limit;
-        match exchanged {
-            Ok(((outcomes, confirmed), run)) => {
-                let replies = outcomes
-                    .into_iter()
-                    .zip(&plan.parts)
-                    .map(|(outcomes, part)| {
-                        outcomes
-                            .map(|outcomes| (outcomes, run))
-                            .map_err(|err| Error::from_redis(err, part.what(), limit))
-                    })
-                    .collect();
-                (replies, confirmed.map_err(|err| Error::from_redis(err, "confirming renewals", limit)))
-            }
-            Err(err) => {
-                let failed = || Error::new(ErrorKind::Redis, format!("{what} failed: its round trip failed"));
-                let mut replies: Replies = vec![Err(err)];
-                replies.extend(plan.parts.iter().skip(1).map(|_| Err(failed())));
-                (replies, Err(failed()))
-            }
-        }
-    }
-
-    /// Renews one lease alone on `pool` with `call`, confirmed as a batch is: its outcome
-    /// (`Elsewhere`, tried again soon, when the confirmation failed: that is reported), or
-    /// the error of its round trip.
-    fn renew_alone(
-        &self,
-        pool: &Pool,
-        what: &'static str,
-        call: RenewCall,
-    ) -> Result<(Vec<RenewOutcome>, Option<RunId>)> {
-        let sync = self.syncs.of(pool.id());
-        let confirming = self.confirming(pool, &sync);
-        let limit = confirming.limit;
-        let ((mut outcomes, confirmed), run) = pool.run_within(what, self.round_trip_limit(), |conn| {
-            let (behind, raw) = confirming.exchange(conn, &[&call])?;
-            Ok((confirming.judge(conn, &[&call], behind, raw), conn.run()))
-        })?;
-        let counts = self.counts(confirmed.map_err(|err| Error::from_redis(err, what, limit)));
-        let outcomes =
-            outcomes.pop().unwrap_or_else(|| Ok(Vec::new())).map_err(|err| Error::from_redis(err, what, limit))?;
-        let outcomes = if counts {
-            outcomes
-        } else {
-            outcomes.into_iter().map(|o| if o == RenewOutcome::Renewed { RenewOutcome::Elsewhere } else { o }).collect()
-        };
-        Ok((outcomes, run))
-    }
-
-    /// Whether a batch's renewals count, by its confirmation; a confirmation that failed,
-    /// or did not confirm, is reported as a failed renewal.
-    fn counts(&self, confirmed: Result<Replication>) -> bool {
-        match confirmed {
-            Ok(Replication::Confirmed) => true,
-            Ok(Replication::Unconfirmed(why)) => {
-                let wait = self.config.replica_sync_timeout;
-                self.config.events.renewal_failed(&why.error(Write::Renewal, wait));
-                false
-            }
-            Err(err) => {
-                self.config.events.renewal_failed(&err);
-                false
-            }
-        }
     }
 
     /// What the replies of one batch and its confirmation say: each lease's answer

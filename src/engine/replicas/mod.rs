@@ -30,12 +30,19 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::config::{Config, ReplicaAcks, ReplicaPolicy};
-use crate::disk_view::{Answer, DiskVerdict, DiskView, Inability, SyncMode};
+use crate::config::{Config, ReplicaPolicy};
+use crate::disk_view::{DiskVerdict, DiskView, Inability, SyncMode};
 use crate::error::{Error, ErrorKind};
 use crate::fast_hash::FastMap;
-use crate::replica_view::{Found, Node, Probe, Reading, Refusal, ReplicaView, ToAsk, Verdict};
+use crate::replica_view::{Found, Probe, Reading, Refusal, ReplicaAcks, ReplicaView, ToAsk, Verdict};
 use crate::transport::{Conn, Pool};
+
+mod wire;
+
+use wire::{
+    ask, info_commands, malformed, parse, read, text, wait, wait_count, wait_millis, waitaof_answer,
+    waitaof_command, with_wait_timeout,
+};
 
 /// What became of a grant, as far as the replicas go (not `Sync`: it would shadow the
 /// trait).
@@ -370,11 +377,11 @@ impl ReplicaSync {
         conn: &Conn,
         behind: Behind,
         replies: Vec<redis::Value>,
-        pool: &Pool,
+        pool: Option<&Pool>,
         ask_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
         let Got { reading, acked, disk } = behind.split(replies)?;
-        let replicated = match self.verdict_of(conn, reading, acked, || Some(pool), ask_timeout)? {
+        let replicated = match self.verdict_of(conn, reading, acked, || pool, ask_timeout)? {
             Judged::Done(replication) => replication,
             // Nothing more may be sent: what rode behind is all there is.
             Judged::NeedsWait { required, acked } => {
@@ -604,102 +611,4 @@ enum Judged {
         required: u64,
         acked: Option<u64>,
     },
-}
-
-/// Asks the replica that went at `node` whether it is gone: its server refuses the
-/// connection. One that accepts it, or cannot be reached, may be promoted.
-fn ask(pool: &Pool, (host, port): &Node, timeout: Duration) -> Found {
-    match pool.connect_to_node(host, *port, timeout) {
-        Err(err) if err.is_connection_refusal() => Found::Gone,
-        _ => Found::Unknown,
-    }
-}
-
-/// The two `INFO` sections a reading is made of. Two commands rather than one with two
-/// sections, which Redis 6 does not take.
-fn info_commands(pipe: &mut redis::Pipeline) {
-    pipe.cmd("INFO").arg("replication").cmd("INFO").arg("stats");
-}
-
-/// Reads the master's replication state on `conn`.
-fn read(conn: &mut Conn) -> redis::RedisResult<Reading> {
-    let mut pipe = redis::pipe();
-    info_commands(&mut pipe);
-    let (replication, stats): (String, String) = pipe.query(conn)?;
-    parse(&replication, &stats)
-}
-
-/// The text of an `INFO` reply.
-fn text(value: redis::Value) -> redis::RedisResult<String> {
-    match value {
-        redis::Value::ServerError(err) => Err(err.into()),
-        value => redis::FromRedisValue::from_redis_value(value).map_err(Into::into),
-    }
-}
-
-/// `WAIT n` after a grant: how many replicas have it (`None`: `UNBLOCKED`, its master
-/// turned replica while it blocked).
-fn wait(conn: &mut Conn, n: u64, timeout: Duration, command_timeout: Duration) -> redis::RedisResult<Option<u64>> {
-    let acked = with_wait_timeout(conn, timeout, command_timeout, |conn| {
-        redis::cmd("WAIT").arg(n).arg(wait_millis(timeout)).query::<redis::Value>(conn)
-    })?;
-    Ok(wait_count(acked)?.map(|count| u64::try_from(count).unwrap_or(0)))
-}
-
-/// Runs `op`, whose `WAIT` blocks up to `timeout`: its reply may take that long on top of
-/// the command timeout.
-fn with_wait_timeout<T>(
-    conn: &mut Conn,
-    timeout: Duration,
-    command_timeout: Duration,
-    op: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
-) -> redis::RedisResult<T> {
-    conn.set_read_timeout(Some(timeout.saturating_add(command_timeout)))?;
-    let result = op(conn);
-    conn.set_read_timeout(Some(command_timeout))?;
-    result
-}
-
-fn wait_millis(timeout: Duration) -> u64 {
-    u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-/// The count of a `WAIT` reply; `None` for `UNBLOCKED` (its master turned replica).
-fn wait_count(reply: redis::Value) -> redis::RedisResult<Option<i64>> {
-    match reply {
-        redis::Value::Int(acked) => Ok(Some(acked)),
-        redis::Value::ServerError(err) if err.code() == "UNBLOCKED" => Ok(None),
-        redis::Value::ServerError(err) => Err(err.into()),
-        other => Err(malformed(&format!("WAIT answered {other:?}"))),
-    }
-}
-
-/// `WAITAOF 1 0 <timeout>`: the master's own AOF, no replica's.
-fn waitaof_command(pipe: &mut redis::Pipeline, timeout: Duration) {
-    pipe.cmd("WAITAOF").arg(1).arg(0).arg(wait_millis(timeout));
-}
-
-/// What `WAITAOF 1 0` answered: `[local, replicas]`, or one of the refusals
-/// [`Answer::of_refusal`] knows; another error is the error.
-fn waitaof_answer(reply: redis::Value) -> redis::RedisResult<Answer> {
-    match reply {
-        redis::Value::Array(counts) => match counts.first() {
-            Some(redis::Value::Int(local)) => Ok(Answer::Synced(*local)),
-            _ => Err(malformed(&format!("WAITAOF answered {counts:?}"))),
-        },
-        redis::Value::ServerError(err) => {
-            let text = format!("{} {}", err.code(), err.details().unwrap_or_default());
-            Answer::of_refusal(&text).ok_or_else(|| err.into())
-        }
-        other => Err(malformed(&format!("WAITAOF answered {other:?}"))),
-    }
-}
-
-fn parse(replication: &str, stats: &str) -> redis::RedisResult<Reading> {
-    Reading::parse(&format!("{replication}\n{stats}"))
-        .ok_or_else(|| malformed("INFO replication and INFO stats lack a field a reading needs"))
-}
-
-fn malformed(what: &str) -> redis::RedisError {
-    redis::RedisError::from((redis::ErrorKind::Parse, "unexpected reply", what.to_owned()))
 }

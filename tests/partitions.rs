@@ -1,0 +1,230 @@
+//! Never two holders when the network splits. Each round builds a Sentinel deployment whose
+//! replicas and sentinels reach the master through one proxy (the test kit's
+//! `PartitionGroup`), with a holder whose client reaches the master directly: a client on
+//! the master's side of a split. The holder takes the lock, and a worker writes under it (a
+//! non-atomic GET/SET of a counter on a server of its own), checking the guard's watch
+//! before each write; then the fault; then another client, following the sentinels (the
+//! majority's side), waits for the lock and writes once it has it.
+//!
+//! Asserted in every round, over all rounds before any assertion fails (so that a run
+//! against a build without the fix says how many rounds broke): the other client was
+//! granted no sooner than the holder's last `valid_until`, the holder's last write came
+//! before that grant, and the counter equals the writes made.
+//!
+//! Rounds: 2 per fault class by default (`REDLEASE_SPLIT_ROUNDS=N` for more); the holder's
+//! watchdog lease is 6 s (`REDLEASE_SPLIT_LEASE_SECS=30` for the default watchdog's).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::{Client, ErrorKind};
+
+use crate::helpers::*;
+use crate::support::partition::PartitionGroup;
+use crate::support::server::RedisServer;
+
+fn rounds() -> usize {
+    std::env::var("REDLEASE_SPLIT_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(2)
+}
+
+fn lease() -> Duration {
+    let secs = std::env::var("REDLEASE_SPLIT_LEASE_SECS").ok().and_then(|n| n.parse().ok()).unwrap_or(6);
+    Duration::from_secs(secs)
+}
+
+/// How long a test waits for the other client's grant: the holder's lease, the promotion,
+/// and room for a loaded machine.
+fn patience() -> Duration {
+    lease() * 2 + Duration::from_secs(30)
+}
+
+/// What one round saw.
+struct Seen {
+    /// When the other client had the lock (its wait returned).
+    granted: Instant,
+    /// The latest `valid_until` the holder's watch gave before a write.
+    holder_valid_until: Instant,
+    /// When the holder's worker last checked its watch and wrote.
+    holder_last_write: Instant,
+    /// Writes of the holder whose check came after the other's grant.
+    holder_writes_after: usize,
+    /// The counter against the writes made.
+    counter: u64,
+    writes: u64,
+}
+
+impl Seen {
+    fn overlapped(&self) -> bool {
+        self.holder_valid_until > self.granted || self.holder_last_write >= self.granted || self.counter != self.writes
+    }
+
+    fn describe(&self) -> String {
+        let ms = |later: Instant, earlier: Instant| {
+            if later >= earlier {
+                (later - earlier).as_secs_f64() * 1e3
+            } else {
+                -((earlier - later).as_secs_f64() * 1e3)
+            }
+        };
+        format!(
+            "grant {:+.0} ms after the holder's valid_until, {:+.0} ms after its last write ({} writes after the grant), counter {} of {} writes",
+            ms(self.granted, self.holder_valid_until),
+            ms(self.granted, self.holder_last_write),
+            self.holder_writes_after,
+            self.counter,
+            self.writes
+        )
+    }
+}
+
+/// The holder's worker: a write after each check of the watch, until the watch says no or
+/// `stop` is set. Returns, per write, when its check was made and the `valid_until` it saw.
+fn worker(watch: redlease::LeaseWatch, counter: String, stop: Arc<AtomicBool>) -> thread::JoinHandle<Vec<(Instant, Instant)>> {
+    thread::spawn(move || {
+        let mut conn = redis::Client::open(counter).expect("url").get_connection().expect("counter server");
+        let mut writes = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            // The moment is read before the check: a thread preempted between the check and
+            // its write must not count as writing late.
+            let checked = Instant::now();
+            let Some(valid_until) = watch.valid_until() else { break };
+            if !watch.is_valid() {
+                break;
+            }
+            increment_non_atomically(&mut conn, "counter");
+            writes.push((checked, valid_until));
+            thread::sleep(Duration::from_millis(5));
+        }
+        writes
+    })
+}
+
+/// One round on `group`: the holder takes `name`, the worker writes, `fault` strikes, the
+/// other client waits for the lock and writes ten times once it has it.
+fn round(group: &mut PartitionGroup, name: &str, fault: impl FnOnce(&mut PartitionGroup, &Client)) -> Seen {
+    let counter = RedisServer::start();
+    let holder = Client::builder(group.master().url())
+        .watchdog_timeout(lease())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .expect("the holder's client, straight to the master");
+    let other = Client::builder(group.url())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .expect("the other client, through the sentinels");
+    let guard = holder.lock(name).lock().expect("the holder acquires");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = worker(guard.watch(), counter.url(), Arc::clone(&stop));
+    thread::sleep(Duration::from_millis(500));
+    fault(group, &holder);
+    let deadline = Instant::now() + patience();
+    let taken = loop {
+        match other.lock(name).try_lock_until(deadline) {
+            Ok(Some(taken)) => break taken,
+            Ok(None) => panic!("the other client never got the lock within {:?}", patience()),
+            // Riding the failover out: asked again until the deadline.
+            Err(err) if Instant::now() < deadline => {
+                let _ = err;
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(err) => panic!("the other client: {err}"),
+        }
+    };
+    let granted = Instant::now();
+    let mut conn = counter.conn();
+    for _ in 0..10 {
+        increment_non_atomically(&mut conn, "counter");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // A holder that never learns (a renewal the replicas never got, counted) writes on:
+    // stopped a second after the other's writes.
+    thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::SeqCst);
+    let writes = writer.join().expect("the worker");
+    drop(taken);
+    drop(guard);
+    holder.shutdown();
+    other.shutdown();
+    let counter_now: Option<u64> = redis::cmd("GET").arg("counter").query(&mut conn).expect("GET");
+    let (holder_last_write, _) = *writes.last().expect("the holder wrote");
+    Seen {
+        granted,
+        holder_valid_until: writes.iter().map(|&(_, until)| until).max().expect("a write"),
+        holder_last_write,
+        holder_writes_after: writes.iter().filter(|&&(at, _)| at >= granted).count(),
+        counter: counter_now.unwrap_or(0),
+        writes: writes.len() as u64 + 10,
+    }
+}
+
+/// Runs `rounds()` rounds of one fault class, each on a fresh group of `priorities`, prints
+/// them, and fails when any overlapped.
+fn rounds_of(class: &str, priorities: &[u32], fault: impl Fn(&mut PartitionGroup, &Client)) {
+    let _turn = one_failover_test_at_a_time();
+    let mut seen = Vec::new();
+    for round_no in 0..rounds() {
+        let mut group = PartitionGroup::start(priorities, &[]);
+        seen.push(round(&mut group, &format!("{class}-{round_no}"), &fault));
+    }
+    let broken = seen.iter().filter(|s| s.overlapped()).count();
+    for (i, s) in seen.iter().enumerate() {
+        println!("{class} round {i}: {}", s.describe());
+    }
+    println!("{class}: {broken} of {} rounds overlapped (lease {:?})", seen.len(), lease());
+    assert_eq!(broken, 0, "{class}: the other client was granted while the holder could still write");
+}
+
+/// The renewal period of the holder's lease, and a little more.
+fn renewal_period() -> Duration {
+    lease() / 3 + Duration::from_millis(300)
+}
+
+/// **Split brain.** The master is cut off from its replicas and the sentinels; the holder
+/// still reaches it. The sentinels promote a replica, and the other client is granted the
+/// lock there once its key runs out. The holder's renewals go on answering "renewed" on the
+/// isolated master, but no replica confirms them: its lease turns at risk and ends at the
+/// deadline of its last confirmed renewal, which the promoted replica had.
+///
+/// Breaks if a renewal counts without its replicas (seen before renewals were confirmed: in
+/// 2 of 2 rounds the holder's deadline lay beyond the other's grant, and it wrote on).
+#[test]
+fn split_brain_the_minority_holder_stops_before_the_majority_grants() {
+    rounds_of("split-brain", &[100, 100], |group, _| group.isolate_master());
+}
+
+/// **Renewals the replica never got.** Replication alone is frozen while the holder renews
+/// twice more on the master; then the master is killed and its replica promoted, without
+/// those renewals. The holder's deadline must be that of its last renewal the replica had.
+///
+/// Breaks if an unconfirmed renewal extends the holder's deadline (seen before: the other
+/// client granted before it in every round).
+#[test]
+fn renewals_the_replica_never_got_do_not_extend_the_deadline() {
+    rounds_of("unreplicated-renewals", &[100], |group, _| {
+        group.freeze_replication(0);
+        thread::sleep(renewal_period() * 2);
+        group.kill_master();
+    });
+}
+
+/// **The replica that lags is promoted.** Of two replicas, the one that can never be
+/// promoted (`replica-priority 0`) keeps up, and the other's link is frozen: a grant made
+/// now waits for both and is refused; renewals are not confirmed. The master is killed and
+/// the lagging replica promoted, with the expiry of the last renewal both had.
+///
+/// Breaks if one replica's acknowledgement is enough (seen before: the fresh grant given,
+/// and the other client granted before the holder's deadline).
+#[test]
+fn the_lagging_replica_promoted_has_every_grant_and_renewal_that_counted() {
+    rounds_of("lagging-replica", &[0, 100], |group, holder| {
+        group.freeze_replication(1);
+        match holder.lock("granted-while-lagging").try_lock() {
+            Err(err) => assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err}"),
+            Ok(got) => panic!("a grant one replica confirmed was given: {:?}", got.is_some()),
+        }
+        thread::sleep(renewal_period() * 2);
+        group.kill_master();
+    });
+}
