@@ -5,10 +5,10 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::disk_view::SyncMode;
-use crate::replica_view::ReplicaAcks;
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::keys::{MAX_LEASE, MAX_LEASE_MILLIS, MIN_WATCHDOG_TIMEOUT};
+use crate::replica_view::ReplicaAcks;
 use crate::span::Span;
 
 /// Default lease when none is given; the watchdog renews every third of it.

@@ -14,8 +14,8 @@
 //! Rounds: 2 per fault class by default (`REDLEASE_SPLIT_ROUNDS=N` for more); the holder's
 //! watchdog lease is 6 s (`REDLEASE_SPLIT_LEASE_SECS=30` for the default watchdog's).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -81,7 +81,11 @@ impl Seen {
 
 /// The holder's worker: a write after each check of the watch, until the watch says no or
 /// `stop` is set. Returns, per write, when its check was made and the `valid_until` it saw.
-fn worker(watch: redlease::LeaseWatch, counter: String, stop: Arc<AtomicBool>) -> thread::JoinHandle<Vec<(Instant, Instant)>> {
+fn worker(
+    watch: redlease::LeaseWatch,
+    counter: String,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<(Instant, Instant)>> {
     thread::spawn(move || {
         let mut conn = redis::Client::open(counter).expect("url").get_connection().expect("counter server");
         let mut writes = Vec::new();

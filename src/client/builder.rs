@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, ReplicaPolicy, ShardedSubscriptionMode};
-use crate::replica_view::ReplicaAcks;
 use crate::disk_view::SyncMode;
 use crate::error::Result;
 use crate::events::{Events, LockEvents};
+use crate::replica_view::ReplicaAcks;
 use crate::transport;
 
 use super::Client;

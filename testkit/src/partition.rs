@@ -80,7 +80,8 @@ impl PartitionGroup {
     pub fn freeze_replication(&self, replica: usize) {
         let port = self.replicas[replica].port();
         let mut conn = conn_to(port).expect("the replica answers");
-        let listed: String = redis::cmd("CLIENT").arg("LIST").arg("TYPE").arg("master").query(&mut conn).expect("CLIENT LIST");
+        let listed: String =
+            redis::cmd("CLIENT").arg("LIST").arg("TYPE").arg("master").query(&mut conn).expect("CLIENT LIST");
         let local = listed
             .split_whitespace()
             .find_map(|field| field.strip_prefix("laddr="))

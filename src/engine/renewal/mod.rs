@@ -52,6 +52,7 @@ use crate::wheel::{Wheel, WheelKey};
 mod confirm;
 mod line;
 mod plan;
+mod send;
 
 use line::{Answered, Batch, Line, Round};
 use plan::{Chunk, Plan};

@@ -40,8 +40,8 @@ use crate::transport::{Conn, Pool};
 mod wire;
 
 use wire::{
-    ask, info_commands, malformed, parse, read, text, wait, wait_count, wait_millis, waitaof_answer,
-    waitaof_command, with_wait_timeout,
+    ask, info_commands, malformed, parse, read, text, wait, wait_count, wait_millis, waitaof_answer, waitaof_command,
+    with_wait_timeout,
 };
 
 /// What became of a grant, as far as the replicas go (not `Sync`: it would shadow the

@@ -41,7 +41,12 @@ pub(super) fn text(value: redis::Value) -> redis::RedisResult<String> {
 
 /// `WAIT n` after a grant: how many replicas have it (`None`: `UNBLOCKED`, its master
 /// turned replica while it blocked).
-pub(super) fn wait(conn: &mut Conn, n: u64, timeout: Duration, command_timeout: Duration) -> redis::RedisResult<Option<u64>> {
+pub(super) fn wait(
+    conn: &mut Conn,
+    n: u64,
+    timeout: Duration,
+    command_timeout: Duration,
+) -> redis::RedisResult<Option<u64>> {
     let acked = with_wait_timeout(conn, timeout, command_timeout, |conn| {
         redis::cmd("WAIT").arg(n).arg(wait_millis(timeout)).query::<redis::Value>(conn)
     })?;
