@@ -199,15 +199,17 @@ fn split_brain_the_minority_holder_stops_before_the_majority_grants() {
 }
 
 /// **Renewals the replica never got.** Replication alone is frozen while the holder renews
-/// twice more on the master; then the master is killed and its replica promoted, without
-/// those renewals. The holder's deadline must be that of its last renewal the replica had.
+/// twice more on the master; then the master is killed and a replica promoted, without
+/// those renewals (the other follows it, so that the new master grants). The holder's
+/// deadline must be that of its last renewal the replicas had.
 ///
 /// Breaks if an unconfirmed renewal extends the holder's deadline (seen before: the other
 /// client granted before it in every round).
 #[test]
 fn renewals_the_replica_never_got_do_not_extend_the_deadline() {
-    rounds_of("unreplicated-renewals", &[100], |group, _| {
+    rounds_of("unreplicated-renewals", &[100, 100], |group, _| {
         group.freeze_replication(0);
+        group.freeze_replication(1);
         thread::sleep(renewal_period() * 2);
         group.kill_master();
     });
