@@ -107,6 +107,25 @@ impl PartitionGroup {
         promoted
     }
 
+    /// Watches, on a thread of its own, for the sentinels to name a master other than the
+    /// one behind the link that says it is one (asked every 20 ms, for up to `timeout`):
+    /// when that was first seen.
+    pub fn watch_promotion(&self, timeout: Duration) -> std::thread::JoinHandle<Option<Instant>> {
+        let link = self.link.addr().port();
+        let sentinels: Vec<u16> = self.sentinels.iter().map(|s| s.port).collect();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + timeout;
+            while Instant::now() < deadline {
+                let named = sentinels.iter().find_map(|&s| named_master(s).filter(|&p| p != link));
+                if named.is_some_and(is_master) {
+                    return Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        })
+    }
+
     fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&PartitionGroup) -> bool) {
         let deadline = Instant::now() + timeout;
         while !done(self) {
