@@ -477,22 +477,28 @@ fn with_one_replica_under_sentinel_a_window_ends_once_the_master_has_a_replica_a
     });
 }
 
-/// Two replicas under Sentinel, Redis's defaults: losing one replica, for seconds or for a
-/// restart, refuses no grant (the other confirms); a SIGKILLed master costs its promotion
-/// and the other replica's partial resync with the new master. A graceful failover costs
-/// its promotion and the other replica's *full* resync: the old master kept taking writes
-/// after its replica was promoted (Sentinel does not pause it), so the other replica has
-/// data the new master lacks, and must start over, after `repl-diskless-sync-delay` (5 s).
+/// Two replicas under Sentinel, Redis's defaults: a grant waits for both. Losing one
+/// replica, for seconds or for a restart, costs the grant in flight its `WAIT` (it waits for
+/// the two it was sent for; then a reading shows the replica went, the client finds its
+/// server gone, and the other confirms): one `WAIT` at most. A SIGKILLed master costs its
+/// promotion and the other replica's partial resync with the new master. A graceful
+/// failover costs its promotion and the other replica's *full* resync: the old master kept
+/// taking writes after its replica was promoted (Sentinel does not pause it), so the other
+/// replica has data the new master lacks, and must start over, after
+/// `repl-diskless-sync-delay` (5 s).
 ///
 /// Breaks if a caller waiting 30 s sees an error, if two sections overlap, if losing one of
-/// two replicas keeps the lock from everyone for a second, or if a failover costs more than
+/// two replicas keeps the lock from everyone for more than one `WAIT` (before a grant that
+/// had waited for both looked at the replicas again, two), or if a failover costs more than
 /// its promotion, 2 s (and the sync delay, where a full resync waits for it) and slack.
 #[test]
-fn with_two_replicas_under_sentinel_a_lost_replica_costs_nothing_and_a_failover_its_promotion_and_a_resync() {
+fn with_two_replicas_under_sentinel_a_lost_replica_costs_a_wait_and_a_failover_its_promotion_and_a_resync() {
     let _one_at_a_time = one_failover_test_at_a_time();
     let windows = sentinel_windows(2, &[], EVERY_FAULT);
     report(&windows, |w| match w.fault {
-        Fault::ReplicaKill | Fault::ReplicaRestart => w.longer_than(Duration::from_secs(1), "nothing"),
+        Fault::ReplicaKill | Fault::ReplicaRestart => {
+            w.longer_than(SYNC_TIMEOUT + Duration::from_millis(600), "one WAIT and 0.6 s")
+        }
         Fault::Graceful => {
             w.longer_than(w.promotion() + Duration::from_secs(2) + SYNC_DELAY + SLACK, "promotion + 2 s + sync delay")
         }

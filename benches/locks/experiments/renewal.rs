@@ -97,6 +97,10 @@ pub(crate) struct Renewal {
     pub(crate) watched: Watched,
     /// Time Redis spent running the renew script in the window.
     pub(crate) server_time: Duration,
+    /// The readings behind the batches in the window (`INFO`s: two per batch on a server
+    /// without replicas), and Redis's time on them.
+    pub(crate) infos: u64,
+    pub(crate) info_time: Duration,
     /// The pipelined limit of step 0, measured again just before the leases were taken (with
     /// no renewal running).
     pub(crate) pipelined_before: f64,
@@ -128,6 +132,8 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
     reset_server_stats(&mut conn);
     let (watched, after) = Watched::hold(&client, plan);
     assert_eq!(after.leases, plan.leases, "every lease is still registered");
+    // The `INFO`s first: each reading of the stats is an `INFO` itself.
+    let (infos, info_usec) = server_command_stats(&mut conn, "info");
     let (_, server_usec) = server_command_stats(&mut conn, "evalsha");
 
     let held = guards.iter().filter(|g| g.is_held()).count();
@@ -146,6 +152,8 @@ pub(crate) fn measure_renewal(server: &RedisServer, plan: &Plan) -> Renewal {
         acquired,
         watched,
         server_time: Duration::from_micros(server_usec),
+        infos,
+        info_time: Duration::from_micros(info_usec),
         pipelined_before,
         keys_before,
         held,
@@ -258,6 +266,11 @@ pub(crate) fn renewal_section(out: &mut String, limit: &Limit, r: &Renewal) {
     figure_row(out, "keys in the database before (left by earlier steps)", r.keys_before.to_string());
     figure_row(out, "acquiring them, one `try_lock` each", timed(&r.acquired));
     window_rows(out, &r.watched, r.server_time, "lease");
+    figure_row(
+        out,
+        "readings behind the batches (a renewal counts once confirmed): `INFO`s run (Redis's time on them, per round trip)",
+        format!("{} ({:.1} µs)", r.infos, r.info_time.as_secs_f64() * 1e6 / r.watched.round_trips.max(1) as f64),
+    );
     let rate = renewal_rate(&r.watched, limit, r.pipelined_before, "lease");
     figure_row(out, "renewals/s (renewed / time in round trips)", rate);
     figure_row(out, "guards `is_held()` after the window", format!("{} of {}", r.held, r.leases));

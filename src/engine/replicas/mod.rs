@@ -352,7 +352,7 @@ impl ReplicaSync {
         &self,
         conn: &mut Conn,
         behind: Behind,
-        pool: impl FnOnce() -> Option<Arc<Pool>>,
+        pool: impl Fn() -> Option<Arc<Pool>>,
         command_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
         let got = match conn.take_trailing_replies() {
@@ -410,7 +410,7 @@ impl ReplicaSync {
         conn: &mut Conn,
         reading: Option<Reading>,
         acked: Option<(u64, Option<i64>)>,
-        pool: impl FnOnce() -> Option<Arc<Pool>>,
+        pool: impl Fn() -> Option<Arc<Pool>>,
         command_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
         let timeout = self.wait_timeout();
@@ -421,16 +421,25 @@ impl ReplicaSync {
             }
             None => None,
         };
-        match self.verdict_of(conn, reading, acked, pool, timeout)? {
-            Judged::Done(replication) => Ok(replication),
-            Judged::NeedsWait { required, .. } => {
-                let acked = wait(conn, required, timeout, command_timeout)?;
-                Ok(match acked {
-                    Some(acked) if acked >= required => Replication::Confirmed,
-                    acked => Replication::Unconfirmed(Unconfirmed::NoAck { acked: acked.unwrap_or(0), required }),
-                })
+        let (required, acked) = match self.verdict_of(conn, reading, acked, &pool, timeout)? {
+            Judged::Done(Replication::Unconfirmed(Unconfirmed::NoAck { acked, required })) => (required, acked),
+            Judged::Done(replication) => return Ok(replication),
+            Judged::NeedsWait { required, .. } => match wait(conn, required, timeout, command_timeout)? {
+                Some(acked) if acked >= required => return Ok(Replication::Confirmed),
+                Some(acked) => (required, acked),
+                None => return Ok(Replication::Unconfirmed(Unconfirmed::NotMaster)),
+            },
+        };
+        // Too few confirmed: a replica may have gone while `WAIT` blocked (it waits for the
+        // count it was sent with). A reading now judges the same confirmations again: when
+        // the replica that went is found gone, the ones that remain are enough.
+        let reading = read(conn)?;
+        Ok(match self.verdict_of(conn, Some(reading), Some((required, Some(acked as i64))), &pool, timeout)? {
+            Judged::Done(replication) => replication,
+            Judged::NeedsWait { required, acked } => {
+                Replication::Unconfirmed(Unconfirmed::NoAck { acked: acked.unwrap_or(0), required })
             }
-        }
+        })
     }
 
     /// What the replicas make of a write from what was read and waited for, without

@@ -179,6 +179,8 @@ pub(crate) enum Layout {
 /// The renewal of many leases spread over the masters.
 pub(crate) struct ReplicatedRenewal {
     pub(crate) layout: Layout,
+    /// Renewals confirmed by the replicas (the default), or not (`sync_replicas(false)`).
+    pub(crate) confirmed: bool,
     pub(crate) leases: usize,
     pub(crate) acquired: Timed,
     pub(crate) watched: Watched,
@@ -210,6 +212,11 @@ pub(crate) struct NodeRenewal {
     pub(crate) renewed: u64,
     /// Time it spent running them.
     pub(crate) server_time: Duration,
+    /// The confirmations behind the batches: `WAIT`s and `INFO`s it ran, and the time it
+    /// spent on them.
+    pub(crate) waits: u64,
+    pub(crate) infos: u64,
+    pub(crate) confirm_time: Duration,
     /// Its lease keys with a TTL > 0 after the window, and the smallest TTL (ms).
     pub(crate) keys_alive: usize,
     pub(crate) min_ttl_ms: i64,
@@ -294,14 +301,16 @@ pub(crate) fn measure_replicated(deployment: &Deployment, plan: &Plan) -> Replic
 
     let pairs = measure_pairs(deployment, owner, &pair_name, &raw_name, plan);
     let handoffs = measure_handoffs(deployment, owner, plan);
+    // Confirmed renewals (the default) and, for the same names, renewals that wait for no
+    // replica (`sync_replicas(false)`), to show what the confirmation costs.
     let layouts = match shape {
-        Shape::Cluster => &[Layout::Spread, Layout::OneSlotPerMaster][..],
+        Shape::Cluster => &[(Layout::Spread, true), (Layout::Spread, false), (Layout::OneSlotPerMaster, true)][..],
         // One master: where the names land makes no difference.
-        Shape::Sentinel => &[Layout::Spread][..],
+        Shape::Sentinel => &[(Layout::Spread, true), (Layout::Spread, false)][..],
     };
     let renewals = layouts
         .iter()
-        .map(|&layout| {
+        .map(|&(layout, confirmed)| {
             let names: Vec<String> = match layout {
                 Layout::Spread => (0..plan.leases).map(|i| format!("{prefix}:lease:{i}")).collect(),
                 Layout::OneSlotPerMaster => {
@@ -310,7 +319,7 @@ pub(crate) fn measure_replicated(deployment: &Deployment, plan: &Plan) -> Replic
                     (0..plan.leases).map(|i| format!("{{{}}}:lease:{i}", tags[i % tags.len()])).collect()
                 }
             };
-            measure_renewal(url, servers, slots, layout, &names, plan)
+            measure_renewal(url, servers, slots, (layout, confirmed), &names, plan)
         })
         .collect();
 
@@ -569,19 +578,19 @@ pub(crate) fn replicated_handoff_child() {
     let _ = std::io::stdout().flush();
 }
 
-/// The watchdog of one cluster client renewing the leases `names`, held by one thread,
-/// with the pipelined limit of each master measured just before they were taken.
+/// The watchdog of one client of the deployment renewing the leases `names`, held by one
+/// thread, with the pipelined limit of each master measured just before they were taken;
+/// its renewals `confirmed` by the replicas (the default: each batch waits for them) or not
+/// (`sync_replicas(false)`, whose grants do not wait either).
 fn measure_renewal(
     url: &str,
     servers: &[&RedisServer],
     slots: &SlotMap,
-    layout: Layout,
+    (layout, confirmed): (Layout, bool),
     names: &[String],
     plan: &Plan,
 ) -> ReplicatedRenewal {
-    // No replica sync: the grants are not what is measured here (renewals never wait), and
-    // 100,000 `WAIT`s would only lengthen the run.
-    let (client, events) = renewal_client(Client::builder(url).sync_replicas(false));
+    let (client, events) = renewal_client(Client::builder(url).sync_replicas(confirmed));
     let mut conns: Vec<redis::Connection> = servers.iter().map(|s| s.conn()).collect();
     let master_of = slots.masters_of(&mut conns[0], names);
     let mut on_node: Vec<Vec<&String>> = servers.iter().map(|_| Vec::new()).collect();
@@ -611,6 +620,7 @@ fn measure_renewal(
 
     ReplicatedRenewal {
         layout,
+        confirmed,
         leases: names.len(),
         acquired,
         watched,
@@ -645,11 +655,16 @@ fn nodes_before(conns: &mut [redis::Connection], on_node: &[Vec<&String>], plan:
 /// Each master's renew scripts over the window, and the leases they looked at and renewed.
 fn read_renewal_counters(nodes: &mut [NodeRenewal], conns: &mut [redis::Connection]) {
     for (node, conn) in nodes.iter_mut().zip(conns) {
+        // The `INFO`s first: each reading of the stats is an `INFO` itself.
+        let (infos, info_usec) = server_command_stats(conn, "info");
         let (round_trips, usec) = server_command_stats(conn, "evalsha");
         node.round_trips = round_trips;
         node.server_time = Duration::from_micros(usec);
         node.looked_at = server_command_stats(conn, "hexists").0;
         node.renewed = server_command_stats(conn, "pexpire").0;
+        let (waits, wait_usec) = server_command_stats(conn, "wait");
+        (node.waits, node.infos) = (waits, infos);
+        node.confirm_time = Duration::from_micros(wait_usec + info_usec);
     }
 }
 

@@ -172,8 +172,9 @@ fn renewal_intro(out: &mut String, c: &ReplicatedRun) {
     let client = c.shape.client();
     let _ = writeln!(
         out,
-        "Renewal: watchdog leases {}, held by one thread of one {client} (watchdog {} s, renewal every {} s, \
-         `sync_replicas(false)`: renewals never wait for replicas); target: renewals/s ≥ \
+        "Renewal: watchdog leases {}, held by one thread of one {client} (watchdog {} s, renewal every {} s), \
+         confirmed (the default: the replication reading and `WAIT` for every online replica behind each \
+         batch, in the same write) and not (`sync_replicas(false)`); target: renewals/s ≥ \
          {TARGET_RENEWAL_FRACTION} × the pipelined limit. {} `INFO commandstats` over the window: the renew \
          scripts it ran (one per round trip) and the leases they looked at (`HEXISTS`) and renewed \
          (`PEXPIRE`).{}\n",
@@ -213,7 +214,9 @@ fn renewal_tables(out: &mut String, r: &ReplicatedRenewal, one_server: Option<f6
             "names `{<tag>}:lease:<i>` with one hash tag per master, so that each master's leases share one slot"
         }
     };
-    let _ = writeln!(out, "Renewal of {} leases, {layout}:\n", r.leases);
+    let confirmed =
+        if r.confirmed { "confirmed by the replicas (the default)" } else { "not confirmed (`sync_replicas(false)`)" };
+    let _ = writeln!(out, "Renewal of {} leases, {layout}, {confirmed}:\n", r.leases);
     nodes_table(out, r);
     renewal_figures(out, r, one_server);
 }
@@ -288,6 +291,16 @@ fn renewal_figures(out: &mut String, r: &ReplicatedRenewal, one_server: Option<f
         )
     };
     figure_row(out, "time in renew round trips (of which Redis running the scripts)", time);
+    let (waits, infos): (u64, u64) = r.nodes.iter().fold((0, 0), |(w, i), n| (w + n.waits, i + n.infos));
+    let confirm_secs: f64 = r.nodes.iter().map(|n| n.confirm_time.as_secs_f64()).sum();
+    figure_row(
+        out,
+        "confirmations at the masters: `WAIT`s / `INFO`s run (Redis's time on them, per renew round trip)",
+        format!(
+            "{waits} / {infos} ({:.1} µs)",
+            confirm_secs * 1e6 / r.nodes.iter().map(|n| n.round_trips).sum::<u64>().max(1) as f64
+        ),
+    );
     figure_row(out, "renewals/s (renewed / time in round trips)", rate(r, renewed_at_masters, one_server));
     figure_row(out, "guards `is_held()` after the window", format!("{} of {}", r.held, r.leases));
     figure_row(out, "leases lost / renewals failed (event hook)", format!("{} / {}", r.lost_events, r.failed_renewals));
