@@ -3,7 +3,7 @@
 //! child worker processes ([`child::Child`]) and histories of critical sections
 //! ([`history`]), certificates for TLS servers ([`pki::Pki`]), a master with a replica (or
 //! more) under three sentinels ([`sentinel::SentinelGroup`]), one whose links a test can
-//! cut ([`partition::PartitionGroup`]) and a cluster of three masters
+//! cut ([`partition::PartitionGroup`]; a cluster's: [`cluster_partition::PartitionedCluster`]) and a cluster of three masters
 //! with a replica each ([`cluster::ClusterGroup`]), turns that test processes beside each
 //! other take one at a time ([`turns`]), and foreign clients of Redisson's layout
 //! for the interop tests ([`foreign`]: a peer written from the layout, and Redisson's own
@@ -12,6 +12,7 @@
 
 pub mod child;
 pub mod cluster;
+pub mod cluster_partition;
 pub mod foreign;
 pub mod history;
 pub mod partition;

@@ -38,6 +38,8 @@ struct Shared {
     requests_delayed: AtomicU64,
     /// While set, a new connection is closed as soon as it is accepted, never forwarded.
     refusing: AtomicBool,
+    /// Processes whose connections are frozen, those open now and those they make later.
+    frozen_sources: Mutex<Vec<u32>>,
     /// Server→client chunks still to forward before a connection is cut (`-1`: off).
     cut_after: AtomicI64,
     stopping: AtomicBool,
@@ -79,6 +81,7 @@ impl Proxy {
             requests_forwarded: AtomicU64::new(0),
             requests_delayed: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
+            frozen_sources: Mutex::new(Vec::new()),
             cut_after: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
@@ -200,6 +203,21 @@ impl Proxy {
         self.freeze_where(|c| c.client.peer_addr().is_ok_and(|a| a.port() == port))
     }
 
+    /// Freezes every connection the process `pid` makes to this proxy, those open now and
+    /// those it makes from now on (found by the port its end comes from, among the process's
+    /// sockets in `/proc`): a server whose links through this proxy go silent while the
+    /// other clients' do not. There is no thaw.
+    pub fn freeze_from_process(&self, pid: u32) {
+        lock(&self.shared.frozen_sources).push(pid);
+        let ports = local_ports_of(pid);
+        let conns = lock(&self.shared.conns);
+        for conn in conns.values() {
+            if conn.client.peer_addr().is_ok_and(|a| ports.contains(&a.port())) {
+                conn.frozen.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
     fn freeze_where(&self, which: impl Fn(&Conn) -> bool) -> bool {
         let conns = lock(&self.shared.conns);
         match conns.values().find(|c| which(c)) {
@@ -276,12 +294,13 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         return;
     };
     let _ = server.set_nodelay(true);
+    let frozen = from_frozen_source(&shared, &client);
     let conn = Arc::new(Conn {
         id,
         client,
         server,
         closed: AtomicBool::new(false),
-        frozen: AtomicBool::new(false),
+        frozen: AtomicBool::new(frozen),
         live: AtomicUsize::new(2),
     });
     {
@@ -299,6 +318,42 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         spawn_tracked(&shared, format!("proxy-s2c-{id}"), move || pump(&conn, &shared2, Direction::ServerToClient));
     }
     pump(&conn, &shared, Direction::ClientToServer);
+}
+
+/// Whether `client` comes from a process whose connections are frozen.
+fn from_frozen_source(shared: &Shared, client: &TcpStream) -> bool {
+    let sources = lock(&shared.frozen_sources).clone();
+    let Ok(peer) = client.peer_addr() else { return false };
+    sources.into_iter().any(|pid| local_ports_of(pid).contains(&peer.port()))
+}
+
+/// The local TCP ports of the sockets the process `pid` has open (Linux: its `/proc/<pid>/fd`
+/// links name socket inodes, and `/proc/net/tcp` and `tcp6` give each inode's local
+/// address). Empty where that cannot be read.
+fn local_ports_of(pid: u32) -> Vec<u16> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+    let inodes: Vec<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(link.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            // `sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …`
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(inode)) = (fields.get(1), fields.get(9)) else { continue };
+            if inodes.iter().any(|i| i == inode)
+                && let Some(port) = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok())
+            {
+                ports.push(port);
+            }
+        }
+    }
+    ports
 }
 
 impl Conn {

@@ -4,5 +4,5 @@
 //! in the workspace crate `redlease-testkit` (`testkit/`), which the benchmark uses too.
 
 pub use redlease_testkit::{
-    child, cluster, foreign, history, partition, pki, proxy, sentinel, server, slow_disk, turns,
+    child, cluster, cluster_partition, foreign, history, partition, pki, proxy, sentinel, server, slow_disk, turns,
 };
