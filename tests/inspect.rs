@@ -303,6 +303,9 @@ fn an_election_is_found_by_its_name() {
     let client = client(&server);
     let leadership = client.election("jobs:leader").campaign("127.0.0.7:8080").unwrap();
     let lock = client.lock("jobs:a").lock().unwrap();
+    // The renewal thread writes the client's announcement a moment after its first
+    // acquire: a loaded machine (seen in CI) can be slower than the inspection.
+    announced(&client, &mut server.conn());
     let info = client.inspect("jobs:leader").unwrap();
     assert_eq!((info.name.as_str(), info.kind), ("jobs:leader", Some(redlease::LockKind::Election)));
     assert_eq!(info.token, Some(leadership.term()));
