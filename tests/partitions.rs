@@ -6,10 +6,11 @@
 //! before each write; then the fault; then another client, following the sentinels (the
 //! majority's side), waits for the lock and writes once it has it.
 //!
-//! Asserted in every round, over all rounds before any assertion fails (so that a run
-//! against a build without the fix says how many rounds broke): the other client was
-//! granted no sooner than the holder's last `valid_until`, the holder's last write came
-//! before that grant, and the counter equals the writes made.
+//! The lock is a fenced lock. Asserted in every round, over all rounds before any
+//! assertion fails (so that a run against a build without the fix says how many rounds
+//! broke): the other client was granted no sooner than the holder's last `valid_until`,
+//! the holder's last write came before that grant, the counter equals the writes made, and
+//! the other's fencing token is greater than the holder's.
 //!
 //! Rounds: 2 per fault class by default (`REDLEASE_SPLIT_ROUNDS=N` for more); the holder's
 //! watchdog lease is 6 s (`REDLEASE_SPLIT_LEASE_SECS=30` for the default watchdog's).
@@ -45,6 +46,8 @@ fn patience() -> Duration {
 struct Seen {
     /// When the other client had the lock (its wait returned).
     granted: Instant,
+    /// The other client's fencing token.
+    token: u64,
     /// When the sentinels' new master was first seen answering as one.
     promoted: Option<Instant>,
     /// What the holder did: `None` when its grant was refused (a replica could not confirm).
@@ -56,6 +59,8 @@ struct Seen {
 
 /// What the holder's worker did.
 struct Held {
+    /// The holder's fencing token.
+    token: u64,
     /// The latest `valid_until` the holder's watch gave before a write.
     valid_until: Instant,
     /// When the worker last checked its watch and wrote.
@@ -67,10 +72,17 @@ struct Held {
 impl Seen {
     fn overlapped(&self) -> bool {
         self.counter != self.writes
+            || self.tokens_went_back()
             || self
                 .holder
                 .as_ref()
                 .is_some_and(|held| held.valid_until > self.granted || held.last_write >= self.granted)
+    }
+
+    /// The other's fencing token is not above the holder's: the grant it was made after
+    /// was lost.
+    fn tokens_went_back(&self) -> bool {
+        self.holder.as_ref().is_some_and(|held| self.token <= held.token)
     }
 
     fn describe(&self) -> String {
@@ -83,10 +95,12 @@ impl Seen {
         };
         let holder = match &self.holder {
             Some(held) => format!(
-                "grant {:+.0} ms after the holder's valid_until, {:+.0} ms after its last write ({} writes after the grant)",
+                "grant {:+.0} ms after the holder's valid_until, {:+.0} ms after its last write ({} writes after the grant), tokens {} then {}",
                 ms(self.granted, held.valid_until),
                 ms(self.granted, held.last_write),
-                held.writes_after
+                held.writes_after,
+                held.token,
+                self.token
             ),
             None => "the holder's grant was refused".to_owned(),
         };
@@ -205,7 +219,7 @@ where
         .build()
         .expect("the other client, through the sentinels");
     (faults.before)(group);
-    let guard = match holder.lock(name).try_lock_for(Duration::from_secs(3)) {
+    let guard = match holder.fenced_lock(name).try_lock_for(Duration::from_secs(3)) {
         Ok(guard) => guard,
         Err(err) if err.kind() == ErrorKind::NotReplicated => None,
         Err(err) => panic!("the holder: {err}"),
@@ -217,7 +231,7 @@ where
     (faults.after)(group);
     let deadline = Instant::now() + patience();
     let taken = loop {
-        match other.lock(name).try_lock_until(deadline) {
+        match other.fenced_lock(name).try_lock_until(deadline) {
             Ok(Some(taken)) => break taken,
             Ok(None) => panic!("the other client never got the lock within {:?}", patience()),
             // Riding the failover out: asked again until the deadline.
@@ -226,6 +240,7 @@ where
         }
     };
     let granted = Instant::now();
+    let (token, holder_token) = (taken.token(), guard.as_ref().map(|g| g.token()));
     let mut conn = counter.conn();
     for _ in 0..10 {
         increment_non_atomically(&mut conn, "counter");
@@ -242,12 +257,13 @@ where
     holder.shutdown();
     other.shutdown();
     let counter_now: Option<u64> = redis::cmd("GET").arg("counter").query(&mut conn).expect("GET");
-    let holder = writes.last().map(|&(last_write, _)| Held {
+    let holder = writes.last().zip(holder_token).map(|(&(last_write, _), token)| Held {
+        token,
         valid_until: writes.iter().map(|&(_, until)| until).max().unwrap_or(last_write),
         last_write,
         writes_after: writes.iter().filter(|&&(at, _)| at >= granted).count(),
     });
-    Seen { granted, promoted, holder, counter: counter_now.unwrap_or(0), writes: writes.len() as u64 + 10 }
+    Seen { granted, token, promoted, holder, counter: counter_now.unwrap_or(0), writes: writes.len() as u64 + 10 }
 }
 
 /// A Sentinel deployment of a replica per entry of `priorities` (their
@@ -272,10 +288,15 @@ where
         seen.push(round(&mut group, &format!("{class}-{round_no}"), &faults));
     }
     let broken = seen.iter().filter(|s| s.overlapped()).count();
+    let back = seen.iter().filter(|s| s.tokens_went_back()).count();
     for (i, s) in seen.iter().enumerate() {
         println!("{class} round {i}: {}", s.describe());
     }
-    println!("{class}: {broken} of {} rounds overlapped (lease {:?})", seen.len(), lease());
+    println!(
+        "{class}: {broken} of {} rounds overlapped, fencing tokens went back in {back} (lease {:?})",
+        seen.len(),
+        lease()
+    );
     assert_eq!(broken, 0, "{class}: the other client was granted while the holder could still write");
     seen
 }
