@@ -67,8 +67,9 @@ fn keys_as_arguments(in_cluster: bool, leases: usize) -> bool {
 }
 
 /// A renew script call written out, so that it can be sent apart from reading its reply
-/// (the watchdog writes the calls for every master before it reads any reply): the call in
-/// RESP, its script (loaded again on `NOSCRIPT`), and how its reply maps to the batch.
+/// (the watchdog writes the calls for every master before it reads any reply, with their
+/// confirmation behind them): the call in RESP, its script (loaded again on `NOSCRIPT`),
+/// and how its reply maps to the batch.
 pub(crate) struct Call {
     packed: Vec<u8>,
     script: &'static redis::Script,
@@ -125,8 +126,9 @@ impl Call {
         self.script.load(&mut **conn).map(drop)
     }
 
-    /// What the reply `reply` to this call says of each lease, in the batch's order, as it
-    /// is: `NOSCRIPT` is an error here (see [`outcomes`](Call::outcomes)).
+    /// What the reply `reply` to this call says of each lease, in the batch's order.
+    /// `NOSCRIPT` is an error here: the caller, which knows what else is in flight on the
+    /// connection, [`load`](Call::load)s the script and sends the call again.
     pub(crate) fn outcomes_of(&self, reply: redis::Value) -> redis::RedisResult<Vec<Outcome>> {
         let reply = reply.extract_error()?;
         let sent = outcomes(redis::from_redis_value(reply)?, self.leases)?;
