@@ -26,7 +26,7 @@
 //! | `Auto`, the master said within [`SETTLE`] it has no AOF or no `WAITAOF` | nothing sent |
 //! | otherwise | `WAITAOF 1 0` behind the grant, in the same write |
 //!
-//! The replicas are the replica policy's business (`WAIT 1`): a grant under `Auto` or
+//! The replicas are the replica policy's business (`WAIT n`): a grant under `Auto` or
 //! `WaitAof` is on the master's disk *and* in a replica's memory when the master has
 //! replicas. Redisson's `WAIT_AOF` asks the replicas' disks too (`WAITAOF 1 N`), which a
 //! replica without `appendonly` never confirms: every grant would be refused.
