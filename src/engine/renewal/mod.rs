@@ -10,6 +10,11 @@
 //! quarter of the renewal period is renewed with it, a little early. Leases taken at
 //! scattered times are thus renewed in a few large batches rather than many small ones.
 //!
+//! Every batch carries its confirmation behind it in the same write (`confirm`): a
+//! renewal extends a lease only once the master's replicas (and, under `SyncMode::Auto` or
+//! `WaitAof`, its disk) have it, as a grant is given only then; one that is not confirmed
+//! is answered as a failed round trip. The ways a batch is sent are in `send`.
+//!
 //! Lock order: a lease's mutex, then the wheel's. I/O happens with neither held.
 //!
 //! | thread state | event                                   | next |
