@@ -159,6 +159,8 @@ trait Split {
     fn lock_name(&self, base: &str) -> String;
     /// Watches for the promotion of a replica (see the test kit's).
     fn watch_promotion(&self, timeout: Duration) -> thread::JoinHandle<Option<Instant>>;
+    /// What each node says of its replication, for a failed round's message.
+    fn describe(&self) -> String;
 }
 
 impl Split for PartitionGroup {
@@ -174,6 +176,9 @@ impl Split for PartitionGroup {
     fn watch_promotion(&self, timeout: Duration) -> thread::JoinHandle<Option<Instant>> {
         PartitionGroup::watch_promotion(self, timeout)
     }
+    fn describe(&self) -> String {
+        PartitionGroup::describe(self)
+    }
 }
 
 impl Split for PartitionedCluster {
@@ -188,6 +193,9 @@ impl Split for PartitionedCluster {
     }
     fn watch_promotion(&self, timeout: Duration) -> thread::JoinHandle<Option<Instant>> {
         PartitionedCluster::watch_promotion(self, timeout)
+    }
+    fn describe(&self) -> String {
+        PartitionedCluster::describe(self)
     }
 }
 
@@ -233,10 +241,10 @@ where
     let taken = loop {
         match other.fenced_lock(name).try_lock_until(deadline) {
             Ok(Some(taken)) => break taken,
-            Ok(None) => panic!("the other client never got the lock within {:?}", patience()),
+            Ok(None) => panic!("the other client never got the lock within {:?}:\n{}", patience(), group.describe()),
             // Riding the failover out: asked again until the deadline.
             Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(50)),
-            Err(err) => panic!("the other client: {err}"),
+            Err(err) => panic!("the other client: {err}\n{}", group.describe()),
         }
     };
     let granted = Instant::now();

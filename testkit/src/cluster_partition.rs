@@ -164,6 +164,30 @@ impl PartitionedCluster {
         })
     }
 
+    /// What each node says of its role and replicas (`INFO replication`, trimmed), for a
+    /// failed test's message.
+    pub fn describe(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let port = n.server.port();
+                let info = conn_to(port)
+                    .and_then(|mut c| redis::cmd("INFO").arg("replication").query::<String>(&mut c))
+                    .unwrap_or_else(|e| format!("no answer: {e}"));
+                let lines: Vec<&str> = info
+                    .lines()
+                    .filter(|l| {
+                        ["role:", "connected_slaves:", "slave", "master_port:", "master_link_status:", "no answer"]
+                            .iter()
+                            .any(|p| l.starts_with(p))
+                    })
+                    .collect();
+                format!("node {port} (client proxy {}): {}", n.client.addr().port(), lines.join(" | "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&PartitionedCluster) -> bool) {
         let deadline = Instant::now() + timeout;
         while !done(self) {

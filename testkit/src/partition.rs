@@ -126,6 +126,28 @@ impl PartitionGroup {
         })
     }
 
+    /// What each data node says of its role and replicas (`INFO replication`, trimmed), for
+    /// a failed test's message.
+    pub fn describe(&self) -> String {
+        std::iter::once(&self.master)
+            .chain(&self.replicas)
+            .map(|server| {
+                let port = server.port();
+                let info = crate::sentinel::info(port, "replication").unwrap_or_else(|| "no answer".to_owned());
+                let lines: Vec<&str> = info
+                    .lines()
+                    .filter(|l| {
+                        ["role:", "connected_slaves:", "slave", "master_port:", "master_link_status:", "no answer"]
+                            .iter()
+                            .any(|p| l.starts_with(p))
+                    })
+                    .collect();
+                format!("node {port}: {}", lines.join(" | "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&PartitionGroup) -> bool) {
         let deadline = Instant::now() + timeout;
         while !done(self) {

@@ -209,10 +209,9 @@ impl Proxy {
     /// other clients' do not. There is no thaw.
     pub fn freeze_from_process(&self, pid: u32) {
         lock(&self.shared.frozen_sources).push(pid);
-        let ports = local_ports_of(pid);
         let conns = lock(&self.shared.conns);
         for conn in conns.values() {
-            if conn.client.peer_addr().is_ok_and(|a| ports.contains(&a.port())) {
+            if comes_from(pid, &conn.client) {
                 conn.frozen.store(true, Ordering::SeqCst);
             }
         }
@@ -323,14 +322,28 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
 /// Whether `client` comes from a process whose connections are frozen.
 fn from_frozen_source(shared: &Shared, client: &TcpStream) -> bool {
     let sources = lock(&shared.frozen_sources).clone();
-    let Ok(peer) = client.peer_addr() else { return false };
-    sources.into_iter().any(|pid| local_ports_of(pid).contains(&peer.port()))
+    sources.into_iter().any(|pid| comes_from(pid, client))
 }
 
-/// The local TCP ports of the sockets the process `pid` has open (Linux: its `/proc/<pid>/fd`
-/// links name socket inodes, and `/proc/net/tcp` and `tcp6` give each inode's local
-/// address). Empty where that cannot be read.
-fn local_ports_of(pid: u32) -> Vec<u16> {
+/// Whether the other end of `client` (a connection this proxy accepted) is a socket of the
+/// process `pid`: one of its sockets goes from that port to this proxy's port. Both ports
+/// are compared: another process may use the same local port towards another address. The
+/// kernel's tables are read without a snapshot, and a busy machine can make a read miss a
+/// line: looked up three times before the answer is no.
+fn comes_from(pid: u32, client: &TcpStream) -> bool {
+    let (Ok(peer), Ok(proxy)) = (client.peer_addr(), client.local_addr()) else { return false };
+    (0..3).any(|attempt| {
+        if attempt > 0 {
+            thread::sleep(Duration::from_millis(2));
+        }
+        connections_of(pid).contains(&(peer.port(), proxy.port()))
+    })
+}
+
+/// The TCP connections of the process `pid`, as (local port, remote port) (Linux: its
+/// `/proc/<pid>/fd` links name socket inodes, and `/proc/net/tcp` and `tcp6` give each
+/// inode's addresses). Empty where that cannot be read.
+fn connections_of(pid: u32) -> Vec<(u16, u16)> {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
     let inodes: Vec<String> = fds
         .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
@@ -345,11 +358,14 @@ fn local_ports_of(pid: u32) -> Vec<u16> {
         for line in text.lines().skip(1) {
             // `sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …`
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let (Some(local), Some(inode)) = (fields.get(1), fields.get(9)) else { continue };
+            let (Some(local), Some(remote), Some(inode)) = (fields.get(1), fields.get(2), fields.get(9)) else {
+                continue;
+            };
+            let port = |address: &str| address.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
             if inodes.iter().any(|i| i == inode)
-                && let Some(port) = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok())
+                && let (Some(local), Some(remote)) = (port(local), port(remote))
             {
-                ports.push(port);
+                ports.push((local, remote));
             }
         }
     }
