@@ -289,6 +289,29 @@ fn proxy_drop_replies_runs_commands_but_loses_replies() {
 }
 
 #[test]
+fn proxy_drop_reply_to_loses_exactly_the_reply_to_the_request_named() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let mut bystander = connect(&proxy.url(), Duration::from_millis(300));
+    let mut conn = connect(&proxy.url(), Duration::from_millis(300));
+
+    proxy.drop_reply_to(b"lost-once");
+    assert_eq!(ping(&mut bystander).unwrap(), "PONG", "a request not named keeps its reply");
+    let err =
+        redis::cmd("SET").arg("lost-once").arg("applied").query::<()>(&mut conn).expect_err("its reply is dropped");
+    assert!(err.is_timeout(), "expected a timeout, got {err:?}");
+    assert_eq!(proxy.replies_dropped(), 1);
+    let mut retry = connect(&proxy.url(), Duration::from_millis(300));
+    redis::cmd("SET")
+        .arg("lost-once")
+        .arg("again")
+        .query::<()>(&mut retry)
+        .expect("the same request again is answered");
+    assert_eq!(get(&mut bystander, "lost-once").as_deref(), Some("again"));
+    assert_eq!(proxy.replies_dropped(), 1, "one reply lost, no more");
+}
+
+#[test]
 fn proxy_drop_ends_its_connections() {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.addr());

@@ -31,7 +31,11 @@ struct Shared {
     latency_nanos: AtomicU64,
     blackhole: AtomicBool,
     drop_replies: AtomicBool,
-    /// Server→client chunks discarded because `drop_replies` was on.
+    /// A request whose reply is to be discarded ([`Proxy::drop_reply_to`]), until one
+    /// containing it passes.
+    reply_to_drop: Mutex<Option<Vec<u8>>>,
+    /// Server→client chunks discarded because `drop_replies` was on, or because they
+    /// answered the request `reply_to_drop` named.
     replies_dropped: AtomicU64,
     /// Client→server chunks forwarded.
     requests_forwarded: AtomicU64,
@@ -58,6 +62,9 @@ struct Conn {
     frozen: AtomicBool,
     /// Direction threads still running.
     live: AtomicUsize,
+    /// The next server→client chunk is discarded: it answers the request
+    /// [`Proxy::drop_reply_to`] named.
+    drop_next_reply: AtomicBool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -77,6 +84,7 @@ impl Proxy {
             latency_nanos: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
             drop_replies: AtomicBool::new(false),
+            reply_to_drop: Mutex::new(None),
             replies_dropped: AtomicU64::new(0),
             requests_forwarded: AtomicU64::new(0),
             requests_delayed: AtomicU64::new(0),
@@ -133,7 +141,17 @@ impl Proxy {
         self.shared.drop_replies.store(on, Ordering::SeqCst);
     }
 
-    /// Server→client chunks discarded so far because [`Proxy::set_drop_replies`] was on. A
+    /// Discards the reply to the next request that contains `needle` (its first chunk: a
+    /// small reply is one), on whichever connection it comes; everything else, the retry
+    /// of that request included, is forwarded. Exactly one reply is lost, with no thread
+    /// of the test racing the client's retry to let replies through again, and no other
+    /// reply (a background write's) lost in its place.
+    pub fn drop_reply_to(&self, needle: &[u8]) {
+        *lock(&self.shared.reply_to_drop) = Some(needle.to_vec());
+    }
+
+    /// Server→client chunks discarded so far because [`Proxy::set_drop_replies`] was on
+    /// (or [`Proxy::drop_reply_to`] named their request). A
     /// test that turns dropping off once a request has run waits for this to grow too: the
     /// server carries a request out before its reply reaches the proxy, so "it ran" alone
     /// does not mean its reply was lost.
@@ -301,6 +319,7 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         closed: AtomicBool::new(false),
         frozen: AtomicBool::new(frozen),
         live: AtomicUsize::new(2),
+        drop_next_reply: AtomicBool::new(false),
     });
     {
         let mut conns = lock(&shared.conns);
@@ -373,6 +392,18 @@ fn connections_of(pid: u32) -> Vec<(u16, u16)> {
 }
 
 impl Conn {
+    /// Marks this connection's next reply for discarding when `request` contains the
+    /// needle [`Proxy::drop_reply_to`] set; called before the request is forwarded, so the
+    /// mark is always there before the reply.
+    fn mark_if_reply_to_drop(&self, shared: &Shared, request: &[u8]) {
+        let mut needle = lock(&shared.reply_to_drop);
+        let matches = needle.as_deref().is_some_and(|n| !n.is_empty() && request.windows(n.len()).any(|w| w == n));
+        if matches {
+            *needle = None;
+            self.drop_next_reply.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Whether bytes travelling in `dir` on this connection are forwarded right now.
     fn forwarding(&self, shared: &Shared, dir: Direction) -> bool {
         !self.frozen.load(Ordering::SeqCst) && shared.forwarding(dir)
@@ -512,6 +543,14 @@ fn pass_on(
     queue: &mut DelayQueue,
     chunk: &[u8],
 ) -> bool {
+    match dir {
+        Direction::ClientToServer => conn.mark_if_reply_to_drop(shared, chunk),
+        Direction::ServerToClient if conn.drop_next_reply.swap(false, Ordering::SeqCst) => {
+            shared.replies_dropped.fetch_add(1, Ordering::SeqCst);
+            return true; // the reply `Proxy::drop_reply_to` asked to lose
+        }
+        Direction::ServerToClient => {}
+    }
     if !conn.forwarding(shared, dir) {
         return true; // read and discarded
     }
