@@ -5,8 +5,11 @@
 //! replication link and every client that learns the nodes from the cluster goes through
 //! them, so that a test can cut one master off from every other node (its proxies go
 //! silent, and so do its own links into the others' proxies) while a client that reaches it
-//! directly goes on talking to it. Everything is stopped on drop.
+//! directly goes on talking to it. Each node's outgoing connections leave from a loopback
+//! address of its own (`bind-source-addr 127.0.0.N`), by which the others' proxies tell its
+//! links from everyone else's. Everything is stopped on drop.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -16,12 +19,17 @@ use crate::server::RedisServer;
 /// Slots of the three masters.
 const RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
 
-/// One node: its server and the two proxies it announces.
+/// The loopback address node `i`'s outgoing connections leave from is 127.0.0.(this + i).
+const FIRST_SOURCE: u8 = 20;
+
+/// One node: its server, the two proxies it announces, and the address its own links
+/// leave from.
 struct Node {
     // Dropped first: nothing is forwarded to a server being killed.
     client: Proxy,
     bus: Proxy,
     server: RedisServer,
+    source: IpAddr,
 }
 
 /// See the module's documentation.
@@ -48,9 +56,13 @@ impl PartitionedCluster {
     /// `repl-diskless-sync-delay 0`), and waits until every node says it is healthy and
     /// every replica follows its master.
     pub fn start() -> PartitionedCluster {
-        let nodes: Vec<Node> = (0..7)
-            .map(|_| {
+        let nodes: Vec<Node> = (0..7u8)
+            .map(|i| {
+                let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, FIRST_SOURCE + i));
+                let source_arg = source.to_string();
                 let server = RedisServer::start_with(&[
+                    "--bind-source-addr",
+                    &source_arg,
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
@@ -72,7 +84,7 @@ impl PartitionedCluster {
                 ] {
                     redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query::<()>(&mut conn).expect("announce");
                 }
-                Node { client, bus, server }
+                Node { client, bus, server, source }
             })
             .collect();
         let cluster = PartitionedCluster { nodes };
@@ -141,10 +153,9 @@ impl PartitionedCluster {
         let master = &self.nodes[0];
         master.client.set_blackhole(true);
         master.bus.set_blackhole(true);
-        let pid = master.server.pid().expect("the master runs");
         for node in &self.nodes[1..] {
-            node.bus.freeze_from_process(pid);
-            node.client.freeze_from_process(pid);
+            node.bus.freeze_from_address(master.source);
+            node.client.freeze_from_address(master.source);
         }
     }
 

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -42,8 +42,8 @@ struct Shared {
     requests_delayed: AtomicU64,
     /// While set, a new connection is closed as soon as it is accepted, never forwarded.
     refusing: AtomicBool,
-    /// Processes whose connections are frozen, those open now and those they make later.
-    frozen_sources: Mutex<Vec<u32>>,
+    /// Source addresses whose connections are frozen, those open now and those made later.
+    frozen_sources: Mutex<Vec<IpAddr>>,
     /// Server→client chunks still to forward before a connection is cut (`-1`: off).
     cut_after: AtomicI64,
     stopping: AtomicBool,
@@ -221,15 +221,15 @@ impl Proxy {
         self.freeze_where(|c| c.client.peer_addr().is_ok_and(|a| a.port() == port))
     }
 
-    /// Freezes every connection the process `pid` makes to this proxy, those open now and
-    /// those it makes from now on (found by the port its end comes from, among the process's
-    /// sockets in `/proc`): a server whose links through this proxy go silent while the
-    /// other clients' do not. There is no thaw.
-    pub fn freeze_from_process(&self, pid: u32) {
-        lock(&self.shared.frozen_sources).push(pid);
+    /// Freezes every connection that comes from the address `source`, those open now and
+    /// those made from now on: a server whose outgoing connections leave from an address of
+    /// its own (`bind-source-addr`, one of loopback's 127.0.0.0/8) has its links through
+    /// this proxy go silent while the other clients' do not. There is no thaw.
+    pub fn freeze_from_address(&self, source: IpAddr) {
+        lock(&self.shared.frozen_sources).push(source);
         let conns = lock(&self.shared.conns);
         for conn in conns.values() {
-            if comes_from(pid, &conn.client) {
+            if conn.client.peer_addr().is_ok_and(|peer| peer.ip() == source) {
                 conn.frozen.store(true, Ordering::SeqCst);
             }
         }
@@ -338,57 +338,10 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
     pump(&conn, &shared, Direction::ClientToServer);
 }
 
-/// Whether `client` comes from a process whose connections are frozen.
+/// Whether `client` comes from an address whose connections are frozen.
 fn from_frozen_source(shared: &Shared, client: &TcpStream) -> bool {
-    let sources = lock(&shared.frozen_sources).clone();
-    sources.into_iter().any(|pid| comes_from(pid, client))
-}
-
-/// Whether the other end of `client` (a connection this proxy accepted) is a socket of the
-/// process `pid`: one of its sockets goes from that port to this proxy's port. Both ports
-/// are compared: another process may use the same local port towards another address. The
-/// kernel's tables are read without a snapshot, and a busy machine can make a read miss a
-/// line: looked up three times before the answer is no.
-fn comes_from(pid: u32, client: &TcpStream) -> bool {
-    let (Ok(peer), Ok(proxy)) = (client.peer_addr(), client.local_addr()) else { return false };
-    (0..3).any(|attempt| {
-        if attempt > 0 {
-            thread::sleep(Duration::from_millis(2));
-        }
-        connections_of(pid).contains(&(peer.port(), proxy.port()))
-    })
-}
-
-/// The TCP connections of the process `pid`, as (local port, remote port) (Linux: its
-/// `/proc/<pid>/fd` links name socket inodes, and `/proc/net/tcp` and `tcp6` give each
-/// inode's addresses). Empty where that cannot be read.
-fn connections_of(pid: u32) -> Vec<(u16, u16)> {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
-    let inodes: Vec<String> = fds
-        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
-        .filter_map(|link| {
-            let link = link.to_string_lossy().into_owned();
-            Some(link.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
-        })
-        .collect();
-    let mut ports = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else { continue };
-        for line in text.lines().skip(1) {
-            // `sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …`
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let (Some(local), Some(remote), Some(inode)) = (fields.get(1), fields.get(2), fields.get(9)) else {
-                continue;
-            };
-            let port = |address: &str| address.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
-            if inodes.iter().any(|i| i == inode)
-                && let (Some(local), Some(remote)) = (port(local), port(remote))
-            {
-                ports.push((local, remote));
-            }
-        }
-    }
-    ports
+    let Ok(peer) = client.peer_addr() else { return false };
+    lock(&shared.frozen_sources).contains(&peer.ip())
 }
 
 impl Conn {
