@@ -41,7 +41,11 @@ impl Machine {
             .find_map(|w| w.strip_prefix("v="))
             .map_or_else(|| "unknown".to_string(), |v| format!("redis-server {v}"));
         Machine {
-            cpus: thread::available_parallelism().map_or(0, |n| n.get()),
+            // The machine's, not this process's: the benchmark pins itself to one.
+            cpus: match cpuinfo.lines().filter(|l| l.starts_with("processor")).count() {
+                0 => thread::available_parallelism().map_or(0, |n| n.get()),
+                n => n,
+            },
             model,
             virtualized,
             load: std::fs::read_to_string("/proc/loadavg")

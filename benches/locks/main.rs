@@ -7,7 +7,7 @@
 //! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 50 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
-//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, 14, 15, or 1,12)
+//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, 14, 15, 16, or 1,12)
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
@@ -46,6 +46,10 @@
 //!     renewal behind `redis-sentinel://`, the most common replicated deployment.
 //! 15. `sync_mode` on Valkey 9.1 with an AOF synced every second: the pair waiting for the
 //!     master's disk (`Auto`) against `Wait`, the limit pair and a durable write's floor.
+//! 16. The leases curve: 1 to 100,000 watchdog leases held by one client (a process per
+//!     size), per lease renewed: Redis's time and CPU, the client's CPU, commands and bytes,
+//!     the passes; memory per lease, releasing them all; drawn as SVG (docs/curves/ when the
+//!     run writes the docs, target/bench-curves/ otherwise).
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -55,7 +59,8 @@
 //! ([`placement`]), the other work on the machine ([`meter`]), the machine itself
 //! ([`machine`]), clocks ([`clock`]), statistics ([`stats`]), one module per experiment
 //! under [`experiments`] (its measurement and its section of the report), child processes
-//! ([`child`]) and the report assembled from the sections ([`report`]).
+//! ([`child`]), the report assembled from the sections ([`report`]) and the curves drawn
+//! as pictures ([`plot`]).
 
 mod child;
 mod clock;
@@ -64,6 +69,7 @@ mod machine;
 mod meter;
 mod placement;
 mod plan;
+mod plot;
 mod report;
 mod stats;
 
@@ -81,6 +87,7 @@ use experiments::election::measure_elections;
 use experiments::group::{group_section, measure_group_locks};
 use experiments::handoff::measure_handoffs;
 use experiments::herd::measure_herd;
+use experiments::lease_curve::{CurvePoint, lease_curve_section, measure_lease_curve};
 use experiments::limit::{limit_section, measure_limit};
 use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
@@ -105,6 +112,7 @@ const ROLES: &[Role] = &[
     ("herd", experiments::herd::herd_child),
     ("election-candidate", experiments::election::candidate_child),
     ("election-observer", experiments::election::observer_child),
+    ("leases", experiments::lease_curve::leases_child),
 ];
 
 fn main() {
@@ -124,8 +132,9 @@ fn main() {
         return;
     }
 
-    let results = run_all(&server, placement, &plan, machine);
-    let report = results.report();
+    let (results, curve) = run_all(&server, placement, &plan, machine);
+    let mut report = results.report();
+    lease_curve_section(&mut report, &curve);
     println!("\n{report}");
     println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
     if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
@@ -134,8 +143,8 @@ fn main() {
 }
 
 /// Every step in the report's order, with what other processes did on the machine
-/// meanwhile.
-fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Machine) -> Results {
+/// meanwhile; the curves apart (their sections follow the report's).
+fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Machine) -> (Results, Vec<CurvePoint>) {
     let mut meter = CpuMeter::new(server);
     meter.step("0. physical limit");
     let limit = measure_limit(server, plan);
@@ -178,10 +187,12 @@ fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Mac
     drop(sentinels);
     meter.step("15. sync_mode");
     let durable = measure_durable(&placement);
+    meter.step("16. leases curve");
+    let curve = measure_lease_curve(server, plan);
     meter.step("");
     let other_work = meter.steps;
 
-    Results {
+    let results = Results {
         machine,
         placement: placement.description,
         other_work,
@@ -201,7 +212,8 @@ fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Mac
         elections,
         sentinel,
         durable,
-    }
+    };
+    (results, curve)
 }
 
 /// The limit, then each of `steps` (those of [`plan::ALONE_STEPS`]), their sections
@@ -223,6 +235,7 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
             }
             12 => group_section(&mut report, &measure_group_locks(server, plan)),
             15 => durable_section(&mut report, measure_durable(placement).as_ref()),
+            16 => lease_curve_section(&mut report, &measure_lease_curve(server, plan)),
             _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
         }
     }

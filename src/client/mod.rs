@@ -70,6 +70,11 @@ pub struct ClientStats {
     pub leases_renewed: u64,
     /// Time spent waiting for renew round trips so far.
     pub renewal_time: Duration,
+    /// Each renewal pass's time, from its first batch sent to its last answer (passes
+    /// that sent nothing are not counted). A pass is due every third of the watchdog
+    /// timeout; one that takes a sizeable part of that (many leases, a slow server) is
+    /// time the leases renewed last spend nearer their deadline.
+    pub renewal_pass_time: DurationHistogram,
     /// Channels the subscriber is subscribed to or is changing.
     pub channels: usize,
     /// Threads waiting for a release message.
@@ -364,6 +369,7 @@ impl Client {
             renewal_round_trips: stats.renewal.round_trips,
             leases_renewed: stats.renewal.renewed,
             renewal_time: stats.renewal.busy,
+            renewal_pass_time: stats.renewal.pass_time,
             channels: stats.subscriber.channels,
             waiters: stats.subscriber.waiters,
             subscriber_connected: stats.subscriber.connected,

@@ -7,6 +7,7 @@ pub(crate) mod election;
 pub(crate) mod group;
 pub(crate) mod handoff;
 pub(crate) mod herd;
+pub(crate) mod lease_curve;
 pub(crate) mod limit;
 pub(crate) mod peers;
 pub(crate) mod permit_renewal;

@@ -46,6 +46,7 @@ use crate::config::Config;
 use crate::engine::lease::{Answer, Lease, Renews, Schedule};
 use crate::engine::replicas::ReplicaSyncs;
 use crate::error::{Error, ErrorKind, Result};
+use crate::histogram::DurationHistogram;
 use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, RenewOutcome};
@@ -109,6 +110,8 @@ pub(crate) struct RenewalCounters {
     pub(crate) renewed: u64,
     /// Time spent in renew round trips.
     pub(crate) busy: Duration,
+    /// Each pass's time, from its first batch sent to its last answer.
+    pub(crate) pass_time: DurationHistogram,
 }
 
 /// What the thread needs besides the wheel.
@@ -603,5 +606,6 @@ impl Worker {
         counters.round_trips += round_trips;
         counters.renewed += renewed as u64;
         counters.busy += took;
+        counters.pass_time.add(took);
     }
 }

@@ -1,0 +1,424 @@
+//! Step 16, the leases curve: what holding 1 to 100,000 watchdog leases at once costs, per
+//! lease renewed: Redis's time, the client's CPU, the commands and bytes it sends, the
+//! round trips and the time of a renewal pass; the client's memory per lease, and the time
+//! to release them all. Each size runs in a child process of its own, so that the memory
+//! and the CPU time measured are that size's alone.
+
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::Client;
+use redlease_testkit::server::RedisServer;
+
+use crate::child::{URL_ENV, Worker, child_env, say};
+use crate::clock::nanos;
+use crate::experiments::renewal::{RENEWAL_WATCHDOG, renewal_client};
+use crate::machine::Machine;
+use crate::plan::Plan;
+use crate::plot::{LogLogChart, Series, commit};
+use crate::stats::{reset_server_stats, server_all_command_stats};
+
+/// The sizes of the curve: leases held at once by one client.
+const LEASE_COUNTS: [usize; 6] = [1, 10, 100, 1_000, 10_000, 100_000];
+/// The sizes of a quick run.
+const QUICK_LEASE_COUNTS: usize = 5;
+/// Threads the leases are spread over (guards stay on the thread that took them).
+const HOLDERS: usize = 4;
+/// Renewal periods in the measured window.
+const PERIODS: u32 = 3;
+/// Names the number of leases a child holds.
+const LEASES_ENV: &str = "REDLEASE_BENCH_LEASES";
+
+// Targets of the curve (docs/performance.md).
+/// Redis's and the client's cost per lease renewed may grow at most this much from 100
+/// leases to the largest size.
+const TARGET_FLATNESS: f64 = 1.5;
+/// The client's memory per lease held, from 1,000 leases on.
+const TARGET_BYTES_PER_LEASE: f64 = 1024.0;
+/// The longest pass, as a share of the renewal interval, at the largest size.
+const TARGET_PASS_SHARE: f64 = 0.1;
+/// The renewal interval of the default watchdog (30 s): what the pass target is judged
+/// against. A pass takes as long whatever the interval; the curve's shorter watchdog only
+/// brings more passes into its window.
+const DEFAULT_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
+
+/// One size of the curve.
+pub(crate) struct CurvePoint {
+    leases: usize,
+    /// Taking them all, spread over the holders.
+    acquired: Duration,
+    /// The child's resident memory before the leases were taken and while they were held.
+    rss_before: u64,
+    rss_held: u64,
+    window: Duration,
+    passes: u64,
+    round_trips: u64,
+    renewed: u64,
+    /// Time in renewal passes in the window.
+    pass_time: Duration,
+    /// The upper bound of the longest pass since the client was built (a power of two of a
+    /// microsecond, at most twice the pass).
+    longest_pass: Duration,
+    /// Leases lost and renewals failed, as the event hook counted them.
+    lost: u64,
+    failed: u64,
+    /// The child's CPU time in the window (every thread of the process).
+    client_cpu: Duration,
+    /// What Redis served in the window: every command's time and calls (`INFO
+    /// commandstats`, the reset that opened the window left out), the bytes it read, and
+    /// `redis-server`'s CPU time (`/proc`).
+    redis_time: Duration,
+    commands: u64,
+    bytes_in: u64,
+    server_cpu: Duration,
+    released: Duration,
+    /// Leases the client still counted after every guard dropped.
+    leases_left: usize,
+}
+
+impl CurvePoint {
+    fn per_renewal(&self, total: f64) -> f64 {
+        total / self.renewed.max(1) as f64
+    }
+    fn redis_us(&self) -> f64 {
+        self.per_renewal(self.redis_time.as_secs_f64() * 1e6)
+    }
+    fn server_cpu_us(&self) -> f64 {
+        self.per_renewal(self.server_cpu.as_secs_f64() * 1e6)
+    }
+    fn client_cpu_us(&self) -> f64 {
+        self.per_renewal(self.client_cpu.as_secs_f64() * 1e6)
+    }
+    fn bytes_per_lease(&self) -> f64 {
+        self.rss_held.saturating_sub(self.rss_before) as f64 / self.leases as f64
+    }
+    fn mean_pass(&self) -> Duration {
+        self.pass_time / u32::try_from(self.passes.max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+/// The curve, one child process per size (the largest left out of a quick run).
+pub(crate) fn measure_lease_curve(server: &RedisServer, plan: &Plan) -> Vec<CurvePoint> {
+    let sizes = if plan.quick { &LEASE_COUNTS[..QUICK_LEASE_COUNTS] } else { &LEASE_COUNTS[..] };
+    let pid = server.pid().expect("the server is running").to_string();
+    let mut conn = server.conn();
+    sizes
+        .iter()
+        .map(|&leases| {
+            let mut child = Worker::spawn("leases", &[(URL_ENV, server.url()), (LEASES_ENV, leases.to_string())]);
+            let held = numbers(&child.expect("held "));
+            reset_server_stats(&mut conn);
+            let server_cpu_before = cpu_of(&pid);
+            child.send("window");
+            let window = numbers(&child.expect("window "));
+            let server_cpu = cpu_of(&pid).saturating_sub(server_cpu_before);
+            let served = served_since_reset(&mut conn);
+            child.send("release");
+            let released = numbers(&child.expect("released "));
+            child.finish();
+            CurvePoint {
+                leases,
+                acquired: Duration::from_nanos(held[0]),
+                rss_before: held[1],
+                rss_held: held[2],
+                window: Duration::from_nanos(window[0]),
+                passes: window[1],
+                round_trips: window[2],
+                renewed: window[3],
+                pass_time: Duration::from_nanos(window[4]),
+                longest_pass: Duration::from_nanos(window[5]),
+                lost: window[6],
+                failed: window[7],
+                client_cpu: Duration::from_nanos(window[8]),
+                redis_time: served.time,
+                commands: served.commands,
+                bytes_in: served.bytes_in,
+                server_cpu: Duration::from_nanos(server_cpu),
+                released: Duration::from_nanos(released[0]),
+                leases_left: usize::try_from(released[1]).unwrap_or(usize::MAX),
+            }
+        })
+        .collect()
+}
+
+/// In the child: takes the leases over [`HOLDERS`] threads, then holds them through the
+/// window and releases them all, each on the parent's order, saying what it measured.
+pub(crate) fn leases_child() {
+    let leases: usize = child_env(LEASES_ENV).parse().expect("a count of leases");
+    let (client, events) = renewal_client(Client::builder(child_env(URL_ENV)));
+    // The pools and the renewal thread exist before the memory is first read.
+    let warm = client.lock("bench:curve:warm").try_lock().expect("warm-up").expect("the warm-up lock is free");
+    warm.unlock().expect("warm-up unlock");
+    let rss_before = resident_bytes();
+
+    let started = Instant::now();
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let holders: Vec<(mpsc::Sender<()>, thread::JoinHandle<()>)> = (0..HOLDERS.min(leases))
+        .map(|holder| {
+            let client = client.clone();
+            let held_tx = held_tx.clone();
+            let (release_tx, release_rx) = mpsc::channel::<()>();
+            let names: Vec<String> =
+                (holder..leases).step_by(HOLDERS).map(|i| format!("bench:curve:{leases}:{i}")).collect();
+            let thread = thread::spawn(move || {
+                let guards: Vec<_> = names
+                    .iter()
+                    .map(|name| {
+                        client.lock(name.as_str()).try_lock().expect("try_lock").expect("a fresh lease lock is free")
+                    })
+                    .collect();
+                held_tx.send(()).expect("tell the child's main thread");
+                release_rx.recv().expect("the release order");
+                drop(guards);
+            });
+            (release_tx, thread)
+        })
+        .collect();
+    for _ in &holders {
+        held_rx.recv().expect("a holder took its leases");
+    }
+    let acquired = started.elapsed();
+    say(&format!("held {} {rss_before} {}", nanos(acquired), resident_bytes()));
+
+    await_order("window");
+    let (before, cpu_before, window_start) = (client.stats(), own_cpu(), Instant::now());
+    thread::sleep(RENEWAL_WATCHDOG / 3 * PERIODS);
+    let (after, cpu, window) = (client.stats(), own_cpu() - cpu_before, window_start.elapsed());
+    let longest = after.renewal_pass_time.quantile(1.0).unwrap_or_default();
+    say(&format!(
+        "window {} {} {} {} {} {} {} {} {}",
+        nanos(window),
+        after.renewal_passes - before.renewal_passes,
+        after.renewal_round_trips - before.renewal_round_trips,
+        after.leases_renewed - before.leases_renewed,
+        nanos(after.renewal_time - before.renewal_time),
+        nanos(longest),
+        events.lost.load(std::sync::atomic::Ordering::Relaxed),
+        events.renewal_failed.load(std::sync::atomic::Ordering::Relaxed),
+        nanos(cpu),
+    ));
+
+    await_order("release");
+    let start = Instant::now();
+    for (release, thread) in holders {
+        release.send(()).expect("a holder waits for the release order");
+        thread.join().expect("a holder released its leases");
+    }
+    say(&format!("released {} {}", nanos(start.elapsed()), client.stats().leases));
+}
+
+/// What Redis served since the last `CONFIG RESETSTAT`.
+struct Served {
+    time: Duration,
+    commands: u64,
+    bytes_in: u64,
+}
+
+/// Whether a command named so in `INFO commandstats` is one a client sends itself: the
+/// commands a script runs are counted under their own names as well as in the script's
+/// time, and are left out of the sum.
+fn sent_by_a_client(name: &str) -> bool {
+    const SENT: [&str; 6] = ["info", "wait", "waitaof", "ping", "set", "hello"];
+    name.starts_with("eval") || name.starts_with("client|") || name.starts_with("script|") || SENT.contains(&name)
+}
+
+/// The calls and time of the commands clients sent since the reset (the reset itself left
+/// out; see [`sent_by_a_client`]), and the bytes Redis read, less this reading's two
+/// requests (each counted in the input bytes when it is read, in its command statistics
+/// only after it ran: the first is in neither figure's reply, the second in the bytes).
+fn served_since_reset(conn: &mut redis::Connection) -> Served {
+    let mut commands = 0;
+    let mut usec = 0;
+    for (name, calls, time) in server_all_command_stats(conn) {
+        if sent_by_a_client(&name) {
+            commands += calls;
+            usec += time;
+        }
+    }
+    let bytes_reading = redis::cmd("INFO").arg("stats").clone();
+    let info: String = bytes_reading.query(conn).expect("INFO stats");
+    let bytes_in: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("total_net_input_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("INFO stats has total_net_input_bytes");
+    let ours =
+        redis::cmd("INFO").arg("commandstats").get_packed_command().len() + bytes_reading.get_packed_command().len();
+    Served { time: Duration::from_micros(usec), commands, bytes_in: bytes_in.saturating_sub(ours as u64) }
+}
+
+/// The numbers of a child's line, in order.
+fn numbers(line: &str) -> Vec<u64> {
+    line.split_whitespace().map(|n| n.parse().unwrap_or_else(|_| panic!("a number in {line:?}"))).collect()
+}
+
+/// In the child: waits for the parent's next order, which must be `order`.
+fn await_order(order: &str) {
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).expect("read an order");
+    assert_eq!(line.trim(), order, "the parent's order");
+}
+
+/// This process's resident memory in bytes (`VmRSS` of `/proc/self/status`).
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kib * 1024
+}
+
+/// This process's CPU time, every thread's, those that ended included.
+fn own_cpu() -> Duration {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).expect("process CPU clock");
+    Duration::from(t)
+}
+
+/// The CPU time of process `pid` in nanoseconds: its threads' time on a CPU, summed
+/// (`/proc/<pid>/task/*/schedstat`, whose first field is nanoseconds).
+fn cpu_of(pid: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// How much a series grows over the sizes from 100 leases on: its greatest value over
+/// its least.
+fn spread(points: &[CurvePoint], value: impl Fn(&CurvePoint) -> f64) -> f64 {
+    let values: Vec<f64> = points.iter().filter(|p| p.leases >= 100).map(value).collect();
+    let (low, high) = values.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
+    if values.is_empty() || low <= 0.0 { f64::NAN } else { high / low }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "missed" }
+}
+
+/// Step 16's section: the table, the targets and the pictures (drawn now, see
+/// [`crate::plot::curves_dir`]).
+pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
+    let interval = RENEWAL_WATCHDOG / 3;
+    let _ = writeln!(
+        out,
+        "### 16. The leases curve: 1 to {} watchdog leases held by one client over {HOLDERS} threads \
+         (watchdog {} s, renewal every {} s, a window of {PERIODS} renewal periods; each size in a process of its own)\n",
+        points.last().map_or(0, |p| p.leases),
+        RENEWAL_WATCHDOG.as_secs(),
+        interval.as_secs()
+    );
+    let _ = writeln!(
+        out,
+        "| leases | taking them (s) | client memory per lease (B) | window (s) | passes | round trips per pass | \
+         pass mean / longest (ms) | renewed | Redis per renewal: commands' time (µs) | `redis-server` CPU per renewal (µs) | \
+         client CPU per renewal (µs) | commands per renewal | bytes sent per renewal | releasing them all (s) | lost / failed |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for p in points {
+        let _ = writeln!(
+            out,
+            "| {} | {:.3} | {:.0} | {:.2} | {} | {:.2} | {:.2} / ≤ {:.1} | {} | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {:.3} | {} / {}{} |",
+            p.leases,
+            p.acquired.as_secs_f64(),
+            p.bytes_per_lease(),
+            p.window.as_secs_f64(),
+            p.passes,
+            p.round_trips as f64 / p.passes.max(1) as f64,
+            p.mean_pass().as_secs_f64() * 1e3,
+            p.longest_pass.as_secs_f64() * 1e3,
+            p.renewed,
+            p.redis_us(),
+            p.server_cpu_us(),
+            p.client_cpu_us(),
+            p.per_renewal(p.commands as f64),
+            p.per_renewal(p.bytes_in as f64),
+            p.released.as_secs_f64(),
+            p.lost,
+            p.failed,
+            if p.leases_left > 0 { format!(" ({} leases left)", p.leases_left) } else { String::new() },
+        );
+    }
+    let redis_spread = spread(points, CurvePoint::redis_us);
+    let client_spread = spread(points, CurvePoint::client_cpu_us);
+    let memory = points.iter().filter(|p| p.leases >= 1_000).map(CurvePoint::bytes_per_lease).fold(0.0, f64::max);
+    let largest = points.last();
+    let longest = largest.map_or(f64::NAN, |p| p.longest_pass.as_secs_f64());
+    let pass_share = longest / DEFAULT_RENEWAL_INTERVAL.as_secs_f64();
+    let _ = writeln!(
+        out,
+        "\nTargets: Redis's time per renewal grows {redis_spread:.2}× from 100 leases to the largest size, the client's CPU \
+         {client_spread:.2}× (≤ {TARGET_FLATNESS}×: {}, {}); the most client memory per lease from 1,000 leases on is {memory:.0} B \
+         (≤ {TARGET_BYTES_PER_LEASE:.0}: {}); the longest pass at {} leases is at most {:.1} % of the default watchdog's \
+         renewal interval, {} s (≤ {:.0} %: {}; {:.1} % of this curve's {} s). The window's figures are per lease renewed; a pass's longest time is the upper end of its \
+         bucket in `ClientStats::renewal_pass_time` (at most twice the pass).\n",
+        verdict(redis_spread <= TARGET_FLATNESS),
+        verdict(client_spread <= TARGET_FLATNESS),
+        verdict(memory <= TARGET_BYTES_PER_LEASE),
+        largest.map_or(0, |p| p.leases),
+        pass_share * 100.0,
+        DEFAULT_RENEWAL_INTERVAL.as_secs(),
+        TARGET_PASS_SHARE * 100.0,
+        verdict(pass_share <= TARGET_PASS_SHARE),
+        longest / interval.as_secs_f64() * 100.0,
+        interval.as_secs(),
+    );
+    for chart in lease_charts(points) {
+        let caption = caption();
+        match chart.draw(&caption) {
+            Ok(_) => {
+                let _ = writeln!(out, "![{}](curves/{})\n", chart.title, chart.file);
+            }
+            Err(why) => {
+                let _ = writeln!(out, "({} not drawn: {why})\n", chart.file);
+            }
+        }
+    }
+}
+
+/// The machine and the commit, under each picture's title.
+fn caption() -> String {
+    let m = Machine::read();
+    format!("{} CPUs ({}), Linux {}, {}; commit {}", m.cpus, m.model, m.kernel, m.redis, commit())
+}
+
+/// The two pictures of the curve: the cost per lease renewed, and the time of a pass.
+fn lease_charts(points: &[CurvePoint]) -> [LogLogChart<'static>; 2] {
+    let series = |name: &str, value: &dyn Fn(&CurvePoint) -> f64| Series {
+        name: name.to_string(),
+        points: points.iter().map(|p| (p.leases as f64, value(p))).collect(),
+    };
+    [
+        LogLogChart {
+            file: "lease-curve-cost.svg",
+            title: "Cost per lease renewed, by the leases one client holds",
+            x_label: "leases held",
+            y_label: "µs per lease renewed",
+            series: vec![
+                series("Redis: the commands' time (INFO commandstats)", &CurvePoint::redis_us),
+                series("redis-server CPU (/proc)", &CurvePoint::server_cpu_us),
+                series("client CPU (the process's clock)", &CurvePoint::client_cpu_us),
+            ],
+        },
+        LogLogChart {
+            file: "lease-curve-pass.svg",
+            title: "A renewal pass's time, by the leases one client holds",
+            x_label: "leases held",
+            y_label: "ms",
+            series: vec![
+                series("mean pass", &|p| p.mean_pass().as_secs_f64() * 1e3),
+                series("longest pass (upper bound)", &|p| p.longest_pass.as_secs_f64() * 1e3),
+                series("the target: a tenth of the default renewal interval", &|_| {
+                    DEFAULT_RENEWAL_INTERVAL.as_secs_f64() * 1e3 * TARGET_PASS_SHARE
+                }),
+            ],
+        },
+    ]
+}
