@@ -5,10 +5,16 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
 use crate::engine::{Engine, Hold, LeaseState, PendingRelease};
 use crate::error::{Error, Result};
 use crate::fan_out;
 use crate::watch::{LeaseWatch, combined_state, combined_valid_until};
+
+/// A guard's holds: one for every kind but the multi-lock and Redlock, kept inline (a
+/// separate allocation was 104 B a lease, for as long as the lease is held).
+pub(crate) type Holds = SmallVec<[Hold; 1]>;
 
 /// Whose a guard's holds are, and so whether it may change threads: the type parameter
 /// of [`LockGuard`], [`ThreadBound`] or [`Sendable`] (as `lock_api`'s guard markers).
@@ -60,7 +66,7 @@ mod sealed {
 #[must_use = "if unused the lock is released at once"]
 #[clippy::has_significant_drop]
 pub struct LockGuard<M: GuardMode = ThreadBound> {
-    holds: Vec<Hold>,
+    holds: Holds,
     /// How many holds must stay held for the guard to count as held: all of them, or a
     /// Redlock's majority.
     quorum: usize,
@@ -73,11 +79,11 @@ pub struct LockGuard<M: GuardMode = ThreadBound> {
 impl<M: GuardMode> LockGuard<M> {
     pub(crate) fn new(hold: Hold) -> LockGuard<M> {
         let token = hold.token();
-        LockGuard::of(vec![hold], 1, token, None)
+        LockGuard::of(smallvec::smallvec![hold], 1, token, None)
     }
 
     pub(crate) fn of(
-        holds: Vec<Hold>,
+        holds: Holds,
         quorum: usize,
         token: Option<u64>,
         concurrent_release: Option<Duration>,
@@ -88,7 +94,7 @@ impl<M: GuardMode> LockGuard<M> {
     /// One guard for every hold of `guards` (a multi-lock's members), all of which must
     /// stay held.
     pub(crate) fn merge(guards: Vec<LockGuard<M>>) -> LockGuard<M> {
-        let holds: Vec<Hold> = guards.into_iter().flat_map(|mut g| std::mem::take(&mut g.holds)).collect();
+        let holds: Holds = guards.into_iter().flat_map(|mut g| std::mem::take(&mut g.holds)).collect();
         let quorum = holds.len();
         LockGuard::of(holds, quorum, None, None)
     }

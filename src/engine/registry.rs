@@ -67,8 +67,37 @@ impl Registry {
 /// A lease of `owner` on `name`, renewed with the watchdog's `span`, in no registry (a
 /// sendable guard's: no thread's).
 pub(crate) fn new_lease(kind: Kind, name: &Arc<str>, owner: String, span: Span) -> Arc<Lease> {
-    let field = kind.field(&owner);
     let hold_keys = kind.hold_keys(name, &owner);
+    let owner: Arc<str> = Arc::from(owner);
+    // A lease lives as long as its hold: its owner and field are shared where they are the
+    // same text (a plain or a read hold's field is its owner).
+    let field = match kind.role() {
+        Role::Write => Arc::from(kind.field(&owner)),
+        Role::Read | Role::Exclusive => Arc::clone(&owner),
+    };
     let renews = Renews::Hash { owner, role: kind.role(), field, hold_keys };
     Arc::new(Lease::new(Arc::clone(name), renews, span))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Every kind's lease renews the field the kind says its holds are under, and keeps
+    /// one text for the owner and the field where they are the same.
+    #[test]
+    fn a_lease_renews_its_kinds_field_and_shares_it_with_the_owner_where_they_are_one() {
+        let span = Span { lease: Duration::from_secs(30), drift: Duration::from_millis(30) };
+        let name: Arc<str> = Arc::from("a-lock");
+        for kind in Kind::ALL {
+            let owner = "5f0c2c1e-client:7".to_owned();
+            let lease = new_lease(kind, &name, owner.clone(), span);
+            let Renews::Hash { owner: kept, field, .. } = lease.renews() else { panic!("{kind:?}: a lock's lease") };
+            assert_eq!(**kept, *owner, "{kind:?}");
+            assert_eq!(**field, *kind.field(&owner), "{kind:?}");
+            assert_eq!(Arc::ptr_eq(kept, field), **field == *owner, "{kind:?}: one allocation when they are one text");
+        }
+    }
 }

@@ -348,7 +348,10 @@ impl<const N: usize> Arg for Joined<'_, N> {
 /// calls as they are: a lock's keys and channels, written once per lock handle rather than
 /// from their parts in every call.
 pub(crate) struct Prewritten<const N: usize> {
-    bytes: Vec<u8>,
+    /// Exactly the bytes written: a handle keeps them as long as it lives (a guard's
+    /// handle, for the whole hold), and the `Vec` they were written into had grown to up
+    /// to twice their length (measured: 439 B a plain lock's handle, half of it unused).
+    bytes: Box<[u8]>,
     /// Where each argument ends in `bytes`.
     ends: [usize; N],
 }
@@ -361,7 +364,7 @@ impl<const N: usize> Prewritten<N> {
             arg.write_to(&mut bytes);
             *end = bytes.len();
         }
-        Prewritten { bytes, ends }
+        Prewritten { bytes: bytes.into_boxed_slice(), ends }
     }
 
     /// The argument at `index` (below `N`), to be written into a call.

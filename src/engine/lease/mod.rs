@@ -133,7 +133,8 @@ pub(crate) enum Renews {
     /// The holds of `owner` on a lock (`name` is the lock): its hash field `field` (the
     /// owner, or `<owner>:write`), and for read holds the prefix of their per-hold timeout
     /// keys, renewed along with the hash.
-    Hash { owner: String, role: Role, field: String, hold_keys: Option<String> },
+    /// A plain or a read hold's field is the owner itself, one allocation for both.
+    Hash { owner: Arc<str>, role: Role, field: Arc<str>, hold_keys: Option<String> },
     /// The permits of a permit-expirable semaphore (`name` is the semaphore), by id:
     /// renewed in the semaphore's timeouts set. They are nobody's: no owner, no field.
     Permits(Vec<PermitId>),
@@ -228,7 +229,8 @@ impl Lease {
     /// The owner the holds are recorded under (`None`: permits, which are nobody's).
     pub(crate) fn owner(&self) -> Option<&str> {
         match &self.renews {
-            Renews::Hash { owner, .. } | Renews::Group { owner, .. } => Some(owner),
+            Renews::Hash { owner, .. } => Some(owner),
+            Renews::Group { owner, .. } => Some(owner),
             Renews::Permits(_) => None,
         }
     }
