@@ -327,40 +327,7 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
          client CPU per renewal (µs) | commands per renewal | bytes sent per renewal | releasing them all (s) | lost / failed |"
     );
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (i, p) in points.iter().enumerate() {
-        // The memory per lease between this size and the one before: what the fixed costs
-        // (the holders' threads, the first growth of the maps) leave out.
-        let marginal = i.checked_sub(1).map_or_else(
-            || "–".to_string(),
-            |before| {
-                let b = &points[before];
-                format!("{:.0}", (p.bytes_added() - b.bytes_added()) / (p.leases - b.leases) as f64)
-            },
-        );
-        let _ = writeln!(
-            out,
-            "| {} | {:.3} | {:.0} / {} | {:.2} | {} | {:.2} | {:.2} / ≤ {:.1} | {} | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {:.3} | {} / {}{} |",
-            p.leases,
-            p.acquired.as_secs_f64(),
-            p.bytes_per_lease(),
-            marginal,
-            p.window.as_secs_f64(),
-            p.passes,
-            p.round_trips as f64 / p.passes.max(1) as f64,
-            p.mean_pass().as_secs_f64() * 1e3,
-            p.longest_pass.as_secs_f64() * 1e3,
-            p.renewed,
-            p.redis_us(),
-            p.server_cpu_us(),
-            p.client_cpu_us(),
-            p.per_renewal(p.commands as f64),
-            p.per_renewal(p.bytes_in as f64),
-            p.released.as_secs_f64(),
-            p.lost,
-            p.failed,
-            if p.leases_left > 0 { format!(" ({} leases left)", p.leases_left) } else { String::new() },
-        );
-    }
+    table_rows(out, points);
     let redis_spread = spread(points, CurvePoint::redis_us);
     let client_spread = spread(points, CurvePoint::client_cpu_us);
     let largest = points.last();
@@ -437,4 +404,42 @@ fn lease_charts(points: &[CurvePoint]) -> [LogLogChart<'static>; 2] {
             ],
         },
     ]
+}
+
+/// One row of step 16's table per size.
+fn table_rows(out: &mut String, points: &[CurvePoint]) {
+    for (i, p) in points.iter().enumerate() {
+        // The memory per lease between this size and the one before: what the fixed costs
+        // (the holders' threads, the first growth of the maps) leave out.
+        let marginal = i.checked_sub(1).map_or_else(
+            || "–".to_string(),
+            |before| {
+                let b = &points[before];
+                format!("{:.0}", (p.bytes_added() - b.bytes_added()) / (p.leases - b.leases) as f64)
+            },
+        );
+        let _ = writeln!(
+            out,
+            "| {} | {:.3} | {:.0} / {} | {:.2} | {} | {:.2} | {:.2} / ≤ {:.1} | {} | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {:.3} | {} / {}{} |",
+            p.leases,
+            p.acquired.as_secs_f64(),
+            p.bytes_per_lease(),
+            marginal,
+            p.window.as_secs_f64(),
+            p.passes,
+            p.round_trips as f64 / p.passes.max(1) as f64,
+            p.mean_pass().as_secs_f64() * 1e3,
+            p.longest_pass.as_secs_f64() * 1e3,
+            p.renewed,
+            p.redis_us(),
+            p.server_cpu_us(),
+            p.client_cpu_us(),
+            p.per_renewal(p.commands as f64),
+            p.per_renewal(p.bytes_in as f64),
+            p.released.as_secs_f64(),
+            p.lost,
+            p.failed,
+            if p.leases_left > 0 { format!(" ({} leases left)", p.leases_left) } else { String::new() },
+        );
+    }
 }
