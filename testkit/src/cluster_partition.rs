@@ -13,6 +13,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::partition::replication_summary;
 use crate::proxy::Proxy;
 use crate::server::RedisServer;
 
@@ -182,18 +183,7 @@ impl PartitionedCluster {
             .iter()
             .map(|n| {
                 let port = n.server.port();
-                let info = conn_to(port)
-                    .and_then(|mut c| redis::cmd("INFO").arg("replication").query::<String>(&mut c))
-                    .unwrap_or_else(|e| format!("no answer: {e}"));
-                let lines: Vec<&str> = info
-                    .lines()
-                    .filter(|l| {
-                        ["role:", "connected_slaves:", "slave", "master_port:", "master_link_status:", "no answer"]
-                            .iter()
-                            .any(|p| l.starts_with(p))
-                    })
-                    .collect();
-                format!("node {port} (client proxy {}): {}", n.client.addr().port(), lines.join(" | "))
+                format!("node {port} (client proxy {}): {}", n.client.addr().port(), replication_summary(port))
             })
             .collect::<Vec<_>>()
             .join("\n")

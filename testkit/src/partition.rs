@@ -131,19 +131,7 @@ impl PartitionGroup {
     pub fn describe(&self) -> String {
         std::iter::once(&self.master)
             .chain(&self.replicas)
-            .map(|server| {
-                let port = server.port();
-                let info = crate::sentinel::info(port, "replication").unwrap_or_else(|| "no answer".to_owned());
-                let lines: Vec<&str> = info
-                    .lines()
-                    .filter(|l| {
-                        ["role:", "connected_slaves:", "slave", "master_port:", "master_link_status:", "no answer"]
-                            .iter()
-                            .any(|p| l.starts_with(p))
-                    })
-                    .collect();
-                format!("node {port}: {}", lines.join(" | "))
-            })
+            .map(|server| format!("node {}: {}", server.port(), replication_summary(server.port())))
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -155,4 +143,13 @@ impl PartitionGroup {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// What the server on `port` says of its role and replicas: the lines of `INFO
+/// replication` a failed partition test needs, on one line.
+pub(crate) fn replication_summary(port: u16) -> String {
+    let info = crate::sentinel::info(port, "replication").unwrap_or_else(|| "no answer".to_owned());
+    let wanted = ["role:", "connected_slaves:", "slave", "master_port:", "master_link_status:", "no answer"];
+    let lines: Vec<&str> = info.lines().filter(|l| wanted.iter().any(|p| l.starts_with(p))).collect();
+    lines.join(" | ")
 }
