@@ -156,6 +156,15 @@ fn an_idle_client_sends_nothing_and_holds_no_subscription() {
 
 /// The members of a lock's sorted set of waiting redlease clients (their wake tokens), by
 /// registration.
+/// The server's role and the end of its log: what a failure shows when something other
+/// than the test may have acted on the server.
+fn server_state(server: &RedisServer) -> String {
+    let role = redis::cmd("ROLE").query::<redis::Value>(&mut server.conn());
+    let log = server.log();
+    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+    format!("role {role:?}; its log ends:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
+}
+
 fn waiting_clients(conn: &mut redis::Connection, lock: &str) -> Vec<String> {
     redis::cmd("ZRANGE").arg(format!("redlease_waiters:{{{lock}}}")).arg(0).arg(-1).query(conn).unwrap()
 }
@@ -240,7 +249,12 @@ fn a_waiter_that_leaves_unregisters_and_passes_a_spent_wake_up_on() {
         (got.is_some(), Instant::now())
     });
     assert!(wait_until(Duration::from_secs(5), || waiting_clients(&mut conn, "passed").len() == 2));
-    assert!(first.join().unwrap(), "the first waiter gave up while the lock was held");
+    assert!(
+        first.join().unwrap(),
+        "the first waiter gave up while the lock was held; the holder's lease {:?}; the server: {}",
+        guard.watch().state(),
+        server_state(&server)
+    );
     let left = waiting_clients(&mut conn, "passed");
     assert_eq!(left.len(), 1, "the first client took its registration back: {left:?}");
     assert!(!left.contains(&first_token));

@@ -17,6 +17,7 @@ pub mod foreign;
 pub mod history;
 pub mod partition;
 pub mod pki;
+pub mod ports;
 pub mod proxy;
 pub mod sentinel;
 pub mod server;

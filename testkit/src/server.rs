@@ -6,11 +6,13 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
+
+pub use crate::ports::free_port;
 use std::time::{Duration, Instant};
 
 /// Environment variable naming the `redis-server` binary to use instead of the one on `PATH`.
@@ -337,50 +339,6 @@ fn find_binary() -> PathBuf {
             panic!("redis-server was not found on PATH.\n{}", install_hint())
         }
     })
-}
-
-/// Lowest port `free_port` picks from.
-const MIN_PORT: u16 = 10_000;
-
-/// A port that was free a moment ago, below the kernel's ephemeral range when that is
-/// known, so that neither `bind(0)` listeners (proxies) nor the local ends of outgoing
-/// connections (including a client's TCP self-connect while it retries a killed
-/// server) can take the port between `kill` and `start_again`. Falls back to letting
-/// the OS pick (`127.0.0.1:0`).
-pub fn free_port() -> u16 {
-    if let Some(first_ephemeral) = first_ephemeral_port()
-        && first_ephemeral > MIN_PORT + 1_000
-    {
-        let span = u64::from(first_ephemeral - MIN_PORT);
-        for _ in 0..100 {
-            let port = MIN_PORT + u16::try_from(random_u64() % span).expect("port < 65536");
-            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
-                return port;
-            }
-        }
-    }
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("cannot bind 127.0.0.1:0 to find a free port")
-}
-
-/// The first port of the kernel's ephemeral range (Linux), if known.
-fn first_ephemeral_port() -> Option<u16> {
-    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?.split_whitespace().next()?.parse().ok()
-}
-
-/// A random number from std alone (`RandomState` is seeded randomly per process).
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static CALLS: AtomicUsize = AtomicUsize::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_usize(CALLS.fetch_add(1, Ordering::Relaxed));
-    hasher.write_u32(std::process::id());
-    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        hasher.write_u128(now.as_nanos());
-    }
-    hasher.finish()
 }
 
 enum Probe {
