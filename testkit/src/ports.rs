@@ -85,7 +85,7 @@ impl PortLedger {
     /// exits and its starter draws again.
     fn reclaim_stale(&self, marker: &std::path::Path) -> bool {
         let age = fs::metadata(marker).and_then(|m| m.modified()).ok().and_then(|at| at.elapsed().ok());
-        if !age.is_some_and(|age| age >= self.held_for) {
+        if age.is_none_or(|age| age < self.held_for) {
             return false;
         }
         File::options().write(true).open(marker).and_then(|file| file.set_modified(SystemTime::now())).is_ok()
