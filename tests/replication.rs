@@ -529,3 +529,67 @@ fn a_synced_grant_is_one_round_trip_to_the_master() {
     assert!(exists(&mut replica, "taken"));
     guard.unlock().expect("released");
 }
+
+/// Grants one after another check the master's replicas with `ROLE` (a sixth of the
+/// reading's cost at the server) while the last reading is younger than a second, and a
+/// replica that joins meanwhile is counted all the same: the check finds a replica the
+/// reading did not list, a reading follows, and the grants wait for both. With the new
+/// replica stopped (SIGSTOP: the master lists it online until its `repl-timeout`), a grant
+/// is refused; with it running again, granted.
+///
+/// Breaks if a check that finds other replicas lets the last reading's count stand (the
+/// grant would wait for one replica and be given), or if grants read the master every time.
+#[test]
+fn grants_check_the_replicas_cheaply_and_count_one_that_joined() {
+    let mut group = Replicated::start(1);
+    let client = Client::builder(group.master.url())
+        .command_timeout(Duration::from_secs(2))
+        .replica_sync_timeout(Duration::from_secs(2))
+        .retry_budget(Duration::ZERO)
+        .build()
+        .expect("client");
+    let lease = Duration::from_secs(10);
+    let pair = |name: &str| match client.lock(name).with_lease(lease).try_lock() {
+        Ok(Some(guard)) => guard.unlock().map_err(|err| format!("{name}: released: {err}")),
+        Ok(None) => Err(format!("{name}: taken")),
+        Err(err) => Err(format!("{name}: {err}")),
+    };
+    pair("warm").unwrap();
+    let mut master = group.master.conn();
+    redis::cmd("CONFIG").arg("RESETSTAT").query::<()>(&mut master).expect("CONFIG RESETSTAT");
+    let started = Instant::now();
+    for i in 0..20 {
+        pair(&format!("checked-{i}")).unwrap();
+    }
+    let seconds = started.elapsed().as_secs();
+    let calls = |master: &mut redis::Connection, command: &str| {
+        let info = info_field(master, "commandstats", &format!("cmdstat_{command}")).unwrap_or_default();
+        info.split(',').find_map(|f| f.strip_prefix("calls=")).map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    let (roles, infos) = (calls(&mut master, "role"), calls(&mut master, "info"));
+    // A reading (two `INFO`s) at most once a second; the other grants check.
+    assert!(infos <= 2 * (seconds + 2), "{infos} INFOs for 20 grants in {seconds} s");
+    assert!(roles >= 20 - (seconds + 2), "{roles} ROLEs for 20 grants in {seconds} s");
+
+    // A second replica joins while grants go on (each reading young, each grant checked).
+    let port = group.master.port().to_string();
+    let joining = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    group.replicas.push(joining);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut i = 0;
+    while info_field(&mut master, "replication", "slave1").is_none_or(|s| !s.contains("state=online")) {
+        assert!(Instant::now() < deadline, "the second replica came online");
+        i += 1;
+        pair(&format!("joining-{i}")).unwrap();
+    }
+    pair("joined").unwrap();
+    let stopped = group.replicas[1].pid().expect("running");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(stopped).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    let refused = client.lock("while-stopped").with_lease(lease).try_lock();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    let err = refused.err().expect("a grant the stopped replica cannot confirm is refused");
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err}");
+    assert!(err.to_string().contains("of the 2 replica(s)"), "it waited for both: {err}");
+    pair("running-again").unwrap();
+}

@@ -65,6 +65,39 @@ impl RawPair {
             .expect("raw acquire");
         assert_eq!(reply, None, "raw acquire of a free lock");
         let first = start.elapsed();
+        self.release(conn);
+        first
+    }
+
+    /// The synced floor of a replicated master: the acquire with `WAIT replicas` behind it
+    /// in one write (one round trip), then the release; returns how long the acquire and
+    /// its acknowledgement took. The acquire script must have been loaded on `conn`'s
+    /// server ([`run`](Self::run) loads it).
+    pub(crate) fn run_synced(&mut self, conn: &mut redis::Connection, replicas: u64) -> Duration {
+        let start = Instant::now();
+        let (reply, acked): (Option<i64>, u64) = redis::pipe()
+            .cmd("EVALSHA")
+            .arg(self.acquire.get_hash())
+            .arg(2)
+            .arg(&self.name)
+            .arg(&self.waiters)
+            .arg(30_000)
+            .arg(&self.owner)
+            .arg("")
+            .arg(5_000)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(1_000)
+            .query(conn)
+            .expect("raw acquire with WAIT behind it");
+        assert_eq!(reply, None, "raw acquire of a free lock");
+        assert!(acked >= replicas, "WAIT {replicas} answered {acked}");
+        let first = start.elapsed();
+        self.release(conn);
+        first
+    }
+
+    fn release(&mut self, conn: &mut redis::Connection) {
         self.request += 1;
         // The request id as the library makes it: the client's UUID and a counter.
         let reply: Option<i64> = self
@@ -81,7 +114,6 @@ impl RawPair {
             .invoke(conn)
             .expect("raw release");
         assert_eq!(reply, Some(1), "raw release of a held lock");
-        first
     }
 }
 

@@ -34,14 +34,14 @@ use crate::config::{Config, ReplicaPolicy};
 use crate::disk_view::{DiskVerdict, DiskView, Inability, SyncMode};
 use crate::error::{Error, ErrorKind};
 use crate::fast_hash::FastMap;
-use crate::replica_view::{Found, Probe, Reading, Refusal, ReplicaAcks, ReplicaView, ToAsk, Verdict};
+use crate::replica_view::{Check, Found, Probe, Reading, Refusal, ReplicaAcks, ReplicaView, ToAsk, Verdict};
 use crate::transport::{Conn, Pool};
 
 mod wire;
 
 use wire::{
-    ask, info_commands, malformed, parse, read, text, wait, wait_count, wait_millis, waitaof_answer, waitaof_command,
-    with_wait_timeout,
+    ask, check_command, info_commands, malformed, parse, parse_check, read, text, wait, wait_count, wait_millis,
+    waitaof_answer, waitaof_command, with_wait_timeout,
 };
 
 /// What became of a grant, as far as the replicas go (not `Sync`: it would shadow the
@@ -201,10 +201,11 @@ pub(crate) struct ReplicaSync {
 
 /// What rides behind a write (a grant's script, a renewal batch) on its connection, in one
 /// write with it, to confirm it, in this order: the reading (`INFO replication`, `INFO
-/// stats`), `WAIT n`, `WAITAOF 1 0`.
+/// stats`) or a grant's cheap check (`ROLE`), `WAIT n`, `WAITAOF 1 0`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Behind {
     reading: bool,
+    check: bool,
     /// `WAIT`'s count, when it is sent.
     wait: Option<u64>,
     disk: bool,
@@ -218,7 +219,10 @@ impl Behind {
 
     /// How many replies its commands get.
     pub(crate) fn replies(&self) -> usize {
-        2 * usize::from(self.reading) + usize::from(self.wait.is_some()) + usize::from(self.disk)
+        2 * usize::from(self.reading)
+            + usize::from(self.check)
+            + usize::from(self.wait.is_some())
+            + usize::from(self.disk)
     }
 
     /// Whether it blocks in Redis (`WAIT`, `WAITAOF`): its replies may take that long more.
@@ -231,6 +235,9 @@ impl Behind {
         let mut pipe = redis::pipe();
         if self.reading {
             info_commands(&mut pipe);
+        }
+        if self.check {
+            check_command(&mut pipe);
         }
         if let Some(n) = self.wait {
             pipe.cmd("WAIT").arg(n).arg(wait_millis(wait_timeout));
@@ -260,18 +267,23 @@ impl Behind {
             }
             false => None,
         };
+        let check = match self.check {
+            true => Some(parse_check(replies.next().ok_or_else(|| malformed("ROLE got no reply"))?)?),
+            false => None,
+        };
         let acked = match self.wait {
             Some(n) => Some((n, wait_count(replies.next().ok_or_else(|| malformed("WAIT got no reply"))?)?)),
             None => None,
         };
         let disk = if self.disk { replies.next() } else { None };
-        Ok(Got { reading, acked, disk })
+        Ok(Got { reading, check, acked, disk })
     }
 }
 
 /// What the commands behind a write answered.
 struct Got {
     reading: Option<Reading>,
+    check: Option<Check>,
     /// `WAIT`'s count sent, and its reply (`None`: `UNBLOCKED`).
     acked: Option<(u64, Option<i64>)>,
     /// `WAITAOF`'s reply.
@@ -302,11 +314,23 @@ impl ReplicaSync {
     /// unreplicated as of a moment ago, `WAIT n` when the last reading's verdict waits for
     /// `n` replicas, `WAITAOF` when the disk is waited for.
     pub(crate) fn behind(&self, conn: &Conn) -> Behind {
-        let probe = self.settings.timeout.and_then(|_| self.probe(conn));
+        self.behind_as(conn, self.settings.timeout.and_then(|_| self.probe(conn)))
+    }
+
+    /// What rides behind a grant on `conn`: as [`behind`](ReplicaSync::behind), but the
+    /// cheap check instead of the reading while the last reading settled the replicas (see
+    /// [`ReplicaView::probe_for_grant`]).
+    fn behind_grant(&self, conn: &Conn) -> Behind {
+        let probe = self.settings.timeout.and_then(|_| self.probe_with(conn, ReplicaView::probe_for_grant));
+        self.behind_as(conn, probe)
+    }
+
+    fn behind_as(&self, conn: &Conn, probe: Option<Probe>) -> Behind {
         Behind {
             reading: matches!(probe, Some(Probe::Read | Probe::ReadAndWait(_))),
+            check: matches!(probe, Some(Probe::CheckAndWait(_))),
             wait: match probe {
-                Some(Probe::ReadAndWait(n)) => Some(n),
+                Some(Probe::ReadAndWait(n) | Probe::CheckAndWait(n)) => Some(n),
                 _ => None,
             },
             disk: self.disk_asks(conn),
@@ -333,7 +357,7 @@ impl ReplicaSync {
     /// they would after its reply; a script that granted nothing wrote nothing for the
     /// `WAIT` or `WAITAOF` to wait for.
     pub(crate) fn send_with_grant(&self, conn: &mut Conn, command_timeout: Duration) -> Behind {
-        let behind = self.behind(conn);
+        let behind = self.behind_grant(conn);
         if !behind.is_empty() {
             let wait_timeout = self.wait_timeout();
             let within = if behind.blocks() { command_timeout.saturating_add(wait_timeout) } else { command_timeout };
@@ -357,10 +381,10 @@ impl ReplicaSync {
     ) -> redis::RedisResult<Replication> {
         let got = match conn.take_trailing_replies() {
             Some(replies) => behind.split(replies?)?,
-            None => Got { reading: None, acked: None, disk: None },
+            None => Got { reading: None, check: None, acked: None, disk: None },
         };
-        let Got { reading, acked, disk } = got;
-        let replicated = self.confirm_with_replicas(conn, reading, acked, pool, command_timeout)?;
+        let Got { reading, check, acked, disk } = got;
+        let replicated = self.confirm_with_replicas(conn, (reading, check), acked, pool, command_timeout)?;
         if replicated != Replication::Confirmed {
             return Ok(replicated);
         }
@@ -380,7 +404,7 @@ impl ReplicaSync {
         pool: Option<&Pool>,
         ask_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
-        let Got { reading, acked, disk } = behind.split(replies)?;
+        let Got { reading, acked, disk, .. } = behind.split(replies)?;
         let replicated = match self.verdict_of(conn, reading, acked, || pool, ask_timeout)? {
             Judged::Done(replication) => replication,
             // Nothing more may be sent: what rode behind is all there is.
@@ -408,20 +432,32 @@ impl ReplicaSync {
     fn confirm_with_replicas(
         &self,
         conn: &mut Conn,
-        reading: Option<Reading>,
+        (reading, check): (Option<Reading>, Option<Check>),
         acked: Option<(u64, Option<i64>)>,
         pool: impl Fn() -> Option<Arc<Pool>>,
         command_timeout: Duration,
     ) -> redis::RedisResult<Replication> {
         let timeout = self.wait_timeout();
-        let reading = match reading {
-            Some(reading) => Some(reading),
-            None if self.settings.timeout.is_some() && self.probe(conn).is_some_and(|probe| probe != Probe::Skip) => {
-                Some(read(conn)?)
+        let standing = check.as_ref().and_then(|check| self.checked(conn, check));
+        let judged = match standing {
+            Some(verdict) => judged(verdict, acked),
+            None => {
+                let reading = match reading {
+                    Some(reading) => Some(reading),
+                    // The check found a change (or nothing rode behind, and the view asks
+                    // for a reading now): read on the grant's connection.
+                    None if check.is_some() => Some(read(conn)?),
+                    None if self.settings.timeout.is_some()
+                        && self.probe(conn).is_some_and(|probe| probe != Probe::Skip) =>
+                    {
+                        Some(read(conn)?)
+                    }
+                    None => None,
+                };
+                self.verdict_of(conn, reading, acked, &pool, timeout)?
             }
-            None => None,
         };
-        let (required, acked) = match self.verdict_of(conn, reading, acked, &pool, timeout)? {
+        let (required, acked) = match judged {
             Judged::Done(Replication::Unconfirmed(Unconfirmed::NoAck { acked, required })) => (required, acked),
             Judged::Done(replication) => return Ok(replication),
             Judged::NeedsWait { required, .. } => match wait(conn, required, timeout, command_timeout)? {
@@ -477,28 +513,18 @@ impl ReplicaSync {
             _ => verdict,
         };
         let verdict = if self.settings.when_connected { self.when_connected(conn, verdict) } else { verdict };
-        Ok(match verdict {
-            Verdict::Confirmed => Judged::Done(Replication::Confirmed),
-            Verdict::Refused(Refusal::NotMaster) => Judged::Done(Replication::Unconfirmed(Unconfirmed::NotMaster)),
-            Verdict::Refused(Refusal::LostReplica { before, now }) => {
-                Judged::Done(Replication::Unconfirmed(Unconfirmed::LostReplica { before, now }))
-            }
-            Verdict::Refused(Refusal::Alone) => Judged::Done(Replication::Unconfirmed(Unconfirmed::Alone)),
-            Verdict::Wait(required) => match acked {
-                // `UNBLOCKED`: its master turned replica while it blocked.
-                Some((_, None)) => Judged::Done(Replication::Unconfirmed(Unconfirmed::NotMaster)),
-                Some((_, Some(count))) if count >= 0 && count as u64 >= required => {
-                    Judged::Done(Replication::Confirmed)
-                }
-                // Sent for as many as are required, and fewer came: a second wait would
-                // wait as long.
-                Some((sent, Some(count))) if sent >= required => {
-                    Judged::Done(Replication::Unconfirmed(Unconfirmed::NoAck { acked: count.max(0) as u64, required }))
-                }
-                Some((_, Some(count))) => Judged::NeedsWait { required, acked: Some(count.max(0) as u64) },
-                None => Judged::NeedsWait { required, acked: None },
-            },
-        })
+        Ok(judged(verdict, acked))
+    }
+
+    /// The last reading's verdict of a grant on `conn`, when the cheap check behind it
+    /// found nothing changed since (see [`ReplicaView::checked`]); `None` when a reading
+    /// must judge. A connection the pool has left is never judged so.
+    fn checked(&self, conn: &Conn, check: &Check) -> Option<Verdict> {
+        if !conn.is_current() {
+            return None;
+        }
+        let view = self.view.lock();
+        (view.0 == conn.generation()).then(|| view.1.checked(Instant::now(), check)).flatten()
     }
 
     /// [`confirm`](ReplicaSync::confirm) as far as the master's AOF goes (see
@@ -558,12 +584,17 @@ impl ReplicaSync {
     /// What to read after a write on `conn`; `None` when `conn` is of a generation older
     /// than the pool's or than the view's. A newer one starts a fresh view.
     fn probe(&self, conn: &Conn) -> Option<Probe> {
+        self.probe_with(conn, ReplicaView::probe)
+    }
+
+    /// [`probe`](ReplicaSync::probe), as `probe` of the view says.
+    fn probe_with(&self, conn: &Conn, probe: fn(&ReplicaView, Instant) -> Probe) -> Option<Probe> {
         if !conn.is_current() {
             return None;
         }
         let mut view = self.view.lock();
         self.renew_view(&mut view, conn);
-        (view.0 == conn.generation()).then(|| view.1.probe(Instant::now()))
+        (view.0 == conn.generation()).then(|| probe(&view.1, Instant::now()))
     }
 
     /// Whether the view of `conn`'s master last read it unreplicated (no replica, no
@@ -608,6 +639,31 @@ impl ReplicaSync {
         let mut view = self.view.lock();
         self.renew_view(&mut view, conn);
         (view.0 == conn.generation()).then(|| view.1.observe(Instant::now(), reading))
+    }
+}
+
+/// What a `verdict` of the replicas makes of a write, given what `WAIT` answered behind it
+/// (`acked`: the count it was sent with, and its reply).
+fn judged(verdict: Verdict, acked: Option<(u64, Option<i64>)>) -> Judged {
+    match verdict {
+        Verdict::Confirmed => Judged::Done(Replication::Confirmed),
+        Verdict::Refused(Refusal::NotMaster) => Judged::Done(Replication::Unconfirmed(Unconfirmed::NotMaster)),
+        Verdict::Refused(Refusal::LostReplica { before, now }) => {
+            Judged::Done(Replication::Unconfirmed(Unconfirmed::LostReplica { before, now }))
+        }
+        Verdict::Refused(Refusal::Alone) => Judged::Done(Replication::Unconfirmed(Unconfirmed::Alone)),
+        Verdict::Wait(required) => match acked {
+            // `UNBLOCKED`: its master turned replica while it blocked.
+            Some((_, None)) => Judged::Done(Replication::Unconfirmed(Unconfirmed::NotMaster)),
+            Some((_, Some(count))) if count >= 0 && count as u64 >= required => Judged::Done(Replication::Confirmed),
+            // Sent for as many as are required, and fewer came: a second wait would
+            // wait as long.
+            Some((sent, Some(count))) if sent >= required => {
+                Judged::Done(Replication::Unconfirmed(Unconfirmed::NoAck { acked: count.max(0) as u64, required }))
+            }
+            Some((_, Some(count))) => Judged::NeedsWait { required, acked: Some(count.max(0) as u64) },
+            None => Judged::NeedsWait { required, acked: None },
+        },
     }
 }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::disk_view::Answer;
-use crate::replica_view::{Found, Node, Reading};
+use crate::replica_view::{Check, Found, Node, Reading};
 use crate::transport::{Conn, Pool};
 
 /// Asks the replica that went at `node` whether it is gone: its server refuses the
@@ -21,6 +21,47 @@ pub(super) fn ask(pool: &Pool, (host, port): &Node, timeout: Duration) -> Found 
 /// sections, which Redis 6 does not take.
 pub(super) fn info_commands(pipe: &mut redis::Pipeline) {
     pipe.cmd("INFO").arg("replication").cmd("INFO").arg("stats");
+}
+
+/// A grant's cheap check: `ROLE`.
+pub(super) fn check_command(pipe: &mut redis::Pipeline) {
+    pipe.cmd("ROLE");
+}
+
+/// What `ROLE` answered: a master's `["master", offset, [[ip, port, offset], …]]`, or
+/// another role's reply (no master, no replicas).
+pub(super) fn parse_check(reply: redis::Value) -> redis::RedisResult<Check> {
+    let items = match reply {
+        redis::Value::Array(items) => items,
+        redis::Value::ServerError(err) => return Err(err.into()),
+        other => return Err(malformed(&format!("ROLE answered {other:?}"))),
+    };
+    let word = |value: &redis::Value| match value {
+        redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+        redis::Value::SimpleString(text) => Some(text.clone()),
+        redis::Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    };
+    if items.first().and_then(word).as_deref() != Some("master") {
+        return Ok(Check { master: false, replicas: Vec::new() });
+    }
+    let Some(redis::Value::Array(listed)) = items.get(2) else {
+        return Err(malformed("ROLE of a master listed no replicas"));
+    };
+    let mut replicas = listed
+        .iter()
+        .map(|replica| match replica {
+            redis::Value::Array(fields) => {
+                let ip = fields.first().and_then(word)?;
+                let port = fields.get(1).and_then(word)?.parse().ok()?;
+                Some((ip, port))
+            }
+            _ => None,
+        })
+        .collect::<Option<Vec<Node>>>()
+        .ok_or_else(|| malformed("ROLE listed a replica without its address"))?;
+    replicas.sort_unstable();
+    Ok(Check { master: true, replicas })
 }
 
 /// Reads the master's replication state on `conn`.
@@ -109,4 +150,37 @@ pub(super) fn parse(replication: &str, stats: &str) -> redis::RedisResult<Readin
 
 pub(super) fn malformed(what: &str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Parse, "unexpected reply", what.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    /// `ROLE` as Redis 6.2, 7 and Valkey answer it: a master's replicas with their ports as
+    /// text, sorted by address; another role is no master; a reply of another shape is an
+    /// error, not a master without replicas.
+    #[test]
+    fn role_replies_parse_into_a_check() {
+        let replica = |port: &str| Value::Array(vec![bulk("127.0.0.1"), bulk(port), bulk("4242")]);
+        let master =
+            Value::Array(vec![bulk("master"), Value::Int(4242), Value::Array(vec![replica("7001"), replica("7000")])]);
+        let check = parse_check(master).unwrap();
+        assert!(check.master);
+        assert_eq!(check.replicas, [("127.0.0.1".to_owned(), 7000), ("127.0.0.1".to_owned(), 7001)]);
+        let alone = parse_check(Value::Array(vec![bulk("master"), Value::Int(0), Value::Array(Vec::new())])).unwrap();
+        assert!(alone.master && alone.replicas.is_empty());
+        let slave =
+            Value::Array(vec![bulk("slave"), bulk("127.0.0.1"), Value::Int(7000), bulk("connected"), Value::Int(1)]);
+        assert!(!parse_check(slave).unwrap().master);
+        assert!(parse_check(Value::Array(vec![bulk("master"), Value::Int(0)])).is_err(), "no list");
+        let no_port =
+            Value::Array(vec![bulk("master"), Value::Int(0), Value::Array(vec![Value::Array(vec![bulk("h")])])]);
+        assert!(parse_check(no_port).is_err(), "a replica without its port");
+        assert!(parse_check(Value::Okay).is_err());
+    }
 }

@@ -13,6 +13,9 @@ use crate::stats::PAIR_BLOCKS;
 
 use super::{Layout, PairKind, ReplicatedPair, ReplicatedRenewal, ReplicatedRun, Shape};
 
+/// The default pair over the synced floor (issue #44, item 6).
+const TARGET_SYNCED_FLOOR: f64 = 1.10;
+
 /// Step 11's section (Redis Cluster) or step 14's (Sentinel); `one_server`: step 4's
 /// renewals per second, when it ran.
 pub(crate) fn replicated_section(out: &mut String, c: &ReplicatedRun, one_server: Option<f64>) {
@@ -98,6 +101,20 @@ fn pairs_table(out: &mut String, c: &ReplicatedRun) {
         pair_row(out, c, p, limit_pair);
     }
     let _ = writeln!(out);
+    synced_floor_line(out, c);
+}
+
+/// The default pair set against the synced floor (issue #44, item 6).
+fn synced_floor_line(out: &mut String, c: &ReplicatedRun) {
+    let pair = |kind| c.pairs.iter().find(|p| p.kind == kind).map(|p| &p.stats.pair);
+    let (Some(floor), Some(default)) = (pair(PairKind::RawSynced), pair(PairKind::Default)) else { return };
+    let (mean, p50) = (default.mean / floor.mean, default.p50 / floor.p50);
+    let _ = writeln!(
+        out,
+        "The default pair against the synced floor: mean {mean:.3}, p50 {p50:.3} (target ≤ \
+         {TARGET_SYNCED_FLOOR}: {}).\n",
+        verdict(mean <= TARGET_SYNCED_FLOOR)
+    );
 }
 
 /// One row of the pairs' table.
@@ -108,12 +125,15 @@ fn pair_row(out: &mut String, c: &ReplicatedRun, p: &ReplicatedPair, limit_pair:
     let what: String = match p.kind {
         PairKind::Limit => format!("two trivial keyed `EVALSHA`s straight to {owner} (the limit pair)"),
         PairKind::Raw => format!("the two scripts sent raw to {owner}"),
+        PairKind::RawSynced => {
+            format!("the two scripts sent raw to {owner}, `WAIT 1` behind the acquire in one write (the synced floor)")
+        }
         PairKind::NoSync => format!("**{client} `try_lock()` + `unlock()`, `sync_replicas(false)`**"),
         PairKind::Default => {
             format!("**{client} `try_lock()` + `unlock()`, default (each grant waits for a replica)**")
         }
     };
-    let judged = !matches!(p.kind, PairKind::Limit | PairKind::Raw);
+    let judged = !matches!(p.kind, PairKind::Limit | PairKind::Raw | PairKind::RawSynced);
     let x = &p.stats;
     let own = &p.served[c.owner];
     let sent: Vec<String> = own.sent.iter().map(|(name, n)| format!("{name} {}", per_pair(*n))).collect();
