@@ -588,7 +588,7 @@ fn grants_check_the_replicas_cheaply_and_count_one_that_joined() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
     let refused = client.lock("while-stopped").with_lease(lease).try_lock();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
-    let err = refused.err().expect("a grant the stopped replica cannot confirm is refused");
+    let err = refused.expect_err("a grant the stopped replica cannot confirm is refused");
     assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err}");
     assert!(err.to_string().contains("of the 2 replica(s)"), "it waited for both: {err}");
     pair("running-again").unwrap();

@@ -7,7 +7,7 @@
 //! REDLEASE_BENCH_QUICK=1 cargo bench --bench locks     # fewer samples, about 50 s
 //! REDLEASE_BENCH_WRITE_DOC=1 cargo bench --bench locks # also rewrites the results block of docs/performance.md
 //! REDLEASE_BENCH_PIN=0 cargo bench --bench locks       # leave placement on the CPUs to the scheduler
-//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, 14, 15, 16, or 1,12)
+//! REDLEASE_BENCH_ONLY=12 cargo bench --bench locks     # the limit, then step 12 alone (or 1, 11, 14, 15, 16, 17, or 1,12)
 //! ```
 //!
 //! 0. The limit: a trivial `EVALSHA` (`return 1`) round trip on a plain connection, one by
@@ -50,6 +50,9 @@
 //!     size), per lease renewed: Redis's time and CPU, the client's CPU, commands and bytes,
 //!     the passes; memory per lease, releasing them all; drawn as SVG (docs/curves/ when the
 //!     run writes the docs, target/bench-curves/ otherwise).
+//! 17. The waiters curve: 1 to 1,000 threads waiting on one lock, plain and fair, over 1,
+//!     4 and 16 processes: the hand-off, the messages and wake-ups per release, Redis's
+//!     time, the subscriber connections; drawn as SVG.
 //!
 //! Child processes are this binary run again with `REDLEASE_BENCH_ROLE` set; they talk back
 //! with lines on stdout and take orders as lines on stdin. Every child, server and proxy is
@@ -97,6 +100,7 @@ use experiments::semaphores::measure_semaphores;
 use experiments::throughput::measure_throughput;
 use experiments::tls::measure_tls;
 use experiments::uncontended::{measure_uncontended, uncontended_section};
+use experiments::waiter_curve::{WaiterPoint, measure_waiter_curve, waiter_curve_section};
 use experiments::writer::measure_writer_under_readers;
 use machine::Machine;
 use meter::CpuMeter;
@@ -113,6 +117,7 @@ const ROLES: &[Role] = &[
     ("election-candidate", experiments::election::candidate_child),
     ("election-observer", experiments::election::observer_child),
     ("leases", experiments::lease_curve::leases_child),
+    ("waiters", experiments::waiter_curve::waiters_child),
 ];
 
 fn main() {
@@ -132,9 +137,10 @@ fn main() {
         return;
     }
 
-    let (results, curve) = run_all(&server, placement, &plan, machine);
+    let (results, curve, waiters) = run_all(&server, placement, &plan, machine);
     let mut report = results.report();
     lease_curve_section(&mut report, &curve);
+    waiter_curve_section(&mut report, &waiters, results.limit.rtt.mean);
     println!("\n{report}");
     println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
     if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
@@ -144,7 +150,12 @@ fn main() {
 
 /// Every step in the report's order, with what other processes did on the machine
 /// meanwhile; the curves apart (their sections follow the report's).
-fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Machine) -> (Results, Vec<CurvePoint>) {
+fn run_all(
+    server: &RedisServer,
+    placement: Placement,
+    plan: &Plan,
+    machine: Machine,
+) -> (Results, Vec<CurvePoint>, Vec<WaiterPoint>) {
     let mut meter = CpuMeter::new(server);
     meter.step("0. physical limit");
     let limit = measure_limit(server, plan);
@@ -189,6 +200,8 @@ fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Mac
     let durable = measure_durable(&placement);
     meter.step("16. leases curve");
     let curve = measure_lease_curve(server, plan);
+    meter.step("17. waiters curve");
+    let waiters = measure_waiter_curve(server, plan);
     meter.step("");
     let other_work = meter.steps;
 
@@ -213,7 +226,7 @@ fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Mac
         sentinel,
         durable,
     };
-    (results, curve)
+    (results, curve, waiters)
 }
 
 /// The limit, then each of `steps` (those of [`plan::ALONE_STEPS`]), their sections
@@ -236,6 +249,7 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
             12 => group_section(&mut report, &measure_group_locks(server, plan)),
             15 => durable_section(&mut report, measure_durable(placement).as_ref()),
             16 => lease_curve_section(&mut report, &measure_lease_curve(server, plan)),
+            17 => waiter_curve_section(&mut report, &measure_waiter_curve(server, plan), limit.rtt.mean),
             _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
         }
     }

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use plotters::prelude::*;
 
+use crate::machine::Machine;
 use crate::plan::WRITE_DOC_ENV;
 
 /// One line of a chart: its name in the legend and its points (x, y), both above zero.
@@ -34,6 +35,12 @@ pub(crate) fn curves_dir() -> PathBuf {
     } else {
         root.join("target").join("bench-curves")
     }
+}
+
+/// The machine and the commit, under each picture's title.
+pub(crate) fn caption() -> String {
+    let m = Machine::read();
+    format!("{} CPUs ({}), Linux {}, {}; commit {}", m.cpus, m.model, m.kernel, m.redis, commit())
 }
 
 /// The commit the benchmark was built from (`git describe`), for the captions.

@@ -16,9 +16,8 @@ use redlease_testkit::server::RedisServer;
 use crate::child::{URL_ENV, Worker, child_env, say};
 use crate::clock::nanos;
 use crate::experiments::renewal::{RENEWAL_WATCHDOG, renewal_client};
-use crate::machine::Machine;
 use crate::plan::Plan;
-use crate::plot::{LogLogChart, Series, commit};
+use crate::plot::{LogLogChart, Series, caption};
 use crate::stats::{reset_server_stats, server_all_command_stats};
 
 /// The sizes of the curve: leases held at once by one client.
@@ -364,12 +363,6 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
             }
         }
     }
-}
-
-/// The machine and the commit, under each picture's title.
-fn caption() -> String {
-    let m = Machine::read();
-    format!("{} CPUs ({}), Linux {}, {}; commit {}", m.cpus, m.model, m.kernel, m.redis, commit())
 }
 
 /// The two pictures of the curve: the cost per lease renewed, and the time of a pass.

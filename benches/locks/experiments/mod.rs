@@ -18,6 +18,7 @@ pub(crate) mod semaphores;
 pub(crate) mod throughput;
 pub(crate) mod tls;
 pub(crate) mod uncontended;
+pub(crate) mod waiter_curve;
 pub(crate) mod writer;
 
 use redlease::{AnyLock, Client};

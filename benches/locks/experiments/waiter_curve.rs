@@ -1,0 +1,368 @@
+//! Step 17, the waiters curve: 1, 10, 100 and 1,000 threads waiting on one lock, plain and
+//! fair, spread over 1, 4 and 16 processes (a client each). Every thread loops `lock()`,
+//! holds the lock for [`HOLD`], releases it and thinks for [`THINK`] before it asks again,
+//! so that with N waiters one holds while the others wait, and a release hands the lock to
+//! a parked waiter. What grows with the waiters: the hand-off (from the release's start to
+//! the next grant to a thread that was waiting, across processes on one monotonic clock),
+//! the messages a release publishes, the wake-ups it causes and those wasted, Redis's time
+//! per hand-off, and the subscriber connections.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlease::Client;
+use redlease_testkit::server::RedisServer;
+
+use crate::child::{KIND_ENV, LOCK_ENV, URL_ENV, Worker, child_env, read_window, say};
+use crate::clock::{mono_ns, sleep_until_mono};
+use crate::experiments::LockKind;
+use crate::experiments::throughput::start_window;
+use crate::plan::Plan;
+use crate::plot::{LogLogChart, Series, caption};
+use crate::report::verdict;
+use crate::stats::server_all_command_stats;
+
+/// Threads waiting while one holds: the curve's sizes.
+const WAITERS: [usize; 4] = [1, 10, 100, 1_000];
+/// Processes the threads are spread over.
+const PROCESSES: [usize; 3] = [1, 4, 16];
+/// How long a thread holds the lock.
+const HOLD: Duration = Duration::from_micros(200);
+/// How long a thread waits after its release before it asks again: longer than a
+/// hand-off, so that the one who released does not take the lock back before a waiter.
+const THINK: Duration = Duration::from_millis(2);
+/// The window of each point.
+const WINDOW: Duration = Duration::from_secs(3);
+const QUICK_WINDOW: Duration = Duration::from_secs(1);
+/// Names the threads a child runs.
+const THREADS_ENV: &str = "REDLEASE_BENCH_THREADS";
+
+// Targets (docs/performance.md, issue #44 item 2).
+/// Hand-off p99 at the most waiters, over one waiter's.
+const TARGET_P99_GROWTH: f64 = 2.0;
+
+/// One point: a kind, a number of waiters, a number of processes.
+pub(crate) struct WaiterPoint {
+    kind: LockKind,
+    waiters: usize,
+    processes: usize,
+    /// Hand-offs to a thread that was waiting when the release began, µs, sorted.
+    handoffs: Vec<f64>,
+    acquisitions: u64,
+    /// Per release: `PUBLISH`es (a script's too) and `SPUBLISH`es.
+    published: f64,
+    /// Per release: waiters woken, and those whose attempt found the lock taken again.
+    woken: f64,
+    wasted: f64,
+    /// Redis's time on the scripts per acquisition, µs.
+    server_usec: f64,
+    /// Connections subscribed to something, in the middle of the window.
+    subscribers: usize,
+}
+
+impl WaiterPoint {
+    fn percentile(&self, p: f64) -> f64 {
+        let n = self.handoffs.len();
+        if n == 0 {
+            return f64::NAN;
+        }
+        self.handoffs[((n as f64 * p).ceil() as usize).clamp(1, n) - 1]
+    }
+}
+
+pub(crate) fn measure_waiter_curve(server: &RedisServer, plan: &Plan) -> Vec<WaiterPoint> {
+    let window = if plan.quick { QUICK_WINDOW } else { WINDOW };
+    let mut points = Vec::new();
+    for kind in [LockKind::Plain, LockKind::Fair] {
+        for waiters in WAITERS {
+            for processes in PROCESSES.into_iter().filter(|&p| p <= waiters + 1) {
+                points.push(waiter_point(server, window, kind, waiters, processes));
+            }
+        }
+    }
+    points
+}
+
+fn waiter_point(
+    server: &RedisServer,
+    window: Duration,
+    kind: LockKind,
+    waiters: usize,
+    processes: usize,
+) -> WaiterPoint {
+    let name = format!("bench:waiters:{}:{waiters}:{processes}", kind.as_str());
+    let threads = waiters + 1;
+    let mut workers: Vec<Worker> = (0..processes)
+        .map(|i| {
+            // The threads dealt out as evenly as they go.
+            let mine = threads / processes + usize::from(i < threads % processes);
+            Worker::spawn(
+                "waiters",
+                &[
+                    (URL_ENV, server.url()),
+                    (KIND_ENV, kind.as_str().to_string()),
+                    (LOCK_ENV, name.clone()),
+                    (THREADS_ENV, mine.to_string()),
+                ],
+            )
+        })
+        .collect();
+    let mut stats = start_window(server, &mut workers, window);
+    thread::sleep(window / 2 + Duration::from_millis(100));
+    let subscribers = subscribed_connections(&mut stats);
+    let mut records = Vec::new();
+    let (mut woken, mut wasted) = (0, 0);
+    for worker in &workers {
+        let report = worker.expect("records ");
+        let (counts, list) = report.split_once(" | ").unwrap_or((report.as_str(), ""));
+        let mut counts = counts.split_whitespace().map(|n| n.parse::<u64>().expect("a wake-up count"));
+        woken += counts.next().unwrap_or(0);
+        wasted += counts.next().unwrap_or(0);
+        records.extend(list.split(';').filter(|r| !r.is_empty()).map(Record::parse));
+    }
+    let commands = server_all_command_stats(&mut stats);
+    for worker in workers {
+        worker.finish();
+    }
+    let calls = |names: &[&str]| commands.iter().filter(|c| names.contains(&c.0.as_str())).map(|c| c.1).sum::<u64>();
+    let usec = commands.iter().filter(|c| c.0 == "evalsha").map(|c| c.2).sum::<u64>();
+    let acquisitions = records.len() as u64;
+    let per = |n: u64| n as f64 / acquisitions.max(1) as f64;
+    WaiterPoint {
+        kind,
+        waiters,
+        processes,
+        handoffs: handoffs(records),
+        acquisitions,
+        published: per(calls(&["publish", "spublish"])),
+        woken: per(woken),
+        wasted: per(wasted),
+        server_usec: per(usec),
+        subscribers,
+    }
+}
+
+/// One acquisition: when its `lock()` was called, when it returned, when the release
+/// began (CLOCK_MONOTONIC nanoseconds).
+#[derive(Clone, Copy)]
+struct Record {
+    called: u64,
+    acquired: u64,
+    released: u64,
+}
+
+impl Record {
+    fn parse(text: &str) -> Record {
+        let mut fields = text.split(',').map(|n| n.parse::<u64>().expect("a time"));
+        let mut next = || fields.next().expect("three times a record");
+        Record { called: next(), acquired: next(), released: next() }
+    }
+}
+
+/// The hand-offs, µs, sorted: each acquisition after the first, when its thread was
+/// already waiting as the one before released (else the lock was free for a while, and
+/// nobody was handed anything).
+fn handoffs(mut records: Vec<Record>) -> Vec<f64> {
+    records.sort_unstable_by_key(|r| r.acquired);
+    let mut gaps: Vec<f64> = records
+        .windows(2)
+        .filter(|pair| pair[1].called < pair[0].released)
+        .map(|pair| pair[1].acquired.saturating_sub(pair[0].released) as f64 / 1_000.0)
+        .collect();
+    gaps.sort_unstable_by(f64::total_cmp);
+    gaps
+}
+
+/// Connections of the server subscribed to at least one channel (`CLIENT LIST`).
+fn subscribed_connections(conn: &mut redis::Connection) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(conn).expect("CLIENT LIST");
+    list.lines()
+        .filter(|line| {
+            let count = |field: &str| {
+                line.split_whitespace()
+                    .find_map(|f| f.strip_prefix(field))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            count("sub=") + count("psub=") + count("ssub=") > 0
+        })
+        .count()
+}
+
+/// Child: `THREADS_ENV` threads sharing one client loop `lock()`, [`HOLD`], release,
+/// [`THINK`] on one lock within the window; says every acquisition that began in it, and
+/// the client's wake-ups.
+pub(crate) fn waiters_child() {
+    let kind = LockKind::parse(&child_env(KIND_ENV));
+    let threads: usize = child_env(THREADS_ENV).parse().expect("a thread count");
+    let client = Client::open(&child_env(URL_ENV)).expect("client of a waiters process");
+    let warm = client.lock(format!("bench:waiters:warm:{}", std::process::id()));
+    for _ in 0..5 {
+        warm.try_lock().expect("warm-up try_lock").expect("the warm-up lock is free").unlock().expect("unlock");
+    }
+    let name = child_env(LOCK_ENV);
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let start = Arc::new(Barrier::new(threads + 1));
+    let window = Arc::new(Mutex::new((0u64, 0u64)));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let lock = kind.handle(&client, name.clone());
+            let (records, start, window) = (Arc::clone(&records), Arc::clone(&start), Arc::clone(&window));
+            thread::spawn(move || {
+                start.wait();
+                let (from, end) = *window.lock().expect("the window");
+                sleep_until_mono(from);
+                let mut mine = Vec::new();
+                loop {
+                    let called = mono_ns();
+                    let guard = lock.lock().expect("lock");
+                    let acquired = mono_ns();
+                    let held = Instant::now();
+                    while held.elapsed() < HOLD {
+                        std::hint::spin_loop();
+                    }
+                    let released = mono_ns();
+                    drop(guard);
+                    if acquired >= end {
+                        break;
+                    }
+                    mine.push(Record { called, acquired, released });
+                    thread::sleep(THINK);
+                }
+                records.lock().expect("the records").extend(mine);
+            })
+        })
+        .collect();
+    say("ready");
+    *window.lock().expect("the window") = read_window();
+    let before = client.stats();
+    start.wait();
+    for handle in handles {
+        handle.join().expect("a waiter thread");
+    }
+    let after = client.stats();
+    let records = records.lock().expect("the records");
+    let list: Vec<String> = records.iter().map(|r| format!("{},{},{}", r.called, r.acquired, r.released)).collect();
+    say(&format!(
+        "records {} {} | {}",
+        after.wake_ups - before.wake_ups,
+        after.wasted_wake_ups - before.wasted_wake_ups,
+        list.join(";")
+    ));
+}
+
+/// Step 17's section: the table, the targets, the picture.
+pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt: f64) {
+    if points.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "### 17. The waiters curve: N threads waiting on one lock while one holds it, spread over 1, 4 and 16 \
+         processes (a client each); each holds {} µs, releases, thinks {} ms, asks again; {} s a point\n",
+        HOLD.as_micros(),
+        THINK.as_millis(),
+        WINDOW.as_secs()
+    );
+    let _ = writeln!(
+        out,
+        "A hand-off: from the release's start to the next grant, when that thread was waiting as the release \
+         began (CLOCK_MONOTONIC across the processes). Per release: the `PUBLISH`es Redis ran (scripts' \
+         included), the waiters woken and those of them that found the lock taken again (the clients' \
+         `ClientStats`); Redis's time on the scripts per acquisition; connections subscribed to a channel, \
+         mid-window (`CLIENT LIST`). RTT: step 0's, {rtt:.1} µs. Target: the hand-off's p99 at 1,000 \
+         waiters within {TARGET_P99_GROWTH}× one waiter's; the messages per release flat in N.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| kind | waiters | processes | acquisitions | hand-offs | p50 µs | p99 µs | p50 / RTT | p99 / RTT | \
+         published per release | woken / wasted per release | Redis µs per acquisition | subscribers |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    for p in points {
+        let (p50, p99) = (p.percentile(0.5), p.percentile(0.99));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {p50:.0} | {p99:.0} | {:.2} | {:.2} | {:.3} | {:.3} / {:.3} | {:.1} | {} |",
+            p.kind.as_str(),
+            p.waiters,
+            p.processes,
+            p.acquisitions,
+            p.handoffs.len(),
+            p50 / rtt,
+            p99 / rtt,
+            p.published,
+            p.woken,
+            p.wasted,
+            p.server_usec,
+            p.subscribers
+        );
+    }
+    let _ = writeln!(out);
+    waiter_targets(out, points);
+    let chart = waiter_chart(points);
+    match chart.draw(&caption()) {
+        Ok(_) => {
+            let _ = writeln!(out, "![{}](curves/{})\n", chart.title, chart.file);
+        }
+        Err(why) => {
+            let _ = writeln!(out, "({} not drawn: {why})\n", chart.file);
+        }
+    }
+}
+
+/// The targets, judged per kind on one process and on the most processes measured.
+fn waiter_targets(out: &mut String, points: &[WaiterPoint]) {
+    let _ = writeln!(
+        out,
+        "| kind, processes | p99 at the most waiters / at one waiter | published per release, least – most |"
+    );
+    let _ = writeln!(out, "|---|---|---|");
+    for kind in [LockKind::Plain, LockKind::Fair] {
+        for processes in PROCESSES {
+            let line: Vec<&WaiterPoint> =
+                points.iter().filter(|p| p.kind == kind && p.processes == processes).collect();
+            let (Some(first), Some(last)) = (line.first(), line.last()) else { continue };
+            let growth = last.percentile(0.99) / first.percentile(0.99);
+            let published = line.iter().map(|p| p.published);
+            let (least, most) = published.fold((f64::MAX, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+            let _ = writeln!(
+                out,
+                "| {}, {processes} | {growth:.2} ({} → {} waiters; ≤ {TARGET_P99_GROWTH}: {}) | {least:.3} – {most:.3} |",
+                kind.as_str(),
+                first.waiters,
+                last.waiters,
+                verdict(growth <= TARGET_P99_GROWTH)
+            );
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// The hand-off's p50 and p99 by the waiters, one line per kind and spread.
+fn waiter_chart(points: &[WaiterPoint]) -> LogLogChart<'static> {
+    let mut series = Vec::new();
+    for kind in [LockKind::Plain, LockKind::Fair] {
+        for processes in [1, 16] {
+            for (label, p) in [("p50", 0.5), ("p99", 0.99)] {
+                series.push(Series {
+                    name: format!("{} lock, {processes} process(es): {label}", kind.as_str()),
+                    points: points
+                        .iter()
+                        .filter(|w| w.kind == kind && w.processes == processes)
+                        .map(|w| (w.waiters as f64, w.percentile(p)))
+                        .collect(),
+                });
+            }
+        }
+    }
+    LogLogChart {
+        file: "waiter-curve-handoff.svg",
+        title: "Hand-off time by the threads waiting on one lock",
+        x_label: "waiters",
+        y_label: "µs",
+        series,
+    }
+}
