@@ -60,6 +60,8 @@ pub(crate) struct WaiterPoint {
     server_usec: f64,
     /// Connections subscribed to something, in the middle of the window.
     subscribers: usize,
+    /// The commands Redis ran most (a script's included), calls per acquisition.
+    top_commands: Vec<(String, f64)>,
 }
 
 impl WaiterPoint {
@@ -141,7 +143,21 @@ fn waiter_point(
         wasted: per(wasted),
         server_usec: per(usec),
         subscribers,
+        top_commands: top_commands(&commands, acquisitions),
     }
+}
+
+/// The five commands Redis ran most, `CONFIG` and `INFO` (the benchmark's) left out, in
+/// calls per acquisition.
+fn top_commands(commands: &[(String, u64, u64)], acquisitions: u64) -> Vec<(String, f64)> {
+    let mut top: Vec<(String, f64)> = commands
+        .iter()
+        .filter(|c| !c.0.starts_with("config") && c.0 != "info")
+        .map(|c| (c.0.clone(), c.1 as f64 / acquisitions.max(1) as f64))
+        .collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    top.truncate(5);
+    top
 }
 
 /// One acquisition: when its `lock()` was called, when it returned, when the release
@@ -278,14 +294,15 @@ pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt
     let _ = writeln!(
         out,
         "| kind | waiters | processes | acquisitions | hand-offs | p50 µs | p99 µs | p50 / RTT | p99 / RTT | \
-         published per release | woken / wasted per release | Redis µs per acquisition | subscribers |"
+         published per release | woken / wasted per release | Redis µs per acquisition | subscribers | \
+         commands Redis ran most, per acquisition |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|");
     for p in points {
         let (p50, p99) = (p.percentile(0.5), p.percentile(0.99));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {p50:.0} | {p99:.0} | {:.2} | {:.2} | {:.3} | {:.3} / {:.3} | {:.1} | {} |",
+            "| {} | {} | {} | {} | {} | {p50:.0} | {p99:.0} | {:.2} | {:.2} | {:.3} | {:.3} / {:.3} | {:.1} | {} | {} |",
             p.kind.as_str(),
             p.waiters,
             p.processes,
@@ -297,7 +314,8 @@ pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt
             p.woken,
             p.wasted,
             p.server_usec,
-            p.subscribers
+            p.subscribers,
+            p.top_commands.iter().map(|(name, n)| format!("{name} {n:.1}")).collect::<Vec<_>>().join(", ")
         );
     }
     let _ = writeln!(out);
