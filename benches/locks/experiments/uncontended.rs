@@ -49,20 +49,18 @@ impl RawPair {
         }
     }
 
+    /// The acquire as the library sends it for `try_lock()` (no wake token: the caller
+    /// does not wait).
+    fn acquire(&self) -> redis::ScriptInvocation<'_> {
+        let mut invocation = self.acquire.key(&self.name);
+        invocation.key(&self.waiters).arg(30_000).arg(&self.owner).arg("").arg(5_000);
+        invocation
+    }
+
     /// One acquire and one release on `conn`; returns how long the acquire took.
     pub(crate) fn run(&mut self, conn: &mut redis::Connection) -> Duration {
         let start = Instant::now();
-        // No wake token: the caller does not wait (as `try_lock`).
-        let reply: Option<i64> = self
-            .acquire
-            .key(&self.name)
-            .key(&self.waiters)
-            .arg(30_000)
-            .arg(&self.owner)
-            .arg("")
-            .arg(5_000)
-            .invoke(conn)
-            .expect("raw acquire");
+        let reply: Option<i64> = self.acquire().invoke(conn).expect("raw acquire");
         assert_eq!(reply, None, "raw acquire of a free lock");
         let first = start.elapsed();
         self.release(conn);
@@ -76,15 +74,7 @@ impl RawPair {
     pub(crate) fn run_synced(&mut self, conn: &mut redis::Connection, replicas: u64) -> Duration {
         let start = Instant::now();
         let (reply, acked): (Option<i64>, u64) = redis::pipe()
-            .cmd("EVALSHA")
-            .arg(self.acquire.get_hash())
-            .arg(2)
-            .arg(&self.name)
-            .arg(&self.waiters)
-            .arg(30_000)
-            .arg(&self.owner)
-            .arg("")
-            .arg(5_000)
+            .invoke_script(&self.acquire())
             .cmd("WAIT")
             .arg(replicas)
             .arg(1_000)
