@@ -34,8 +34,8 @@ pub const PERMISSION: u8 = 77;
 /// `run --permits N`: the semaphore is set to more permits than N, so more than N
 /// commands could run at once (`EX_CONFIG`).
 pub const CONFIG: u8 = 78;
-/// The lease was lost while the command ran (or found lost at release): the command was
-/// not, or not all the time, alone.
+/// The lease was lost while the command ran (or found lost at release, unless the command
+/// was stopped before the deadline): the command was not, or not all the time, alone.
 pub const LEASE_LOST: u8 = 79;
 /// The lease was at risk (renewals failing, or a fixed lease about to end), and the
 /// command was stopped before its deadline: it was alone all the time, but did not finish.

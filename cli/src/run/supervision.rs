@@ -58,9 +58,17 @@ impl Run<'_> {
         let Ending { loss, stopped } = self.supervise(&guard, &child, inbox, acquired_at);
         let status = child.reap().map_err(|e| Failure::software(format!("cannot reap the command: {e}")))?;
         let exited_at = Instant::now();
+        // A command stopped before the lease's deadline did not outlive the lease, whatever
+        // the release finds after it: a lease that ran out once the command was gone (the
+        // partition that put it at risk outlasted it) is the end the stop was for.
+        let stopped_in_time = stopped.as_ref().is_some_and(|(_, deadline)| exited_at <= *deadline);
         let loss = match (loss, guard.release()) {
             (Some(loss), _) => Some(loss),
             (None, Ok(())) => None,
+            (None, Err(err)) if err.is_not_held() && stopped_in_time => {
+                say(&format!("{} had run out by the release, after the command stopped", self.name()));
+                None
+            }
             (None, Err(err)) if err.is_not_held() => Some(Loss { why: "found lost at release".to_owned() }),
             (None, Err(err)) => {
                 say(&format!(
