@@ -89,10 +89,12 @@ fn the_documented_smallest_rule_runs_the_whole_lock_family() {
     run_the_semaphores_and_the_latch(&client);
     run_a_downgrade_a_multi_lock_and_a_fixed_lease(&client);
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
-    // The client's announcement expires a lease after its last refresh.
+    // The client's announcement expires a lease after its last refresh: it has an expiry of
+    // one lease at most, or (a slow machine, over 300 ms since the client last held
+    // anything) it is gone already.
     let announcement = announcement_key(client.id());
     let ttl = pttl(&mut conn, &announcement);
-    assert!(ttl > 0 && ttl <= 300, "the announcement expires: {ttl}");
+    assert!(ttl == -2 || (ttl > 0 && ttl <= 300), "the announcement expires: PTTL {ttl}");
     let mut left: Vec<String> = left.into_iter().filter(|k| *k != announcement).collect();
     left.sort();
     assert_eq!(
