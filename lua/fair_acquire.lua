@@ -27,11 +27,12 @@
 -- behind the head is not woken: it sleeps until the head's deadline and never longer
 -- than the wait timeout, so it polls before any deadline set since its last poll (a freed
 -- lock sets the head's to now + the wait timeout) and drops a dead head then. So a dead
--- waiter delays the queue by at most one wait timeout. Behind the head, deadlines are
--- chained (each the one before it plus the wait timeout, as Redisson keeps them) and move
--- one wait timeout earlier whenever a waiter ahead leaves. A waiter that polls refreshes
--- its deadline, so a live waiter keeps its place however long the holder holds. "Now" is
--- the server's clock, so client clock skew cannot evict live waiters.
+-- waiter delays the queue by at most one wait timeout. Behind the head, at the queue's
+-- front, deadlines are chained (each the one before it plus the wait timeout, as Redisson
+-- keeps them), from the head's whenever a head is crowned (see `chain_front` in the
+-- prelude); deeper ones stay as written until they reach the front. A waiter that polls
+-- refreshes its deadline, so a live waiter keeps its place however long the holder holds.
+-- "Now" is the server's clock, so client clock skew cannot evict live waiters.
 local lock, queue, timeouts, channel = KEYS[1], KEYS[2], KEYS[3], ARGV[5]
 local owner, wait = ARGV[2], tonumber(ARGV[3])
 -- The server's clock, read once and only when a queue needs it: an empty queue and a free
@@ -49,39 +50,20 @@ end
 -- is held for n ms more" (a redlease waiter then parks until then at most; Redisson's
 -- waiters act on 0 and 1 only, and ignore it). So a hand-off costs no poll of the head.
 -- A head crowned while the lock is free (dead heads dropped by a caller behind it) is
--- woken with 0, to take it.
+-- woken with 0, to take it. The front behind the new head is chained off its deadline.
 local function crown()
     local head = redis.call('lindex', queue, 0)
     if head then
         local ttl = redis.call('pttl', lock)
-        redis.call('zadd', timeouts, clock() + math.max(ttl, 0) + wait, head)
+        local deadline = clock() + math.max(ttl, 0) + wait
+        redis.call('zadd', timeouts, deadline, head)
+        chain_front(queue, timeouts, 1, deadline, wait)
         if ttl == -2 then
             -- The lock is free (a caller behind it dropped dead heads): its turn is now.
             publish(channel .. ':' .. head, '0')
         elseif ttl >= 0 and ttl < wait then
             publish(channel .. ':' .. head, string.format('%d', -(ttl + 1)))
         end
-    end
-end
-
--- The head took the lock: every waiter behind it moves one wait timeout earlier (never
--- closer than one wait timeout from now), as Redisson keeps the chain. Read with one ZRANGE
--- and written with one ZADD per thousand waiters, rather than two commands per waiter, so
--- that a grant costs Redis about the same however long the queue.
-local function move_up()
-    local scored = redis.call('zrange', timeouts, 0, -1, 'withscores')
-    local floor = clock() + wait
-    local batch = {}
-    for at = 1, #scored, 2 do
-        batch[#batch + 1] = string.format('%d', math.max(tonumber(scored[at + 1]) - wait, floor))
-        batch[#batch + 1] = scored[at]
-        if #batch == 2000 then
-            redis.call('zadd', timeouts, unpack(batch))
-            batch = {}
-        end
-    end
-    if #batch > 0 then
-        redis.call('zadd', timeouts, unpack(batch))
     end
 end
 
@@ -93,10 +75,22 @@ local function may_wake()
 end
 
 local purged = false
+-- A head's deadline is never more than a wait timeout past the holder's lease: every path
+-- that makes or refreshes a head writes it so, Redisson's too, save a Redisson grant that
+-- crowns a waiter from deeper than the chained front (see chain_front in the prelude).
+-- Such a deadline is brought back (written after the checks that may refuse the script),
+-- so that such a head, dead, is dropped within a wait timeout.
+local overdue = nil
 local head = redis.call('lindex', queue, 0)
 while head do
     local deadline = tonumber(redis.call('zscore', timeouts, head))
-    if deadline and deadline > clock() then break end
+    if deadline and deadline > clock() then
+        local latest = clock() + math.max(redis.call('pttl', lock), 0) + wait
+        if deadline > latest then
+            overdue = latest
+        end
+        break
+    end
     if not purged then
         may_wake()
     end
@@ -116,7 +110,6 @@ if redis.call('exists', lock) == 0 then
         if head then
             redis.call('lpop', queue)
             redis.call('zrem', timeouts, owner)
-            move_up()
             crown()
         end
         return nil
@@ -138,25 +131,33 @@ end
 if purged then
     crown()
 end
+if overdue then
+    redis.call('zadd', timeouts, overdue, head)
+end
 
 local ttl = redis.call('pttl', lock)
 if ARGV[4] ~= '1' then
     return math.max(ttl, 0)
 end
 
-local position = redis.call('lpos', queue, owner)
-local mine = 0
+-- A queued waiter has a deadline; one without is new (a walk of the list to find its place
+-- is for the waiters already there, which poll seldom, not for every waiter that joins).
+local mine = tonumber(redis.call('zscore', timeouts, owner))
+local position = mine and redis.call('lpos', queue, owner)
+local ahead
 if position then
-    mine = tonumber(redis.call('zscore', timeouts, owner)) or 0
+    ahead = position > 0 and redis.call('lindex', queue, position - 1)
 else
     -- A new place at the tail (RPUSH answers the queue's new length), with no deadline yet.
+    mine = 0
     position = redis.call('rpush', queue, owner) - 1
+    ahead = position > 0 and redis.call('lindex', queue, -2)
 end
 if position == 0 then
     redis.call('zadd', timeouts, math.max(mine, clock() + math.max(ttl, 0) + wait), owner)
     return ttl
 end
-local before = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, position - 1))) or clock()
+local before = tonumber(redis.call('zscore', timeouts, ahead)) or clock()
 redis.call('zadd', timeouts, math.max(mine, before + wait), owner)
 local head_deadline = before
 if position > 1 then

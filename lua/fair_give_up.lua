@@ -1,6 +1,6 @@
--- A waiter of a fair lock gives up: it leaves the queue, the deadlines behind it move one
--- wait timeout earlier, and when it was the head the new head is woken, since the lock may
--- be free for it (see fair_acquire.lua for the deadline rules).
+-- A waiter of a fair lock gives up: it leaves the queue, the queue's front behind it closes
+-- up (chained anew, see chain_front in the prelude), and when it was the head the new head
+-- is woken, since the lock may be free for it (see fair_acquire.lua for the deadline rules).
 --
 -- KEYS[1]  the lock hash (read for its lease)
 -- KEYS[2]  the queue list
@@ -30,18 +30,19 @@ if position == 0 then
 end
 redis.call('zrem', timeouts, owner)
 redis.call('lrem', queue, 1, owner)
-local now = server_ms()
-for _, behind in ipairs(redis.call('lrange', queue, position, -1)) do
-    local deadline = tonumber(redis.call('zscore', timeouts, behind))
-    if deadline then
-        redis.call('zadd', timeouts, math.max(deadline - wait, now + wait), behind)
-    end
-end
 if position == 0 then
     -- A new head: its turn comes when the holder's lease ends at the latest.
     local head = redis.call('lindex', queue, 0)
     if head then
-        redis.call('zadd', timeouts, now + math.max(redis.call('pttl', lock), 0) + wait, head)
+        local deadline = server_ms() + math.max(redis.call('pttl', lock), 0) + wait
+        redis.call('zadd', timeouts, deadline, head)
+        chain_front(queue, timeouts, 1, deadline, wait)
+    end
+elseif position < FAIR_FRONT then
+    -- The front behind the one ahead of the leaver closes up (see chain_front).
+    local ahead = tonumber(redis.call('zscore', timeouts, redis.call('lindex', queue, position - 1)))
+    if ahead then
+        chain_front(queue, timeouts, position, ahead, wait)
     end
 end
 return 1

@@ -146,13 +146,15 @@ impl Drop for Worker {
 }
 
 /// Parent: tells every worker the window to run in, from 100 ms from now for `length`
-/// (CLOCK_MONOTONIC nanoseconds, shared by the processes of one host).
-pub(crate) fn send_window(workers: &mut [Worker], length: Duration) {
+/// (CLOCK_MONOTONIC nanoseconds, shared by the processes of one host); returns it, (start,
+/// end).
+pub(crate) fn send_window(workers: &mut [Worker], length: Duration) -> (u64, u64) {
     let start = mono_ns() + nanos(Duration::from_millis(100));
     let end = start + nanos(length);
     for worker in workers {
         worker.send(&format!("start {start} {end}"));
     }
+    (start, end)
 }
 
 /// Child: reads the window the parent sends ([`send_window`]): (start, end).

@@ -68,7 +68,7 @@ fn herd_run(server: &RedisServer, plan: &Plan, kind: LockKind, processes: usize)
             )
         })
         .collect();
-    let mut stats = start_window(server, &mut workers, plan.throughput_for);
+    let (mut stats, _) = start_window(server, &mut workers, plan.throughput_for);
     let reports: Vec<(u64, u64)> = workers
         .iter()
         .map(|w| {

@@ -54,7 +54,7 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Sub
             )
         })
         .collect();
-    let mut stats = start_window(server, &mut workers, plan.throughput_for);
+    let (mut stats, _) = start_window(server, &mut workers, plan.throughput_for);
     let exclusive = shared && subject != Subject::Lock(LockKind::Read);
     let mut per_process = Vec::new();
     // (time, process, thread) of every acquisition.
@@ -101,15 +101,20 @@ pub(crate) fn measure_throughput(server: &RedisServer, plan: &Plan, subject: Sub
 }
 
 /// Once every one of `workers` is ready: resets the server's counters and sends the workers
-/// a window of `length`; returns the connection to read the counters on after it.
-pub(crate) fn start_window(server: &RedisServer, workers: &mut [Worker], length: Duration) -> redis::Connection {
+/// a window of `length`; returns the connection to read the counters on after it, and the
+/// window (see [`send_window`]).
+pub(crate) fn start_window(
+    server: &RedisServer,
+    workers: &mut [Worker],
+    length: Duration,
+) -> (redis::Connection, (u64, u64)) {
     for worker in workers.iter() {
         worker.expect("ready");
     }
     let mut stats = server.conn();
     reset_server_stats(&mut stats);
-    send_window(workers, length);
-    stats
+    let window = send_window(workers, length);
+    (stats, window)
 }
 
 /// Child: `THREADS_PER_PROCESS` threads sharing one client (or a peer's manager) loop

@@ -35,6 +35,10 @@ const HOLD: Duration = Duration::from_micros(200);
 const THINK: Duration = Duration::from_millis(2);
 /// The window of each point.
 const WINDOW: Duration = Duration::from_secs(3);
+/// The part of the window not measured, at its start: every thread asks at once there, and
+/// N waiters join the queue; the counters and acquisitions are those of the rest, and so are
+/// those of none of the acquisitions that drain the waiters after the window.
+const UNMEASURED_SHARE: u64 = 6;
 const QUICK_WINDOW: Duration = Duration::from_secs(1);
 /// Names the threads a child runs.
 const THREADS_ENV: &str = "REDLEASE_BENCH_THREADS";
@@ -60,8 +64,11 @@ pub(crate) struct WaiterPoint {
     server_usec: f64,
     /// Connections subscribed to something, in the middle of the window.
     subscribers: usize,
-    /// The commands Redis ran most (a script's included), calls per acquisition.
-    top_commands: Vec<(String, f64)>,
+    /// The commands Redis spent most time on (a script's included): calls and µs per
+    /// acquisition.
+    top_commands: Vec<(String, f64, f64)>,
+    /// Scripts run per acquisition.
+    scripts: f64,
 }
 
 impl WaiterPoint {
@@ -111,9 +118,15 @@ fn waiter_point(
             )
         })
         .collect();
-    let mut stats = start_window(server, &mut workers, window);
-    thread::sleep(window / 2 + Duration::from_millis(100));
+    let (mut stats, (from, end)) = start_window(server, &mut workers, window);
+    let measured = measured_from(from, end);
+    sleep_until_mono(measured);
+    let before = server_all_command_stats(&mut stats);
+    sleep_until_mono(from + (end - from) / 2);
     let subscribers = subscribed_connections(&mut stats);
+    sleep_until_mono(end);
+    let after = server_all_command_stats(&mut stats);
+    let commands = command_stats_between(&before, &after);
     let mut records = Vec::new();
     let (mut woken, mut wasted) = (0, 0);
     for worker in &workers {
@@ -124,10 +137,10 @@ fn waiter_point(
         wasted += counts.next().unwrap_or(0);
         records.extend(list.split(';').filter(|r| !r.is_empty()).map(Record::parse));
     }
-    let commands = server_all_command_stats(&mut stats);
     for worker in workers {
         worker.finish();
     }
+    records.retain(|r| r.acquired >= measured && r.acquired < end);
     let calls = |names: &[&str]| commands.iter().filter(|c| names.contains(&c.0.as_str())).map(|c| c.1).sum::<u64>();
     let usec = commands.iter().filter(|c| c.0 == "evalsha").map(|c| c.2).sum::<u64>();
     let acquisitions = records.len() as u64;
@@ -144,18 +157,20 @@ fn waiter_point(
         server_usec: per(usec),
         subscribers,
         top_commands: top_commands(&commands, acquisitions),
+        scripts: per(calls(&["evalsha", "eval"])),
     }
 }
 
-/// The five commands Redis ran most, `CONFIG` and `INFO` (the benchmark's) left out, in
-/// calls per acquisition.
-fn top_commands(commands: &[(String, u64, u64)], acquisitions: u64) -> Vec<(String, f64)> {
-    let mut top: Vec<(String, f64)> = commands
+/// The five commands Redis spent the most time on, scripts' own commands among them (the
+/// scripts themselves, `CONFIG` and `INFO` left out): calls and µs per acquisition.
+fn top_commands(commands: &[(String, u64, u64)], acquisitions: u64) -> Vec<(String, f64, f64)> {
+    let per = |n: u64| n as f64 / acquisitions.max(1) as f64;
+    let mut top: Vec<(String, f64, f64)> = commands
         .iter()
-        .filter(|c| !c.0.starts_with("config") && c.0 != "info")
-        .map(|c| (c.0.clone(), c.1 as f64 / acquisitions.max(1) as f64))
+        .filter(|c| !c.0.starts_with("config") && !["info", "evalsha", "eval"].contains(&c.0.as_str()))
+        .map(|c| (c.0.clone(), per(c.1), per(c.2)))
         .collect();
-    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    top.sort_by(|a, b| b.2.total_cmp(&a.2));
     top.truncate(5);
     top
 }
@@ -189,6 +204,22 @@ fn handoffs(mut records: Vec<Record>) -> Vec<f64> {
         .collect();
     gaps.sort_unstable_by(f64::total_cmp);
     gaps
+}
+
+/// Where the measured part of the window `from..end` begins (see [`UNMEASURED_SHARE`]).
+fn measured_from(from: u64, end: u64) -> u64 {
+    from + (end - from) / UNMEASURED_SHARE
+}
+
+/// What `INFO commandstats` counted between two readings: (command, calls, µs).
+fn command_stats_between(before: &[(String, u64, u64)], after: &[(String, u64, u64)]) -> Vec<(String, u64, u64)> {
+    after
+        .iter()
+        .map(|(name, calls, usec)| {
+            let (calls_before, usec_before) = before.iter().find(|b| &b.0 == name).map_or((0, 0), |b| (b.1, b.2));
+            (name.clone(), calls.saturating_sub(calls_before), usec.saturating_sub(usec_before))
+        })
+        .collect()
 }
 
 /// Connections of the server subscribed to at least one channel (`CLIENT LIST`).
@@ -252,13 +283,17 @@ pub(crate) fn waiters_child() {
         })
         .collect();
     say("ready");
-    *window.lock().expect("the window") = read_window();
-    let before = client.stats();
+    let (from, end) = read_window();
+    *window.lock().expect("the window") = (from, end);
     start.wait();
+    // The wake-ups of the measured part alone, as the parent reads Redis's counters.
+    sleep_until_mono(measured_from(from, end));
+    let before = client.stats();
+    sleep_until_mono(end);
+    let after = client.stats();
     for handle in handles {
         handle.join().expect("a waiter thread");
     }
-    let after = client.stats();
     let records = records.lock().expect("the records");
     let list: Vec<String> = records.iter().map(|r| format!("{},{},{}", r.called, r.acquired, r.released)).collect();
     say(&format!(
@@ -277,15 +312,18 @@ pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt
     let _ = writeln!(
         out,
         "### 17. The waiters curve: N threads waiting on one lock while one holds it, spread over 1, 4 and 16 \
-         processes (a client each); each holds {} µs, releases, thinks {} ms, asks again; {} s a point\n",
+         processes (a client each); each holds {} µs, releases, thinks {} ms, asks again; {} s a point, \
+         the first {} ms (where the N waiters join) not measured\n",
         HOLD.as_micros(),
         THINK.as_millis(),
-        WINDOW.as_secs()
+        WINDOW.as_secs(),
+        (WINDOW / UNMEASURED_SHARE as u32).as_millis()
     );
     let _ = writeln!(
         out,
         "A hand-off: from the release's start to the next grant, when that thread was waiting as the release \
-         began (CLOCK_MONOTONIC across the processes). Per release: the `PUBLISH`es Redis ran (scripts' \
+         began (CLOCK_MONOTONIC across the processes). Counted in the measured part only (grants, Redis's \
+         counters, the clients' wake-ups), not the waiters' joining nor their drain after the window. Per release: the `PUBLISH`es Redis ran (scripts' \
          included), the waiters woken and those of them that found the lock taken again (the clients' \
          `ClientStats`); Redis's time on the scripts per acquisition; connections subscribed to a channel, \
          mid-window (`CLIENT LIST`). RTT: step 0's, {rtt:.1} µs. Target: the hand-off's p99 at 1,000 \
@@ -295,14 +333,17 @@ pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt
         out,
         "| kind | waiters | processes | acquisitions | hand-offs | p50 µs | p99 µs | p50 / RTT | p99 / RTT | \
          published per release | woken / wasted per release | Redis µs per acquisition | subscribers | \
-         commands Redis ran most, per acquisition |"
+         commands Redis spent most on, per acquisition |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|");
     for p in points {
         let (p50, p99) = (p.percentile(0.5), p.percentile(0.99));
+        let top: Vec<String> =
+            p.top_commands.iter().map(|(name, n, us)| format!("{name} {n:.1}× {us:.0} µs")).collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {p50:.0} | {p99:.0} | {:.2} | {:.2} | {:.3} | {:.3} / {:.3} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {p50:.0} | {p99:.0} | {:.2} | {:.2} | {:.3} | {:.3} / {:.3} | {:.1} | {} | \
+             scripts {:.1}: {} |",
             p.kind.as_str(),
             p.waiters,
             p.processes,
@@ -315,7 +356,8 @@ pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt
             p.wasted,
             p.server_usec,
             p.subscribers,
-            p.top_commands.iter().map(|(name, n)| format!("{name} {n:.1}")).collect::<Vec<_>>().join(", ")
+            p.scripts,
+            top.join(", ")
         );
     }
     let _ = writeln!(out);
