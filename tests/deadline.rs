@@ -194,16 +194,16 @@ fn redis_expiry_at_least(conn: &mut redis::Connection, kind: Kind, name: &str) -
     before + Duration::from_millis(left_ms)
 }
 
-/// Asserts that the retry found the first send's grant (the scenario happened): the
-/// owner's hold counted `holds` times in Redis, or for an election the term not taken again
-/// (a grant after an undo takes the next). A permit's resend carries the same ids, whichever
-/// way it went: not told apart here.
-fn assert_joined(conn: &mut redis::Connection, kind: Kind, name: &str, field: Option<&str>, holds: u64) {
+/// Whether the retry found the first send's grant (the scenario happened): the owner's
+/// hold counted `holds` times in Redis, or for an election the term not taken again (a
+/// grant after an undo takes the next). A permit's resend carries the same ids, whichever
+/// way it went: not told apart here (taken as joined).
+fn joined(conn: &mut redis::Connection, kind: Kind, name: &str, field: Option<&str>, holds: u64) -> bool {
     if kind == Kind::Election {
         let term: u64 = redis::cmd("GET").arg(format!("redlease_term:{}", kind.key(name))).query(conn).unwrap();
-        assert_eq!(term, 1, "the retry joined the first grant: one term taken");
-    } else if let Some(count) = count_in_redis(conn, kind, name, field) {
-        assert_eq!(count, holds, "the retry joined the first grant");
+        term == 1
+    } else {
+        count_in_redis(conn, kind, name, field).is_none_or(|count| count == holds)
     }
 }
 
@@ -327,44 +327,57 @@ fn prepare(server: &RedisServer, kind: Kind, name: &str) {
 fn a_resent_acquire_that_joins_its_first_grant_is_valid_no_longer_than_redis_keeps_it() {
     let server = RedisServer::start();
     for_every_kind(&server, |server, kind, name| {
-        prepare(server, kind, name);
-        let proxy = Proxy::start(server.addr());
-        let client = holder_client(server, &proxy);
-        let mut conn = server.conn();
-        let mut watcher = server.conn();
-        let (sent, reply) = mpsc::channel();
-        let (go, release) = mpsc::channel::<()>();
-        thread::scope(|scope| {
-            // Dropped with this closure, should it fail: the holder then stops waiting.
-            let go = go;
-            let client = &client;
-            let dropped = lose_replies(&proxy);
-            let holder = scope.spawn(move || {
-                let held = take(client, kind, name).expect("the resend goes through").expect("granted");
-                sent.send((held.valid_until(), held.field())).unwrap();
-                release.recv().unwrap();
-                held.release()
-            });
-            cut_once_granted(&proxy, name, dropped, || granted_in_redis(&mut watcher, kind, name));
-            let (valid_until, field) = reply.recv_timeout(Duration::from_secs(10)).expect("the acquire returns");
-            let expiry = redis_expiry_at_least(&mut conn, kind, name);
-            let valid_until = valid_until.expect("a lease with an end");
-            assert_joined(&mut conn, kind, name, field.as_deref(), 2);
-            assert!(
-                valid_until <= expiry,
-                "valid until {:?} past the expiry Redis keeps",
-                valid_until.saturating_duration_since(expiry)
-            );
-            let events = key_events_during(server, &kind.key(name), || {
-                go.send(()).unwrap();
-                holder.join().unwrap().expect("released");
-            });
-            if kind != Kind::Permits {
-                assert_deleted_by_the_release(&events);
-            }
-        });
-        assert!(!granted_in_redis(&mut conn, kind, name), "the release freed it: nothing of the owner is left");
+        // The scenario needs the first send's grant to outlive the cut; now and then (2 runs
+        // in 16 here) it was taken back before the resend, most likely by its undo getting
+        // through, and the resend was granted afresh: no join to check. Run again then, up
+        // to three times.
+        let happened = (1..=3).any(|attempt| resent_acquire_joins(server, kind, &format!("{name}-{attempt}")));
+        assert!(happened, "in three tries, the resend never joined the first send's grant");
     });
+}
+
+/// One try of the case above; `false` when the resend did not join the first send's grant
+/// (the release must free the lock all the same).
+fn resent_acquire_joins(server: &RedisServer, kind: Kind, name: &str) -> bool {
+    prepare(server, kind, name);
+    let proxy = Proxy::start(server.addr());
+    let client = holder_client(server, &proxy);
+    let mut conn = server.conn();
+    let mut watcher = server.conn();
+    let (sent, reply) = mpsc::channel();
+    let (go, release) = mpsc::channel::<()>();
+    let happened = thread::scope(|scope| {
+        // Dropped with this closure, should it fail: the holder then stops waiting.
+        let go = go;
+        let client = &client;
+        let dropped = lose_replies(&proxy);
+        let holder = scope.spawn(move || {
+            let held = take(client, kind, name).expect("the resend goes through").expect("granted");
+            sent.send((held.valid_until(), held.field())).unwrap();
+            release.recv().unwrap();
+            held.release()
+        });
+        cut_once_granted(&proxy, name, dropped, || granted_in_redis(&mut watcher, kind, name));
+        let (valid_until, field) = reply.recv_timeout(Duration::from_secs(10)).expect("the acquire returns");
+        let expiry = redis_expiry_at_least(&mut conn, kind, name);
+        let valid_until = valid_until.expect("a lease with an end");
+        let happened = joined(&mut conn, kind, name, field.as_deref(), 2);
+        assert!(
+            valid_until <= expiry,
+            "valid until {:?} past the expiry Redis keeps",
+            valid_until.saturating_duration_since(expiry)
+        );
+        let events = key_events_during(server, &kind.key(name), || {
+            go.send(()).unwrap();
+            holder.join().unwrap().expect("released");
+        });
+        if kind != Kind::Permits {
+            assert_deleted_by_the_release(&events);
+        }
+        happened
+    });
+    assert!(!granted_in_redis(&mut conn, kind, name), "the release freed it: nothing of the owner is left");
+    happened
 }
 
 /// The same join under a hold the thread has already: the inner acquire is resent, joins,
@@ -445,7 +458,7 @@ fn a_cut_off_holder_of_a_resent_grant_stops_before_a_rival_begins() {
             cut_once_granted(&proxy, name, dropped, || granted_in_redis(&mut watcher, kind, name));
             let field = reply.recv_timeout(Duration::from_secs(10)).expect("the acquire returns");
             proxy.set_blackhole(true);
-            assert_joined(&mut server.conn(), kind, name, field.as_deref(), 2);
+            assert!(joined(&mut server.conn(), kind, name, field.as_deref(), 2), "the retry joined the first grant");
             assert!(rival_takes(&rival, kind, name, Duration::from_secs(10)), "the rival gets it once the lease ends");
             let rival_began = Instant::now();
             let holder_last = holder.join().unwrap();
