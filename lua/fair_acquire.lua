@@ -81,11 +81,14 @@ local purged = false
 -- Such a deadline is brought back (written after the checks that may refuse the script),
 -- so that such a head, dead, is dropped within a wait timeout.
 local overdue = nil
+-- The lock's PTTL as read for a live head, reused below (nothing changes the lock between).
+local held_for = nil
 local head = redis.call('lindex', queue, 0)
 while head do
     local deadline = tonumber(redis.call('zscore', timeouts, head))
     if deadline and deadline > clock() then
-        local latest = clock() + math.max(redis.call('pttl', lock), 0) + wait
+        held_for = redis.call('pttl', lock)
+        local latest = clock() + math.max(held_for, 0) + wait
         if deadline > latest then
             overdue = latest
         end
@@ -135,7 +138,7 @@ if overdue then
     redis.call('zadd', timeouts, overdue, head)
 end
 
-local ttl = redis.call('pttl', lock)
+local ttl = held_for or redis.call('pttl', lock)
 if ARGV[4] ~= '1' then
     return math.max(ttl, 0)
 end
