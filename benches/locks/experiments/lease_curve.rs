@@ -48,8 +48,8 @@ const DEFAULT_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
 /// One size of the curve.
 pub(crate) struct CurvePoint {
     leases: usize,
-    /// Taking them all, spread over the holders.
-    acquired: Duration,
+    /// Taking them all, spread over the holders, and `redis-server`'s CPU meanwhile.
+    acquired: Phase,
     /// The child's resident memory before the leases were taken and while they were held.
     rss_before: u64,
     rss_held: u64,
@@ -74,9 +74,32 @@ pub(crate) struct CurvePoint {
     commands: u64,
     bytes_in: u64,
     server_cpu: Duration,
-    released: Duration,
+    released: Phase,
     /// Leases the client still counted after every guard dropped.
     leases_left: usize,
+    /// Taking and releasing as many leases of a fixed length (no watchdog: nothing renews
+    /// meanwhile), after the watchdog's leases were released.
+    fixed_acquired: Phase,
+    fixed_released: Phase,
+}
+
+/// A phase that takes or releases every lease: how long it took, and `redis-server`'s CPU
+/// time meanwhile (`/proc`).
+#[derive(Clone, Copy, Default)]
+struct Phase {
+    took: Duration,
+    server_cpu: Duration,
+}
+
+impl Phase {
+    /// The share of one CPU `redis-server` used in the phase: near 1, Redis was the limit.
+    fn server_share(&self) -> f64 {
+        self.server_cpu.as_secs_f64() / self.took.as_secs_f64().max(1e-9)
+    }
+    /// The phase's time per lease, in µs.
+    fn per_lease_us(&self, leases: usize) -> f64 {
+        self.took.as_secs_f64() * 1e6 / leases.max(1) as f64
+    }
 }
 
 impl CurvePoint {
@@ -91,6 +114,12 @@ impl CurvePoint {
     }
     fn client_cpu_us(&self) -> f64 {
         self.per_renewal(self.client_cpu.as_secs_f64() * 1e6)
+    }
+    /// The client's CPU per lease renewed beyond its fixed work of `fixed` seconds of CPU
+    /// a second.
+    fn client_cpu_beyond_us(&self, fixed: f64) -> f64 {
+        let beyond = self.client_cpu.as_secs_f64() - fixed * self.window.as_secs_f64();
+        self.per_renewal(beyond.max(0.0) * 1e6)
     }
     /// What taking the leases added to the resident memory.
     fn bytes_added(&self) -> f64 {
@@ -113,21 +142,23 @@ pub(crate) fn measure_lease_curve(server: &RedisServer, plan: &Plan) -> Vec<Curv
         .iter()
         .map(|&leases| {
             let mut child = Worker::spawn("leases", &[(URL_ENV, server.url()), (LEASES_ENV, leases.to_string())]);
-            let held = numbers(&child.expect("held "));
+            let ready = numbers(&child.expect("ready "));
+            let (held, acquired) = phase(&mut child, &pid, "take", "held ");
             reset_server_stats(&mut conn);
             let server_cpu_before = cpu_of(&pid);
             child.send("window");
             let window = numbers(&child.expect("window "));
             let server_cpu = cpu_of(&pid).saturating_sub(server_cpu_before);
             let served = served_since_reset(&mut conn);
-            child.send("release");
-            let released = numbers(&child.expect("released "));
+            let (left, released) = phase(&mut child, &pid, "release", "released ");
+            let (_, fixed_acquired) = phase(&mut child, &pid, "take-fixed", "held ");
+            let (_, fixed_released) = phase(&mut child, &pid, "release", "released ");
             child.finish();
             CurvePoint {
                 leases,
-                acquired: Duration::from_nanos(held[0]),
-                rss_before: held[1],
-                rss_held: held[2],
+                acquired,
+                rss_before: ready[0],
+                rss_held: held[0],
                 window: Duration::from_nanos(window[0]),
                 passes: window[1],
                 round_trips: window[2],
@@ -141,51 +172,39 @@ pub(crate) fn measure_lease_curve(server: &RedisServer, plan: &Plan) -> Vec<Curv
                 commands: served.commands,
                 bytes_in: served.bytes_in,
                 server_cpu: Duration::from_nanos(server_cpu),
-                released: Duration::from_nanos(released[0]),
-                leases_left: usize::try_from(released[1]).unwrap_or(usize::MAX),
+                released,
+                leases_left: usize::try_from(left[0]).unwrap_or(usize::MAX),
+                fixed_acquired,
+                fixed_released,
             }
         })
         .collect()
 }
 
+/// Orders the child to `order`, whose answer starts with `answer` followed by the phase's
+/// time: the answer's other numbers, and the phase with `redis-server`'s CPU meanwhile.
+fn phase(child: &mut Worker, pid: &str, order: &str, answer: &str) -> (Vec<u64>, Phase) {
+    let server_cpu_before = cpu_of(pid);
+    child.send(order);
+    let numbers = numbers(&child.expect(answer));
+    let server_cpu = Duration::from_nanos(cpu_of(pid).saturating_sub(server_cpu_before));
+    (numbers[1..].to_vec(), Phase { took: Duration::from_nanos(numbers[0]), server_cpu })
+}
+
 /// In the child: takes the leases over [`HOLDERS`] threads, then holds them through the
-/// window and releases them all, each on the parent's order, saying what it measured.
+/// window and releases them all, then takes and releases as many leases of a fixed length,
+/// each on the parent's order, saying what it measured.
 pub(crate) fn leases_child() {
     let leases: usize = child_env(LEASES_ENV).parse().expect("a count of leases");
     let (client, events) = renewal_client(Client::builder(child_env(URL_ENV)));
     // The pools and the renewal thread exist before the memory is first read.
     let warm = client.lock("bench:curve:warm").try_lock().expect("warm-up").expect("the warm-up lock is free");
     warm.unlock().expect("warm-up unlock");
-    let rss_before = resident_bytes();
+    say(&format!("ready {}", resident_bytes()));
 
-    let started = Instant::now();
-    let (held_tx, held_rx) = mpsc::channel::<()>();
-    let holders: Vec<(mpsc::Sender<()>, thread::JoinHandle<()>)> = (0..HOLDERS.min(leases))
-        .map(|holder| {
-            let client = client.clone();
-            let held_tx = held_tx.clone();
-            let (release_tx, release_rx) = mpsc::channel::<()>();
-            let thread = thread::spawn(move || {
-                // What the benchmark keeps per lease is the guard alone, in a `Vec` of the
-                // right size (a name is made for the call and dropped; the lock keeps its own).
-                let mine = (holder..leases).step_by(HOLDERS);
-                let mut guards = Vec::with_capacity(mine.len());
-                for i in mine {
-                    let lock = client.lock(format!("bench:curve:{leases}:{i}"));
-                    guards.push(lock.try_lock().expect("try_lock").expect("a fresh lease lock is free"));
-                }
-                held_tx.send(()).expect("tell the child's main thread");
-                release_rx.recv().expect("the release order");
-                drop(guards);
-            });
-            (release_tx, thread)
-        })
-        .collect();
-    for _ in &holders {
-        held_rx.recv().expect("a holder took its leases");
-    }
-    let acquired = started.elapsed();
-    say(&format!("held {} {rss_before} {}", nanos(acquired), resident_bytes()));
+    await_order("take");
+    let (holders, acquired) = take_over_holders(&client, leases, "", None);
+    say(&format!("held {} {}", nanos(acquired), resident_bytes()));
 
     await_order("window");
     let (before, cpu_before, window_start) = (client.stats(), own_cpu(), Instant::now());
@@ -206,12 +225,69 @@ pub(crate) fn leases_child() {
     ));
 
     await_order("release");
+    say(&format!("released {} {}", nanos(release_holders(holders)), client.stats().leases));
+
+    await_order("take-fixed");
+    let (holders, acquired) = take_over_holders(&client, leases, "fixed:", Some(FIXED_LEASE));
+    say(&format!("held {}", nanos(acquired)));
+    await_order("release");
+    say(&format!("released {}", nanos(release_holders(holders))));
+}
+
+/// The lease of the fixed-length run: longer than the run.
+const FIXED_LEASE: Duration = Duration::from_secs(120);
+
+/// A holder thread: the order to release its guards, and the thread.
+type Holder = (mpsc::Sender<()>, thread::JoinHandle<()>);
+
+/// Takes `leases` locks (named after `run`) over [`HOLDERS`] threads, each with one
+/// `try_lock`, of `lease` or with the watchdog: the holders, once all have taken theirs,
+/// and the time that took.
+fn take_over_holders(client: &Client, leases: usize, run: &str, lease: Option<Duration>) -> (Vec<Holder>, Duration) {
+    let started = Instant::now();
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let holders: Vec<Holder> = (0..HOLDERS.min(leases))
+        .map(|holder| {
+            let client = client.clone();
+            let held_tx = held_tx.clone();
+            let run = run.to_owned();
+            let (release_tx, release_rx) = mpsc::channel::<()>();
+            let thread = thread::spawn(move || {
+                // What the benchmark keeps per lease is the guard alone, in a `Vec` of the
+                // right size (a name is made for the call and dropped; the lock keeps its own).
+                let mine = (holder..leases).step_by(HOLDERS);
+                let mut guards = Vec::with_capacity(mine.len());
+                for i in mine {
+                    let lock = client.lock(format!("bench:curve:{run}{leases}:{i}"));
+                    let lock = match lease {
+                        Some(lease) => lock.with_lease(lease),
+                        None => lock,
+                    };
+                    guards.push(lock.try_lock().expect("try_lock").expect("a fresh lease lock is free"));
+                }
+                held_tx.send(()).expect("tell the child's main thread");
+                release_rx.recv().expect("the release order");
+                drop(guards);
+            });
+            (release_tx, thread)
+        })
+        .collect();
+    for _ in &holders {
+        held_rx.recv().expect("a holder took its leases");
+    }
+    (holders, started.elapsed())
+}
+
+/// Orders every holder to drop its guards: the time until all have.
+fn release_holders(holders: Vec<Holder>) -> Duration {
     let start = Instant::now();
-    for (release, thread) in holders {
+    for (release, _) in &holders {
         release.send(()).expect("a holder waits for the release order");
+    }
+    for (_, thread) in holders {
         thread.join().expect("a holder released its leases");
     }
-    say(&format!("released {} {}", nanos(start.elapsed()), client.stats().leases));
+    start.elapsed()
 }
 
 /// What Redis served since the last `CONFIG RESETSTAT`.
@@ -321,14 +397,16 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
     );
     let _ = writeln!(
         out,
-        "| leases | taking them (s) | client memory per lease (B): all it added / since the size before | window (s) | passes | round trips per pass | \
+        "| leases | client memory per lease (B): all it added / since the size before | window (s) | passes | round trips per pass | \
          pass mean / longest (ms) | renewed | Redis per renewal: commands' time (µs) | `redis-server` CPU per renewal (µs) | \
-         client CPU per renewal (µs) | commands per renewal | bytes sent per renewal | releasing them all (s) | lost / failed |"
+         client CPU per renewal (µs): all / beyond the fixed work | commands per renewal | bytes sent per renewal | lost / failed |"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    table_rows(out, points);
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let fixed = fixed_work(points);
+    table_rows(out, points, fixed);
     let redis_spread = spread(points, CurvePoint::redis_us);
     let client_spread = spread(points, CurvePoint::client_cpu_us);
+    let beyond_spread = spread(points, |p| p.client_cpu_beyond_us(fixed));
     let largest = points.last();
     let memory = largest.map_or(f64::NAN, CurvePoint::bytes_per_lease);
     let longest = largest.map_or(f64::NAN, |p| p.longest_pass.as_secs_f64());
@@ -336,12 +414,15 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
     let _ = writeln!(
         out,
         "\nTargets: Redis's time per renewal grows {redis_spread:.2}× from 100 leases to the largest size, the client's CPU \
-         {client_spread:.2}× (≤ {TARGET_FLATNESS}×: {}, {}); the client's memory per lease at {} leases is {memory:.0} B \
+         {client_spread:.2}× (≤ {TARGET_FLATNESS}×: {}, {}); beyond the client's fixed work ({:.0} µs a second, its CPU \
+         with one lease) {beyond_spread:.2}× ({}); the client's memory per lease at {} leases is {memory:.0} B \
          (≤ {TARGET_BYTES_PER_LEASE:.0}: {}); the longest pass at {} leases is at most {:.1} % of the default watchdog's \
          renewal interval, {} s (≤ {:.0} %: {}; {:.1} % of this curve's {} s). The window's figures are per lease renewed; a pass's longest time is the upper end of its \
          bucket in `ClientStats::renewal_pass_time` (at most twice the pass).\n",
         verdict(redis_spread <= TARGET_FLATNESS),
         verdict(client_spread <= TARGET_FLATNESS),
+        fixed * 1e6,
+        verdict(beyond_spread <= TARGET_FLATNESS),
         largest.map_or(0, |p| p.leases),
         verdict(memory <= TARGET_BYTES_PER_LEASE),
         largest.map_or(0, |p| p.leases),
@@ -352,6 +433,7 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
         longest / interval.as_secs_f64() * 100.0,
         interval.as_secs(),
     );
+    phase_table(out, points);
     for chart in lease_charts(points) {
         let caption = caption();
         match chart.draw(&caption) {
@@ -399,8 +481,46 @@ fn lease_charts(points: &[CurvePoint]) -> [LogLogChart<'static>; 2] {
     ]
 }
 
+/// The client's CPU per second of its fixed work (its pass, its announcement, the child's
+/// own threads): its CPU with one lease, where one renewal a pass is all the rest.
+fn fixed_work(points: &[CurvePoint]) -> f64 {
+    points.iter().find(|p| p.leases == 1).map_or(0.0, |p| p.client_cpu.as_secs_f64() / p.window.as_secs_f64().max(1e-9))
+}
+
+/// Taking and releasing every lease, with the watchdog and with a fixed lease, and how much
+/// of one CPU `redis-server` used meanwhile.
+fn phase_table(out: &mut String, points: &[CurvePoint]) {
+    let _ = writeln!(
+        out,
+        "Taking and releasing them all ({HOLDERS} threads; `redis-server`'s CPU meanwhile as a share of one CPU): with the \
+         watchdog (the leases above; their renewal runs meanwhile), then as many leases of a fixed {} s (nothing renews):\n",
+        FIXED_LEASE.as_secs()
+    );
+    let _ = writeln!(
+        out,
+        "| leases | watchdog: taking (s, Redis CPU) | releasing (s, Redis CPU) | fixed lease: taking (s, Redis CPU) | \
+         releasing (s, Redis CPU) | fixed lease: µs per lease taken / released |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let cell = |phase: &Phase| format!("{:.3} ({:.0} %)", phase.took.as_secs_f64(), phase.server_share() * 100.0);
+    for p in points {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.1} / {:.1} |",
+            p.leases,
+            cell(&p.acquired),
+            cell(&p.released),
+            cell(&p.fixed_acquired),
+            cell(&p.fixed_released),
+            p.fixed_acquired.per_lease_us(p.leases),
+            p.fixed_released.per_lease_us(p.leases),
+        );
+    }
+    let _ = writeln!(out);
+}
+
 /// One row of step 16's table per size.
-fn table_rows(out: &mut String, points: &[CurvePoint]) {
+fn table_rows(out: &mut String, points: &[CurvePoint], fixed: f64) {
     for (i, p) in points.iter().enumerate() {
         // The memory per lease between this size and the one before: what the fixed costs
         // (the holders' threads, the first growth of the maps) leave out.
@@ -413,9 +533,8 @@ fn table_rows(out: &mut String, points: &[CurvePoint]) {
         );
         let _ = writeln!(
             out,
-            "| {} | {:.3} | {:.0} / {} | {:.2} | {} | {:.2} | {:.2} / ≤ {:.1} | {} | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {:.3} | {} / {}{} |",
+            "| {} | {:.0} / {} | {:.2} | {} | {:.2} | {:.2} / ≤ {:.1} | {} | {:.2} | {:.2} | {:.2} / {} | {:.3} | {:.1} | {} / {}{} |",
             p.leases,
-            p.acquired.as_secs_f64(),
             p.bytes_per_lease(),
             marginal,
             p.window.as_secs_f64(),
@@ -427,9 +546,9 @@ fn table_rows(out: &mut String, points: &[CurvePoint]) {
             p.redis_us(),
             p.server_cpu_us(),
             p.client_cpu_us(),
+            if p.leases == 1 { "–".to_string() } else { format!("{:.2}", p.client_cpu_beyond_us(fixed)) },
             p.per_renewal(p.commands as f64),
             p.per_renewal(p.bytes_in as f64),
-            p.released.as_secs_f64(),
             p.lost,
             p.failed,
             if p.leases_left > 0 { format!(" ({} leases left)", p.leases_left) } else { String::new() },
