@@ -100,6 +100,11 @@ impl Worker {
         Worker { role: role.to_string(), process, stdin, lines, reaped: false }
     }
 
+    /// The child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     pub(crate) fn send(&mut self, order: &str) {
         let stdin = self.stdin.as_mut().expect("the child's stdin is open");
         writeln!(stdin, "{order}").and_then(|()| stdin.flush()).expect("write an order to the child");

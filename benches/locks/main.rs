@@ -74,6 +74,7 @@ mod placement;
 mod plan;
 mod plot;
 mod report;
+mod servers;
 mod stats;
 
 use std::time::Instant;
@@ -85,6 +86,7 @@ use redlease_testkit::server::RedisServer;
 use child::{ROLE_ENV, Role, child_main};
 use experiments::LockKind;
 use experiments::contenders::Subject;
+use experiments::contention_curve::{ContentionPoint, contention_curve_section, measure_contention_curve};
 use experiments::durable::{durable_section, measure_durable};
 use experiments::election::measure_elections;
 use experiments::group::{group_section, measure_group_locks};
@@ -92,6 +94,7 @@ use experiments::handoff::measure_handoffs;
 use experiments::herd::measure_herd;
 use experiments::lease_curve::{CurvePoint, lease_curve_section, measure_lease_curve};
 use experiments::limit::{limit_section, measure_limit};
+use experiments::masters_curve::{MastersPoint, masters_curve_section, measure_masters_curve};
 use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
 use experiments::renewal::measure_renewal;
@@ -118,6 +121,7 @@ const ROLES: &[Role] = &[
     ("election-observer", experiments::election::observer_child),
     ("leases", experiments::lease_curve::leases_child),
     ("waiters", experiments::waiter_curve::waiters_child),
+    ("contending", experiments::contention_curve::contending_child),
 ];
 
 fn main() {
@@ -137,10 +141,12 @@ fn main() {
         return;
     }
 
-    let (results, curve, waiters) = run_all(&server, placement, &plan, machine);
+    let (results, curves) = run_all(&server, placement, &plan, machine);
     let mut report = results.report();
-    lease_curve_section(&mut report, &curve);
-    waiter_curve_section(&mut report, &waiters, results.limit.rtt.mean);
+    lease_curve_section(&mut report, &curves.leases);
+    waiter_curve_section(&mut report, &curves.waiters, results.limit.rtt.mean);
+    contention_curve_section(&mut report, &curves.contention);
+    masters_curve_section(&mut report, &curves.masters);
     println!("\n{report}");
     println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
     if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
@@ -148,14 +154,17 @@ fn main() {
     }
 }
 
+/// The scale curves (issue #44), whose sections follow the report's.
+struct Curves {
+    leases: Vec<CurvePoint>,
+    waiters: Vec<WaiterPoint>,
+    contention: Vec<ContentionPoint>,
+    masters: Vec<MastersPoint>,
+}
+
 /// Every step in the report's order, with what other processes did on the machine
 /// meanwhile; the curves apart (their sections follow the report's).
-fn run_all(
-    server: &RedisServer,
-    placement: Placement,
-    plan: &Plan,
-    machine: Machine,
-) -> (Results, Vec<CurvePoint>, Vec<WaiterPoint>) {
+fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Machine) -> (Results, Curves) {
     let mut meter = CpuMeter::new(server);
     meter.step("0. physical limit");
     let limit = measure_limit(server, plan);
@@ -202,6 +211,10 @@ fn run_all(
     let curve = measure_lease_curve(server, plan);
     meter.step("17. waiters curve");
     let waiters = measure_waiter_curve(server, plan);
+    meter.step("18. contention curve");
+    let contention = measure_contention_curve(server, plan);
+    meter.step("19. masters curve");
+    let masters = measure_masters_curve(plan, |n| start_masters(&placement, Some(&mut meter), n));
     meter.step("");
     let other_work = meter.steps;
 
@@ -226,7 +239,7 @@ fn run_all(
         sentinel,
         durable,
     };
-    (results, curve, waiters)
+    (results, Curves { leases: curve, waiters, contention, masters })
 }
 
 /// The limit, then each of `steps` (those of [`plan::ALONE_STEPS`]), their sections
@@ -250,6 +263,10 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
             15 => durable_section(&mut report, measure_durable(placement).as_ref()),
             16 => lease_curve_section(&mut report, &measure_lease_curve(server, plan)),
             17 => waiter_curve_section(&mut report, &measure_waiter_curve(server, plan), limit.rtt.mean),
+            18 => contention_curve_section(&mut report, &measure_contention_curve(server, plan)),
+            19 => {
+                masters_curve_section(&mut report, &measure_masters_curve(plan, |n| start_masters(placement, None, n)))
+            }
             _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
         }
     }
@@ -281,6 +298,16 @@ fn measure_redlocks(placement: &Placement, meter: &mut CpuMeter, plan: &Plan) ->
 fn start_cluster(placement: &Placement, mut meter: Option<&mut CpuMeter>) -> ClusterGroup {
     let group = ClusterGroup::start();
     for node in group.masters().into_iter().chain(group.replicas()) {
+        place(placement, meter.as_deref_mut(), node);
+    }
+    group
+}
+
+/// Step 19's cluster of `masters` masters, every one placed with the first server (and
+/// metered).
+fn start_masters(placement: &Placement, mut meter: Option<&mut CpuMeter>, masters: usize) -> ClusterGroup {
+    let group = ClusterGroup::start_masters(masters);
+    for node in group.masters() {
         place(placement, meter.as_deref_mut(), node);
     }
     group

@@ -91,3 +91,14 @@ pub(crate) fn process_ticks(pid: &str, children: bool) -> u64 {
     let count = if children { 4 } else { 2 };
     fields.iter().take(count).sum()
 }
+
+/// The CPU time of process `pid` in nanoseconds: its threads' time on a CPU, summed
+/// (`/proc/<pid>/task/*/schedstat`, whose first field is nanoseconds).
+pub(crate) fn cpu_ns(pid: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}

@@ -1,5 +1,5 @@
-//! `ClusterGroup`: a Redis Cluster of three masters, each with one replica, on loopback
-//! ports of their own, built by hand (`CLUSTER MEET`, `ADDSLOTSRANGE`, `REPLICATE`) so that
+//! `ClusterGroup`: a Redis Cluster of three masters, each with one replica (or of any number
+//! of masters without replicas, [`ClusterGroup::start_masters`]), on loopback ports of their own, built by hand (`CLUSTER MEET`, `ADDSLOTSRANGE`, `REPLICATE`) so that
 //! no `redis-cli` is needed; with the faults a cluster test needs: moving a slot from one
 //! master to another (keys and all), and failing a master over to its replica. Every
 //! server is killed on drop.
@@ -9,13 +9,24 @@ use std::time::{Duration, Instant};
 
 use crate::server::RedisServer;
 
-/// Slots of the three masters.
-const RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+/// The slots of a cluster.
+const SLOTS: usize = 16384;
 
 pub struct ClusterGroup {
-    /// Masters first (0..3), then their replicas (3..6), in creation order; roles change
-    /// with failovers.
+    /// Masters first, then their replicas in the same order, in creation order; roles
+    /// change with failovers.
     servers: Vec<RedisServer>,
+    /// Masters at the start, and whether each has a replica.
+    masters: usize,
+    replicated: bool,
+}
+
+/// The slots of master `i` of `n`: a run of them, the runs of equal length but for the
+/// remainder, spread over the first masters.
+fn slot_range(i: usize, n: usize) -> (usize, usize) {
+    let (each, extra) = (SLOTS / n, SLOTS % n);
+    let from = i * each + i.min(extra);
+    (from, from + each + usize::from(i < extra) - 1)
 }
 
 fn cmd_on(server: &RedisServer) -> redis::Connection {
@@ -32,10 +43,22 @@ fn info_field(conn: &mut redis::Connection, field: &str) -> Option<String> {
 }
 
 impl ClusterGroup {
-    /// Starts six servers, makes them one cluster, and waits until every node says it is
-    /// healthy and every replica follows its master.
+    /// Starts six servers, makes them one cluster of three masters with a replica each, and
+    /// waits until every node says it is healthy and every replica follows its master.
     pub fn start() -> ClusterGroup {
-        let servers: Vec<RedisServer> = (0..6)
+        ClusterGroup::start_shaped(3, true)
+    }
+
+    /// A cluster of `masters` masters (at least one) and no replica, the slots split
+    /// evenly between them; every node healthy when it returns.
+    pub fn start_masters(masters: usize) -> ClusterGroup {
+        assert!(masters >= 1, "a cluster has a master");
+        ClusterGroup::start_shaped(masters, false)
+    }
+
+    fn start_shaped(masters: usize, replicated: bool) -> ClusterGroup {
+        let nodes = if replicated { 2 * masters } else { masters };
+        let servers: Vec<RedisServer> = (0..nodes)
             .map(|_| {
                 RedisServer::start_with(&[
                     "--cluster-enabled",
@@ -51,7 +74,7 @@ impl ClusterGroup {
                 ])
             })
             .collect();
-        let group = ClusterGroup { servers };
+        let group = ClusterGroup { servers, masters, replicated };
         let mut first = cmd_on(&group.servers[0]);
         for server in &group.servers[1..] {
             redis::cmd("CLUSTER")
@@ -61,7 +84,8 @@ impl ClusterGroup {
                 .query::<()>(&mut first)
                 .expect("MEET");
         }
-        for (server, (from, to)) in group.servers.iter().zip(RANGES) {
+        for (i, server) in group.servers.iter().take(masters).enumerate() {
+            let (from, to) = slot_range(i, masters);
             redis::cmd("CLUSTER")
                 .arg("ADDSLOTSRANGE")
                 .arg(from)
@@ -69,37 +93,37 @@ impl ClusterGroup {
                 .query::<()>(&mut cmd_on(server))
                 .expect("ADDSLOTSRANGE");
         }
-        group.wait_until("every node knows the five others", Duration::from_secs(20), |g| {
+        group.wait_until("every node knows the others", Duration::from_secs(20), |g| {
             g.servers.iter().all(|s| {
                 redis::cmd("CLUSTER")
                     .arg("NODES")
                     .query::<String>(&mut cmd_on(s))
-                    .is_ok_and(|nodes| nodes.lines().count() == 6)
+                    .is_ok_and(|listed| listed.lines().count() == nodes)
             })
         });
-        for i in 0..3 {
+        for i in (0..masters).filter(|_| replicated) {
             let master = node_id(&group.servers[i]);
             redis::cmd("CLUSTER")
                 .arg("REPLICATE")
                 .arg(master)
-                .query::<()>(&mut cmd_on(&group.servers[i + 3]))
+                .query::<()>(&mut cmd_on(&group.servers[i + masters]))
                 .expect("REPLICATE");
         }
         group.wait_healthy(Duration::from_secs(30));
         group
     }
 
-    /// Waits until every node reports `cluster_state:ok`, there are three masters with a
-    /// replica each, and every replica's link is up.
+    /// Waits until every node reports `cluster_state:ok`, there are as many masters (and
+    /// replicas) as at the start, and every replica's link is up.
     pub fn wait_healthy(&self, timeout: Duration) {
-        self.wait_until("a healthy cluster of three masters with a replica each", timeout, |g| {
+        let replicas = if self.replicated { self.masters } else { 0 };
+        self.wait_until("a healthy cluster of its masters and replicas", timeout, |g| {
             g.servers.iter().all(|s| {
                 let mut conn = cmd_on(s);
                 info_field(&mut conn, "cluster_state").as_deref() == Some("ok")
                     && redis::cmd("CLUSTER").arg("NODES").query::<String>(&mut conn).is_ok_and(|nodes| {
-                        let masters = nodes.lines().filter(|l| l.contains("master") && !l.contains("fail")).count();
-                        let replicas = nodes.lines().filter(|l| l.contains("slave") && !l.contains("fail")).count();
-                        masters == 3 && replicas == 3
+                        let up = |role: &str| nodes.lines().filter(|l| l.contains(role) && !l.contains("fail")).count();
+                        (up("master"), up("slave")) == (g.masters, replicas)
                     })
             }) && g.replicas().iter().all(|r| {
                 let info: String = redis::cmd("INFO").arg("replication").query(&mut cmd_on(r)).unwrap_or_default();
@@ -297,4 +321,25 @@ fn role(server: &RedisServer) -> String {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runs of slots cover every slot once, in order, their lengths apart by one at most.
+    #[test]
+    fn the_slot_runs_cover_every_slot_once_and_evenly() {
+        for n in 1..=7 {
+            let runs: Vec<(usize, usize)> = (0..n).map(|i| slot_range(i, n)).collect();
+            assert_eq!(runs[0].0, 0, "{n} masters");
+            assert_eq!(runs[n - 1].1, SLOTS - 1, "{n} masters");
+            for pair in runs.windows(2) {
+                assert_eq!(pair[1].0, pair[0].1 + 1, "{n} masters: {runs:?}");
+            }
+            let lengths: Vec<usize> = runs.iter().map(|(from, to)| to - from + 1).collect();
+            assert!(lengths.iter().max().unwrap() - lengths.iter().min().unwrap() <= 1, "{n} masters: {lengths:?}");
+        }
+        assert_eq!(slot_range(0, 3), (0, 5461));
+    }
 }

@@ -18,7 +18,7 @@ use crate::clock::nanos;
 use crate::experiments::renewal::{RENEWAL_WATCHDOG, renewal_client};
 use crate::plan::Plan;
 use crate::plot::{LogLogChart, Series, caption};
-use crate::stats::{reset_server_stats, server_all_command_stats};
+use crate::servers::Servers;
 
 /// The sizes of the curve: leases held at once by one client.
 const LEASE_COUNTS: [usize; 6] = [1, 10, 100, 1_000, 10_000, 100_000];
@@ -53,9 +53,12 @@ pub(crate) struct CurvePoint {
     /// The child's resident memory before the leases were taken and while they were held.
     rss_before: u64,
     rss_held: u64,
+    /// The child's threads and open sockets while it held them.
+    pub(crate) threads: u64,
+    pub(crate) sockets: u64,
     window: Duration,
-    passes: u64,
-    round_trips: u64,
+    pub(crate) passes: u64,
+    pub(crate) round_trips: u64,
     renewed: u64,
     /// Time in renewal passes in the window.
     pass_time: Duration,
@@ -63,8 +66,8 @@ pub(crate) struct CurvePoint {
     /// microsecond, at most twice the pass).
     longest_pass: Duration,
     /// Leases lost and renewals failed, as the event hook counted them.
-    lost: u64,
-    failed: u64,
+    pub(crate) lost: u64,
+    pub(crate) failed: u64,
     /// The child's CPU time in the window (every thread of the process).
     client_cpu: Duration,
     /// What Redis served in the window: every command's time and calls (`INFO
@@ -109,10 +112,10 @@ impl CurvePoint {
     fn redis_us(&self) -> f64 {
         self.per_renewal(self.redis_time.as_secs_f64() * 1e6)
     }
-    fn server_cpu_us(&self) -> f64 {
+    pub(crate) fn server_cpu_us(&self) -> f64 {
         self.per_renewal(self.server_cpu.as_secs_f64() * 1e6)
     }
-    fn client_cpu_us(&self) -> f64 {
+    pub(crate) fn client_cpu_us(&self) -> f64 {
         self.per_renewal(self.client_cpu.as_secs_f64() * 1e6)
     }
     /// The client's CPU per lease renewed beyond its fixed work of `fixed` seconds of CPU
@@ -125,10 +128,10 @@ impl CurvePoint {
     fn bytes_added(&self) -> f64 {
         self.rss_held as f64 - self.rss_before as f64
     }
-    fn bytes_per_lease(&self) -> f64 {
+    pub(crate) fn bytes_per_lease(&self) -> f64 {
         self.bytes_added() / self.leases as f64
     }
-    fn mean_pass(&self) -> Duration {
+    pub(crate) fn mean_pass(&self) -> Duration {
         self.pass_time / u32::try_from(self.passes.max(1)).unwrap_or(u32::MAX)
     }
 }
@@ -136,58 +139,59 @@ impl CurvePoint {
 /// The curve, one child process per size (the largest left out of a quick run).
 pub(crate) fn measure_lease_curve(server: &RedisServer, plan: &Plan) -> Vec<CurvePoint> {
     let sizes = if plan.quick { &LEASE_COUNTS[..QUICK_LEASE_COUNTS] } else { &LEASE_COUNTS[..] };
-    let pid = server.pid().expect("the server is running").to_string();
-    let mut conn = server.conn();
-    sizes
-        .iter()
-        .map(|&leases| {
-            let mut child = Worker::spawn("leases", &[(URL_ENV, server.url()), (LEASES_ENV, leases.to_string())]);
-            let ready = numbers(&child.expect("ready "));
-            let (held, acquired) = phase(&mut child, &pid, "take", "held ");
-            reset_server_stats(&mut conn);
-            let server_cpu_before = cpu_of(&pid);
-            child.send("window");
-            let window = numbers(&child.expect("window "));
-            let server_cpu = cpu_of(&pid).saturating_sub(server_cpu_before);
-            let served = served_since_reset(&mut conn);
-            let (left, released) = phase(&mut child, &pid, "release", "released ");
-            let (_, fixed_acquired) = phase(&mut child, &pid, "take-fixed", "held ");
-            let (_, fixed_released) = phase(&mut child, &pid, "release", "released ");
-            child.finish();
-            CurvePoint {
-                leases,
-                acquired,
-                rss_before: ready[0],
-                rss_held: held[0],
-                window: Duration::from_nanos(window[0]),
-                passes: window[1],
-                round_trips: window[2],
-                renewed: window[3],
-                pass_time: Duration::from_nanos(window[4]),
-                longest_pass: Duration::from_nanos(window[5]),
-                lost: window[6],
-                failed: window[7],
-                client_cpu: Duration::from_nanos(window[8]),
-                redis_time: served.time,
-                commands: served.commands,
-                bytes_in: served.bytes_in,
-                server_cpu: Duration::from_nanos(server_cpu),
-                released,
-                leases_left: usize::try_from(left[0]).unwrap_or(usize::MAX),
-                fixed_acquired,
-                fixed_released,
-            }
-        })
-        .collect()
+    let mut servers = Servers::single(server);
+    sizes.iter().map(|&leases| lease_point(&mut servers, leases)).collect()
+}
+
+/// One point of the curve: `leases` held by a client of `servers` in a child process.
+pub(crate) fn lease_point(servers: &mut Servers, leases: usize) -> CurvePoint {
+    let mut child = Worker::spawn("leases", &[(URL_ENV, servers.url.clone()), (LEASES_ENV, leases.to_string())]);
+    let ready = numbers(&child.expect("ready "));
+    let (held, acquired) = phase(&mut child, servers, "take", "held ");
+    servers.reset_stats();
+    let server_cpu_before = servers.cpu();
+    child.send("window");
+    let window = numbers(&child.expect("window "));
+    let server_cpu = servers.cpu().saturating_sub(server_cpu_before);
+    let served = served_since_reset(servers);
+    let (left, released) = phase(&mut child, servers, "release", "released ");
+    let (_, fixed_acquired) = phase(&mut child, servers, "take-fixed", "held ");
+    let (_, fixed_released) = phase(&mut child, servers, "release", "released ");
+    child.finish();
+    CurvePoint {
+        leases,
+        acquired,
+        rss_before: ready[0],
+        rss_held: held[0],
+        threads: held[1],
+        sockets: held[2],
+        window: Duration::from_nanos(window[0]),
+        passes: window[1],
+        round_trips: window[2],
+        renewed: window[3],
+        pass_time: Duration::from_nanos(window[4]),
+        longest_pass: Duration::from_nanos(window[5]),
+        lost: window[6],
+        failed: window[7],
+        client_cpu: Duration::from_nanos(window[8]),
+        redis_time: served.time,
+        commands: served.commands,
+        bytes_in: served.bytes_in,
+        server_cpu: Duration::from_nanos(server_cpu),
+        released,
+        leases_left: usize::try_from(left[0]).unwrap_or(usize::MAX),
+        fixed_acquired,
+        fixed_released,
+    }
 }
 
 /// Orders the child to `order`, whose answer starts with `answer` followed by the phase's
 /// time: the answer's other numbers, and the phase with `redis-server`'s CPU meanwhile.
-fn phase(child: &mut Worker, pid: &str, order: &str, answer: &str) -> (Vec<u64>, Phase) {
-    let server_cpu_before = cpu_of(pid);
+fn phase(child: &mut Worker, servers: &Servers, order: &str, answer: &str) -> (Vec<u64>, Phase) {
+    let server_cpu_before = servers.cpu();
     child.send(order);
     let numbers = numbers(&child.expect(answer));
-    let server_cpu = Duration::from_nanos(cpu_of(pid).saturating_sub(server_cpu_before));
+    let server_cpu = Duration::from_nanos(servers.cpu().saturating_sub(server_cpu_before));
     (numbers[1..].to_vec(), Phase { took: Duration::from_nanos(numbers[0]), server_cpu })
 }
 
@@ -204,7 +208,7 @@ pub(crate) fn leases_child() {
 
     await_order("take");
     let (holders, acquired) = take_over_holders(&client, leases, "", None);
-    say(&format!("held {} {}", nanos(acquired), resident_bytes()));
+    say(&format!("held {} {} {} {}", nanos(acquired), resident_bytes(), threads(), sockets()));
 
     await_order("window");
     let (before, cpu_before, window_start) = (client.stats(), own_cpu(), Instant::now());
@@ -306,28 +310,22 @@ fn sent_by_a_client(name: &str) -> bool {
 }
 
 /// The calls and time of the commands clients sent since the reset (the reset itself left
-/// out; see [`sent_by_a_client`]), and the bytes Redis read, less this reading's two
-/// requests (each counted in the input bytes when it is read, in its command statistics
-/// only after it ran: the first is in neither figure's reply, the second in the bytes).
-fn served_since_reset(conn: &mut redis::Connection) -> Served {
+/// out; see [`sent_by_a_client`]), and the bytes the servers read, less this reading's two
+/// requests on each (each counted in the input bytes when it is read, in its command
+/// statistics only after it ran: the first is in neither figure's reply, the second in the
+/// bytes).
+fn served_since_reset(servers: &mut Servers) -> Served {
     let mut commands = 0;
     let mut usec = 0;
-    for (name, calls, time) in server_all_command_stats(conn) {
+    for (name, calls, time) in servers.all_command_stats() {
         if sent_by_a_client(&name) {
             commands += calls;
             usec += time;
         }
     }
-    let bytes_reading = redis::cmd("INFO").arg("stats").clone();
-    let info: String = bytes_reading.query(conn).expect("INFO stats");
-    let bytes_in: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("total_net_input_bytes:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("INFO stats has total_net_input_bytes");
-    let ours =
-        redis::cmd("INFO").arg("commandstats").get_packed_command().len() + bytes_reading.get_packed_command().len();
-    Served { time: Duration::from_micros(usec), commands, bytes_in: bytes_in.saturating_sub(ours as u64) }
+    let ours = redis::cmd("INFO").arg("commandstats").get_packed_command().len()
+        + redis::cmd("INFO").arg("stats").get_packed_command().len();
+    Served { time: Duration::from_micros(usec), commands, bytes_in: servers.bytes_in(ours as u64) }
 }
 
 /// The numbers of a child's line, in order.
@@ -354,21 +352,23 @@ fn resident_bytes() -> u64 {
     kib * 1024
 }
 
+/// This process's threads.
+fn threads() -> u64 {
+    std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count() as u64)
+}
+
+/// This process's open sockets (`/proc/self/fd` entries that are sockets).
+fn sockets() -> u64 {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return 0 };
+    fds.flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.to_string_lossy().starts_with("socket:")))
+        .count() as u64
+}
+
 /// This process's CPU time, every thread's, those that ended included.
 fn own_cpu() -> Duration {
     let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).expect("process CPU clock");
     Duration::from(t)
-}
-
-/// The CPU time of process `pid` in nanoseconds: its threads' time on a CPU, summed
-/// (`/proc/<pid>/task/*/schedstat`, whose first field is nanoseconds).
-fn cpu_of(pid: &str) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// How much a series grows over the sizes from 100 leases on: its greatest value over

@@ -2,6 +2,7 @@
 //! the report beside its measurement), and the lock kinds they use.
 
 pub(crate) mod contenders;
+pub(crate) mod contention_curve;
 pub(crate) mod durable;
 pub(crate) mod election;
 pub(crate) mod group;
@@ -9,6 +10,7 @@ pub(crate) mod handoff;
 pub(crate) mod herd;
 pub(crate) mod lease_curve;
 pub(crate) mod limit;
+pub(crate) mod masters_curve;
 pub(crate) mod peers;
 pub(crate) mod permit_renewal;
 pub(crate) mod redlock;
