@@ -407,6 +407,13 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
     let redis_spread = spread(points, CurvePoint::redis_us);
     let client_spread = spread(points, CurvePoint::client_cpu_us);
     let beyond_spread = spread(points, |p| p.client_cpu_beyond_us(fixed));
+    // The fixed work is read off the one-lease child alone; on a noisy machine it can
+    // exceed what a larger size spent in all, and the spread then means nothing.
+    let beyond = if beyond_spread.is_finite() {
+        format!("{beyond_spread:.2}× ({})", verdict(beyond_spread <= TARGET_FLATNESS))
+    } else {
+        "not measurable in this run (a size spent less than the one-lease child's fixed work)".to_string()
+    };
     let largest = points.last();
     let memory = largest.map_or(f64::NAN, CurvePoint::bytes_per_lease);
     let longest = largest.map_or(f64::NAN, |p| p.longest_pass.as_secs_f64());
@@ -415,14 +422,13 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
         out,
         "\nTargets: Redis's time per renewal grows {redis_spread:.2}× from 100 leases to the largest size, the client's CPU \
          {client_spread:.2}× (≤ {TARGET_FLATNESS}×: {}, {}); beyond the client's fixed work ({:.0} µs a second, its CPU \
-         with one lease) {beyond_spread:.2}× ({}); the client's memory per lease at {} leases is {memory:.0} B \
+         with one lease) {beyond}; the client's memory per lease at {} leases is {memory:.0} B \
          (≤ {TARGET_BYTES_PER_LEASE:.0}: {}); the longest pass at {} leases is at most {:.1} % of the default watchdog's \
          renewal interval, {} s (≤ {:.0} %: {}; {:.1} % of this curve's {} s). The window's figures are per lease renewed; a pass's longest time is the upper end of its \
          bucket in `ClientStats::renewal_pass_time` (at most twice the pass).\n",
         verdict(redis_spread <= TARGET_FLATNESS),
         verdict(client_spread <= TARGET_FLATNESS),
         fixed * 1e6,
-        verdict(beyond_spread <= TARGET_FLATNESS),
         largest.map_or(0, |p| p.leases),
         verdict(memory <= TARGET_BYTES_PER_LEASE),
         largest.map_or(0, |p| p.leases),
