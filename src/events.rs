@@ -5,9 +5,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::activity::{Active, Activity};
+use crate::activity::{Active, Activity, Outcome};
 use crate::error::Error;
-use crate::trace;
+use crate::{telemetry, trace};
 
 /// Receives what happens inside a [`Client`](crate::Client) that no call returns.
 ///
@@ -106,20 +106,52 @@ impl LockEvents for NoEvents {}
 pub(crate) struct Events {
     receiver: Arc<dyn LockEvents>,
     activity: Arc<Activity>,
+    /// The label a lock's metrics carry, when the user maps its name to one.
+    lock_label: Option<LockLabel>,
 }
 
+/// Maps a lock's name to the `lock` label of its metrics, or to none.
+pub(crate) type LockLabel = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 impl Events {
-    pub(crate) fn new(receiver: Arc<dyn LockEvents>) -> Events {
-        Events { receiver, activity: Arc::default() }
-    }
-
     pub(crate) fn none() -> Events {
-        Events::new(Arc::new(NoEvents))
+        Events { receiver: Arc::new(NoEvents), activity: Arc::default(), lock_label: None }
     }
 
-    /// The same receiver, counting afresh (each client counts its own).
+    /// The same, reporting to `receiver`.
+    pub(crate) fn with_receiver(&self, receiver: Arc<dyn LockEvents>) -> Events {
+        Events { receiver, ..self.clone() }
+    }
+
+    /// The same, labelling a lock's metrics as `label` says.
+    pub(crate) fn with_lock_label(&self, label: LockLabel) -> Events {
+        Events { lock_label: Some(label), ..self.clone() }
+    }
+
+    /// The same receiver and labels, counting afresh (each client counts its own).
     pub(crate) fn counting_afresh(&self) -> Events {
-        Events { receiver: Arc::clone(&self.receiver), activity: Arc::default() }
+        Events { activity: Arc::default(), ..self.clone() }
+    }
+
+    /// The `lock` label of `lock`'s metrics, if the user asked for one.
+    fn label(&self, lock: &str) -> Option<String> {
+        // Without the feature nothing records a label: the mapping is not called.
+        let label = self.lock_label.as_ref().filter(|_| cfg!(feature = "metrics"))?;
+        // A mapping that panics labels nothing, as a hook that panics reports nothing.
+        panic::catch_unwind(AssertUnwindSafe(|| label(lock))).ok().flatten()
+    }
+
+    /// An acquisition of `lock` (a lock of `kind`, permits, a group) ended with `outcome`,
+    /// `took` after the call began.
+    pub(crate) fn acquisition(&self, kind: &'static str, lock: &str, outcome: Outcome, took: Duration) {
+        self.activity.acquisition(outcome);
+        telemetry::acquisition(kind, self.label(lock), outcome, took);
+    }
+
+    /// A guard let go of its hold on `lock` after `held`.
+    pub(crate) fn held(&self, lock: &str, held: Duration) {
+        self.activity.held(held);
+        telemetry::held(self.label(lock), held);
     }
 
     /// Where the client counts what its calls and leases did.
@@ -135,12 +167,14 @@ impl Events {
     pub(crate) fn lease_lost(&self, lock: &str) {
         trace::event!(WARN, "lease lost", lock = lock);
         self.activity.lease_lost();
+        telemetry::lease_lost(self.label(lock));
         self.call(|e| e.lease_lost(lock));
     }
 
     pub(crate) fn renewal_failed(&self, error: &Error) {
         trace::event!(WARN, "renewal failed", lock = error.lock_name(); error = error);
         self.activity.renewal_failed();
+        telemetry::renewal_failed();
         self.call(|e| e.renewal_failed(error));
     }
 
@@ -151,6 +185,7 @@ impl Events {
             lock = lock,
             valid_for_ms = trace::millis(valid_until.saturating_duration_since(Instant::now()))
         );
+        telemetry::lease_at_risk(self.label(lock));
         self.call(|e| e.lease_at_risk(lock, valid_until));
     }
 
@@ -162,6 +197,7 @@ impl Events {
     pub(crate) fn release_failed(&self, lock: &str, error: &Error) {
         trace::event!(WARN, "release failed", lock = lock; error = error);
         self.activity.release_failed();
+        telemetry::release_failed(self.label(lock));
         self.call(|e| e.release_failed(lock, error));
     }
 

@@ -102,6 +102,7 @@ mod fan_out;
 mod identity;
 mod inspection;
 mod interrupt;
+mod telemetry;
 mod trace;
 // Pure: no I/O.
 mod backoff;

@@ -21,6 +21,9 @@ mod hazards;
 mod helpers;
 mod inspect;
 mod lock_basics;
+// The metrics of the `metrics` feature, read back from a recorder of the test's own.
+#[cfg(feature = "metrics")]
+mod metrics_export;
 mod multi;
 mod nemesis;
 mod no_grant_windows;

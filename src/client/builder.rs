@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::config::{Config, ReplicaPolicy, ShardedSubscriptionMode};
 use crate::disk_view::SyncMode;
 use crate::error::Result;
-use crate::events::{Events, LockEvents};
+use crate::events::LockEvents;
 use crate::replica_view::ReplicaAcks;
 use crate::transport;
 
@@ -325,7 +325,32 @@ impl ClientBuilder {
     ///
     /// Defaults to a receiver that ignores them.
     pub fn events(mut self, events: Arc<dyn LockEvents>) -> ClientBuilder {
-        self.config.events = Events::new(events);
+        self.config.events = self.config.events.with_receiver(events);
+        self
+    }
+
+    /// The `lock` label of a lock's metrics (feature `metrics`): `label` maps a lock's name
+    /// (a semaphore's, a group's) to the label's value, or to `None` for no label. Every
+    /// value is a series of its own in the exporter, so map names to a bounded set: a
+    /// fixed list, or a prefix. Called on the thread that records, once per metric
+    /// recorded: keep it cheap. A mapping that panics labels nothing. Without the feature
+    /// the mapping is kept and never called.
+    ///
+    /// Defaults to no label: a lock's metrics carry its kind and outcome only.
+    ///
+    /// ```
+    /// # fn main() -> redlease::Result<()> {
+    /// let builder = redlease::Client::builder("redis://127.0.0.1:6379/")
+    ///     .metrics_lock_label(|name| name.split_once(':').map(|(service, _)| service.to_owned()));
+    /// # let _ = builder;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn metrics_lock_label(
+        mut self,
+        label: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> ClientBuilder {
+        self.config.events = self.config.events.with_lock_label(Arc::new(label));
         self
     }
 

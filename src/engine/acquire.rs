@@ -413,7 +413,7 @@ fn counted<T>(
         Err(err) if err.is_interrupted() => Outcome::Interrupted,
         Err(_) => Outcome::Failed,
     };
-    engine.config().events.activity().acquisition(outcome);
+    engine.config().events.acquisition(kind, lock, outcome, started.elapsed());
     // `waited_ms`: from the call to its end (for an acquire at once, its round trips).
     trace::record!(
         span,

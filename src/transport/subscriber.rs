@@ -56,6 +56,7 @@ use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::Events;
 use crate::interrupt;
+use crate::telemetry;
 use crate::transport::conn::PubSub;
 use crate::transport::net::{Connection, Stream, Target};
 use crate::transport::subscriptions::{
@@ -226,6 +227,8 @@ impl Subscriber {
         let (id, fresh, commands) = state.subscriptions.join(channel, meaning, Arc::clone(&waiter), since);
         let ticket =
             Ticket { shared: Arc::clone(shared), channel: channel.to_owned(), id, waiter, acquired: false, fresh };
+        // Counted down when the ticket is dropped, on every path out of the wait.
+        telemetry::waiter(true);
         if fresh {
             return Ok(ticket);
         }
@@ -410,6 +413,7 @@ impl Drop for Ticket {
         // A wake-up meant for someone who would take the lock is passed on.
         let pass_on = !self.acquired && self.waiter.parked.lock().woken;
         state.subscriptions.leave(&self.channel, self.id, pass_on, Instant::now());
+        telemetry::waiter(false);
     }
 }
 

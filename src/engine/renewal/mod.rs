@@ -51,9 +51,9 @@ use crate::identity::ClientIdentity;
 use crate::keys;
 use crate::kind::{self, RenewOutcome};
 use crate::span::Span;
-use crate::trace;
 use crate::transport::{Pool, RunId, Topology};
 use crate::wheel::{Wheel, WheelKey};
+use crate::{telemetry, trace};
 
 mod confirm;
 mod line;
@@ -607,5 +607,6 @@ impl Worker {
         counters.renewed += renewed as u64;
         counters.busy += took;
         counters.pass_time.add(took);
+        telemetry::renewal_pass(took);
     }
 }

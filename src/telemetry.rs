@@ -1,0 +1,130 @@
+//! Metrics through the `metrics` facade, the crate Prometheus, OpenTelemetry and StatsD
+//! exporters plug into (feature `metrics`; [`guide::design`](crate::guide::design#metrics),
+//! "Metrics"). Names and units
+//! follow OpenTelemetry's conventions: dotted names, durations in seconds. Without the
+//! feature every function here is empty, and nothing of the facade is compiled in.
+//!
+//! A lock's name is a label only where the user maps it to one
+//! ([`ClientBuilder::metrics_lock_label`](crate::ClientBuilder::metrics_lock_label)): names
+//! are unbounded, and every label value makes a series of its own.
+
+use std::time::Duration;
+
+use crate::activity::Outcome;
+
+/// An acquisition ended: `redlease.lock.acquisitions` (by kind and outcome) and
+/// `redlease.lock.wait.duration` (the call's time, by kind and outcome).
+pub(crate) fn acquisition(kind: &'static str, lock: Option<String>, outcome: Outcome, took: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        let labels = labels(&[("kind", kind), ("outcome", outcome_code(outcome))], lock);
+        metrics::counter!("redlease.lock.acquisitions", labels.clone()).increment(1);
+        metrics::histogram!("redlease.lock.wait.duration", labels).record(took.as_secs_f64());
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind, lock, outcome, took);
+}
+
+/// A guard let go of its hold after `held`: `redlease.lock.hold.duration`.
+pub(crate) fn held(lock: Option<String>, held: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("redlease.lock.hold.duration", labels(&[], lock)).record(held.as_secs_f64());
+    #[cfg(not(feature = "metrics"))]
+    let _ = (lock, held);
+}
+
+/// A lease's renewals began to fail: `redlease.lease.at_risk`.
+pub(crate) fn lease_at_risk(lock: Option<String>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redlease.lease.at_risk", labels(&[], lock)).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = lock;
+}
+
+/// A held lease was lost: `redlease.lease.lost`.
+pub(crate) fn lease_lost(lock: Option<String>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redlease.lease.lost", labels(&[], lock)).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = lock;
+}
+
+/// A renewal round trip failed: `redlease.renewal.failures`.
+pub(crate) fn renewal_failed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redlease.renewal.failures").increment(1);
+}
+
+/// A release could not be sent or was refused: `redlease.lock.release.failures`.
+pub(crate) fn release_failed(lock: Option<String>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redlease.lock.release.failures", labels(&[], lock)).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = lock;
+}
+
+/// A renewal pass took `took`: `redlease.renewal.duration`.
+pub(crate) fn renewal_pass(took: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("redlease.renewal.duration").record(took.as_secs_f64());
+    #[cfg(not(feature = "metrics"))]
+    let _ = took;
+}
+
+/// A thread began (`true`) or ended (`false`) a wait for a message: `redlease.waiters`.
+pub(crate) fn waiter(joined: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        let gauge = metrics::gauge!("redlease.waiters");
+        if joined { gauge.increment(1.0) } else { gauge.decrement(1.0) }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = joined;
+}
+
+/// The `outcome` attribute of an acquisition.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+fn outcome_code(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::AtOnce => "at_once",
+        Outcome::AfterWaiting(_) => "after_waiting",
+        Outcome::Busy => "busy",
+        Outcome::TimedOut => "timed_out",
+        Outcome::Interrupted => "interrupted",
+        Outcome::Failed => "failed",
+    }
+}
+
+/// `fixed` labels, and `lock` when the user's mapping gave the lock one.
+#[cfg(feature = "metrics")]
+fn labels(fixed: &[(&'static str, &'static str)], lock: Option<String>) -> Vec<metrics::Label> {
+    let mut labels: Vec<metrics::Label> = fixed.iter().map(|&(k, v)| metrics::Label::from_static_parts(k, v)).collect();
+    if let Some(lock) = lock {
+        labels.push(metrics::Label::new("lock", lock));
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every outcome has an attribute value of its own, in OpenTelemetry's snake case.
+    #[test]
+    fn every_outcome_has_its_own_snake_case_code() {
+        let all = [
+            Outcome::AtOnce,
+            Outcome::AfterWaiting(Duration::ZERO),
+            Outcome::Busy,
+            Outcome::TimedOut,
+            Outcome::Interrupted,
+            Outcome::Failed,
+        ];
+        let codes: Vec<&str> = all.iter().map(|&o| outcome_code(o)).collect();
+        let mut distinct = codes.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), all.len(), "{codes:?}");
+        assert!(codes.iter().all(|c| c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_')), "{codes:?}");
+    }
+}

@@ -1,0 +1,163 @@
+//! The `metrics` feature: what the library records through the `metrics` facade, read back
+//! from a recorder that keeps it (`metrics-util`'s `DebuggingRecorder`), installed once per
+//! process as the global recorder. Reading the recorder drains it, so one test walks every
+//! metric in turn, summing what each reading gives ([`Recorded`]).
+//!
+//! Compiled only with the feature: `cargo test -p redlease --features metrics --test
+//! integration -- metrics_export::`.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+use std::time::Duration;
+
+use metrics_util::MetricKind;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use redlease::Client;
+
+use crate::helpers::wait_until;
+use crate::support::proxy::Proxy;
+use crate::support::server::RedisServer;
+
+/// A metric's identity: its kind, its name, and its labels sorted.
+type Series = (MetricKind, String, Vec<(String, String)>);
+
+/// Everything recorded since the recorder was installed: counters and gauges summed over
+/// the readings (a reading swaps them to zero), histograms' values gathered.
+#[derive(Default)]
+struct Recorded {
+    totals: HashMap<Series, f64>,
+    values: HashMap<Series, Vec<f64>>,
+}
+
+fn snapshotter() -> &'static Mutex<(Snapshotter, Recorded)> {
+    static RECORDER: OnceLock<Mutex<(Snapshotter, Recorded)>> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the only global recorder of this process");
+        Mutex::new((snapshotter, Recorded::default()))
+    })
+}
+
+/// Reads the recorder into the running sums, and calls `look` with them.
+fn recorded<T>(look: impl FnOnce(&Recorded) -> T) -> T {
+    let mut guard = snapshotter().lock().unwrap_or_else(|e| e.into_inner());
+    let (snapshotter, recorded) = &mut *guard;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let mut labels: Vec<(String, String)> =
+            key.key().labels().map(|l| (l.key().to_owned(), l.value().to_owned())).collect();
+        labels.sort();
+        let series = (key.kind(), key.key().name().to_owned(), labels);
+        match value {
+            DebugValue::Counter(n) => *recorded.totals.entry(series).or_default() += n as f64,
+            DebugValue::Gauge(x) => *recorded.totals.entry(series).or_default() += x.into_inner(),
+            DebugValue::Histogram(xs) => {
+                recorded.values.entry(series).or_default().extend(xs.into_iter().map(|x| x.into_inner()))
+            }
+        }
+    }
+    look(recorded)
+}
+
+fn series(kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> Series {
+    let mut labels: Vec<(String, String)> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    labels.sort();
+    (kind, name.to_owned(), labels)
+}
+
+fn total(kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> f64 {
+    recorded(|r| r.totals.get(&series(kind, name, labels)).copied().unwrap_or(0.0))
+}
+
+fn values(name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+    recorded(|r| r.values.get(&series(MetricKind::Histogram, name, labels)).cloned().unwrap_or_default())
+}
+
+/// The test's lock names map to the label after their prefix; any other name to none.
+fn label(name: &str) -> Option<String> {
+    name.strip_prefix("metered:").map(str::to_owned)
+}
+
+/// Every metric of docs/design.md's "Metrics" table, recorded when its event happens, with
+/// its attributes and, where the user mapped the lock's name, its `lock` label:
+/// acquisitions by kind and outcome with their wait, holds, the waiters' gauge, renewal
+/// passes, and a holder cut off from Redis whose lease turns at risk, fails to renew and
+/// is lost.
+///
+/// Breaks if a metric is not recorded, is recorded under another name, kind or labels, or
+/// with a value out of its range.
+#[test]
+fn every_metric_is_recorded_with_its_attributes() {
+    // Installed before anything records: what comes before a recorder is dropped.
+    snapshotter();
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let client = Client::builder(proxy.url())
+        .watchdog_timeout(Duration::from_millis(1500))
+        .command_timeout(Duration::from_secs(1))
+        .metrics_lock_label(label)
+        .build()
+        .unwrap();
+    use MetricKind::{Counter, Gauge};
+    let at_once = [("kind", "reentrant"), ("outcome", "at_once"), ("lock", "a")];
+
+    // An acquisition at once, held ~50 ms: its count and wait by kind and outcome, its hold.
+    let guard = client.lock("metered:a").lock().unwrap();
+    thread::sleep(Duration::from_millis(50));
+    guard.unlock().unwrap();
+    assert_eq!(total(Counter, "redlease.lock.acquisitions", &at_once), 1.0);
+    let waits = values("redlease.lock.wait.duration", &at_once);
+    assert!(waits.len() == 1 && waits[0] > 0.0 && waits[0] < 5.0, "{waits:?}");
+    let holds = values("redlease.lock.hold.duration", &[("lock", "a")]);
+    assert!(holds.len() == 1 && holds[0] >= 0.05 && holds[0] < 5.0, "held ~50 ms: {holds:?}");
+
+    // A name the mapping leaves out carries no `lock` label; a busy fair lock is `busy`.
+    let fair = client.fair_lock("unlabelled");
+    let held = fair.lock().unwrap();
+    let other = fair.clone();
+    assert!(thread::spawn(move || other.try_lock().unwrap().is_none()).join().unwrap());
+    assert_eq!(total(Counter, "redlease.lock.acquisitions", &[("kind", "fair"), ("outcome", "busy")]), 1.0);
+
+    // A waiter: the gauge is up while it waits and down once it has the lock, which it
+    // got after waiting.
+    let before = total(Gauge, "redlease.waiters", &[]);
+    let other = fair.clone();
+    let waiter = thread::spawn(move || other.lock().map(drop).is_ok());
+    assert!(wait_until(Duration::from_secs(5), || total(Gauge, "redlease.waiters", &[]) == before + 1.0), "one waiter");
+    drop(held);
+    assert!(waiter.join().unwrap());
+    assert_eq!(total(Gauge, "redlease.waiters", &[]), before, "the waiter left");
+    let after_waiting = [("kind", "fair"), ("outcome", "after_waiting")];
+    assert_eq!(total(Counter, "redlease.lock.acquisitions", &after_waiting), 1.0);
+    assert_eq!(values("redlease.lock.wait.duration", &after_waiting).len(), 1);
+
+    // A lease renewed, then cut off: passes timed, failures counted, at risk, then lost.
+    let guard = client.lock("metered:cut").lock().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || !values("redlease.renewal.duration", &[]).is_empty()),
+        "a renewal pass is timed"
+    );
+    proxy.set_blackhole(true);
+    assert!(
+        wait_until(Duration::from_secs(10), || total(Counter, "redlease.lease.lost", &[("lock", "cut")]) == 1.0),
+        "the lease is lost"
+    );
+    assert_eq!(total(Counter, "redlease.lease.at_risk", &[("lock", "cut")]), 1.0, "at risk once, before the loss");
+    assert!(total(Counter, "redlease.renewal.failures", &[]) >= 1.0);
+    assert!(!guard.is_held());
+    proxy.set_blackhole(false);
+    drop(guard);
+    assert_eq!(
+        values("redlease.lock.hold.duration", &[("lock", "cut")]).len(),
+        1,
+        "a hold lost is a hold let go, timed too"
+    );
+
+    // A guard dropped while Redis does not answer: its release fails, and is counted.
+    let guard = client.lock("metered:unreleased").with_lease(Duration::from_secs(30)).lock().unwrap();
+    proxy.set_blackhole(true);
+    drop(guard);
+    proxy.set_blackhole(false);
+    assert_eq!(total(Counter, "redlease.lock.release.failures", &[("lock", "unreleased")]), 1.0);
+}
