@@ -161,3 +161,76 @@ fn every_metric_is_recorded_with_its_attributes() {
     proxy.set_blackhole(false);
     assert_eq!(total(Counter, "redlease.lock.release.failures", &[("lock", "unreleased")]), 1.0);
 }
+
+/// The `prometheus` example, run as a user runs it: a service that installs
+/// `metrics-exporter-prometheus` and maps its lock names to a bounded label gets its locks'
+/// metrics on its Prometheus endpoint, read here over HTTP as a scraper reads them.
+///
+/// Breaks if the example does not serve, or its page lacks the locks' acquisitions by kind,
+/// outcome and label, their waits and holds, or the waiters' gauge. Needs the example built
+/// with the feature (`scripts/test` builds it): `cargo build --features metrics --example
+/// prometheus`.
+#[test]
+fn the_prometheus_example_serves_the_locks_metrics_over_http() {
+    let exe = std::env::current_exe().unwrap();
+    let example = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join("prometheus");
+    assert!(
+        example.exists(),
+        "{} is not built: cargo build --features metrics --example prometheus",
+        example.display()
+    );
+    let server = RedisServer::start();
+    let addr = format!("127.0.0.1:{}", crate::support::server::free_port());
+    let child = std::process::Command::new(&example)
+        .env("REDIS_URL", server.url())
+        .env("METRICS_ADDR", &addr)
+        .env("RUN_FOR", "60")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _child = KilledOnDrop(child);
+    let mut page = String::new();
+    let served = wait_until(Duration::from_secs(30), || {
+        page = scrape(&addr).unwrap_or_default();
+        counter(&page, "redlease_lock_acquisitions", &["kind=\"reentrant\"", "lock=\"orders\""]) >= 10.0
+            && counter(&page, "redlease_lock_acquisitions", &["kind=\"fair\"", "lock=\"invoices\""]) >= 10.0
+            && counter(&page, "redlease_lock_hold_duration_count", &["lock=\"orders\""]) >= 10.0
+    });
+    assert!(served, "the locks' acquisitions and holds on the page:\n{page}");
+    assert!(counter(&page, "redlease_lock_wait_duration_count", &["outcome=\"at_once\""]) >= 1.0, "{page}");
+    assert!(page.lines().any(|l| l.starts_with("redlease_waiters ")), "the waiters' gauge: {page}");
+    assert!(!page.contains("lock=\"orders:"), "names are mapped to the label, never exported whole: {page}");
+}
+
+/// The example's process, killed when the test ends.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `GET /metrics` on `addr`: the page's body.
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+/// The sum of the samples of `name` on `page` whose labels include each of `labels`.
+fn counter(page: &str, name: &str, labels: &[&str]) -> f64 {
+    page.lines()
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let rest = series.strip_prefix(name)?;
+            (rest.starts_with('{') && labels.iter().all(|l| rest.contains(l))).then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}
