@@ -95,6 +95,7 @@ use experiments::herd::measure_herd;
 use experiments::lease_curve::{CurvePoint, lease_curve_section, measure_lease_curve};
 use experiments::limit::{limit_section, measure_limit};
 use experiments::masters_curve::{MastersPoint, masters_curve_section, measure_masters_curve};
+use experiments::metrics_cost::{MetricsCost, measure_metrics_cost, metrics_cost_section};
 use experiments::peers::measure_peers;
 use experiments::redlock::{RED_NODES, RedlockRun, measure_redlock};
 use experiments::renewal::measure_renewal;
@@ -122,6 +123,7 @@ const ROLES: &[Role] = &[
     ("leases", experiments::lease_curve::leases_child),
     ("waiters", experiments::waiter_curve::waiters_child),
     ("contending", experiments::contention_curve::contending_child),
+    ("metered-pairs", experiments::metrics_cost::metered_pairs_child),
 ];
 
 fn main() {
@@ -147,6 +149,7 @@ fn main() {
     waiter_curve_section(&mut report, &curves.waiters, results.limit.rtt.mean);
     contention_curve_section(&mut report, &curves.contention);
     masters_curve_section(&mut report, &curves.masters);
+    metrics_cost_section(&mut report, curves.metrics.as_ref());
     println!("\n{report}");
     println!("benchmark time: {:.1} s", started.elapsed().as_secs_f64());
     if std::env::var(WRITE_DOC_ENV).is_ok_and(|v| v == "1") {
@@ -160,6 +163,7 @@ struct Curves {
     waiters: Vec<WaiterPoint>,
     contention: Vec<ContentionPoint>,
     masters: Vec<MastersPoint>,
+    metrics: Option<MetricsCost>,
 }
 
 /// Every step in the report's order, with what other processes did on the machine
@@ -215,6 +219,8 @@ fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Mac
     let contention = measure_contention_curve(server, plan);
     meter.step("19. masters curve");
     let masters = measure_masters_curve(plan, |n| start_masters(&placement, Some(&mut meter), n));
+    meter.step("20. metrics feature");
+    let metrics = measure_metrics_cost(server, plan);
     meter.step("");
     let other_work = meter.steps;
 
@@ -239,7 +245,7 @@ fn run_all(server: &RedisServer, placement: Placement, plan: &Plan, machine: Mac
         sentinel,
         durable,
     };
-    (results, Curves { leases: curve, waiters, contention, masters })
+    (results, Curves { leases: curve, waiters, contention, masters, metrics })
 }
 
 /// The limit, then each of `steps` (those of [`plan::ALONE_STEPS`]), their sections
@@ -267,6 +273,7 @@ fn run_alone(server: &RedisServer, placement: &Placement, plan: &Plan, steps: &[
             19 => {
                 masters_curve_section(&mut report, &measure_masters_curve(plan, |n| start_masters(placement, None, n)))
             }
+            20 => metrics_cost_section(&mut report, measure_metrics_cost(server, plan).as_ref()),
             _ => unreachable!("only_steps allows {:?}", plan::ALONE_STEPS),
         }
     }

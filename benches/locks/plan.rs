@@ -12,7 +12,7 @@ pub(crate) const PIN_ENV: &str = "REDLEASE_BENCH_PIN";
 /// Set to a list of steps (`1`, `11`, `12`, `14`, `16`, `18`, `1,12`) to run only those, after the limit.
 pub(crate) const ONLY_ENV: &str = "REDLEASE_BENCH_ONLY";
 /// The steps that can run alone: their reports need nothing but the limit and themselves.
-pub(crate) const ALONE_STEPS: [u32; 9] = [1, 11, 12, 14, 15, 16, 17, 18, 19];
+pub(crate) const ALONE_STEPS: [u32; 10] = [1, 11, 12, 14, 15, 16, 17, 18, 19, 20];
 
 /// The steps `REDLEASE_BENCH_ONLY` names, or `None` for the whole run.
 pub(crate) fn only_steps() -> Option<Vec<u32>> {

@@ -11,6 +11,7 @@ pub(crate) mod herd;
 pub(crate) mod lease_curve;
 pub(crate) mod limit;
 pub(crate) mod masters_curve;
+pub(crate) mod metrics_cost;
 pub(crate) mod peers;
 pub(crate) mod permit_renewal;
 pub(crate) mod redlock;
