@@ -217,6 +217,12 @@ impl Events {
         self.call(|e| e.waiting_through_outage(lock, error));
     }
 
+    /// A wait for `lock` that met failures that pass by themselves (a restart, a
+    /// failover, a grant no replica confirmed) was answered again, `took` after the first.
+    pub(crate) fn no_grant_ended(&self, lock: &str, took: Duration) {
+        telemetry::no_grant(self.label(lock), took);
+    }
+
     fn call(&self, hook: impl FnOnce(&dyn LockEvents)) {
         // The receiver is only read through `&self`; whatever it left half-done is its own.
         let _ = panic::catch_unwind(AssertUnwindSafe(|| hook(&*self.receiver)));

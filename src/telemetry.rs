@@ -71,6 +71,15 @@ pub(crate) fn renewal_pass(took: Duration) {
     let _ = took;
 }
 
+/// A wait was answered again after an outage that began `took` before:
+/// `redlease.failover.no_grant.duration`.
+pub(crate) fn no_grant(lock: Option<String>, took: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("redlease.failover.no_grant.duration", labels(&[], lock)).record(took.as_secs_f64());
+    #[cfg(not(feature = "metrics"))]
+    let _ = (lock, took);
+}
+
 /// A thread began (`true`) or ended (`false`) a wait for a message: `redlease.waiters`.
 pub(crate) fn waiter(joined: bool) {
     #[cfg(feature = "metrics")]

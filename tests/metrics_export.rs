@@ -154,6 +154,18 @@ fn every_metric_is_recorded_with_its_attributes() {
         "a hold lost is a hold let go, timed too"
     );
 
+    // A wait that meets a server refusing connections: once Redis answers again, how long
+    // the outage kept the wait from a grant.
+    proxy.set_refusing(true);
+    proxy.cut_all();
+    let outage = client.lock("metered:outage");
+    let waiter = thread::spawn(move || outage.lock().map(drop).is_ok());
+    thread::sleep(Duration::from_millis(400));
+    proxy.set_refusing(false);
+    assert!(waiter.join().unwrap(), "the wait rode the outage out");
+    let windows = values("redlease.failover.no_grant.duration", &[("lock", "outage")]);
+    assert!(windows.len() == 1 && windows[0] >= 0.3 && windows[0] < 10.0, "one window of ~400 ms: {windows:?}");
+
     // A guard dropped while Redis does not answer: its release fails, and is counted.
     let guard = client.lock("metered:unreleased").with_lease(Duration::from_secs(30)).lock().unwrap();
     proxy.set_blackhole(true);

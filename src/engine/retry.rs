@@ -79,6 +79,13 @@ fn retrying<T>(
     loop {
         let err = match op(first_failure.is_some()) {
             Err(err) if err.is_retryable() || (waiting_on.is_some() && a_wait_tries_again(&err)) => err,
+            Ok(answered) => {
+                if let (Some(name), Some(failed_at)) = (waiting_on, first_failure) {
+                    // Redis answers this wait again: how long the outage kept it from a grant.
+                    engine.config().events.no_grant_ended(name, failed_at.elapsed());
+                }
+                return Ok(answered);
+            }
             other => return other,
         };
         let failed_at = *first_failure.get_or_insert_with(Instant::now);
