@@ -54,6 +54,19 @@ pub(crate) fn commit() -> String {
         .map_or_else(|| "unknown".to_string(), |o| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
+/// Draws each of `charts` and links it from `out` (a line saying why where it could not be
+/// drawn), as the report shows a curve's pictures.
+pub(crate) fn draw_into(out: &mut String, charts: impl IntoIterator<Item = LogLogChart<'static>>) {
+    use std::fmt::Write as _;
+    let caption = caption();
+    for chart in charts {
+        let _ = match chart.draw(&caption) {
+            Ok(_) => writeln!(out, "![{}](curves/{})\n", chart.title, chart.file),
+            Err(why) => writeln!(out, "({} not drawn: {why})\n", chart.file),
+        };
+    }
+}
+
 impl LogLogChart<'_> {
     /// Draws the chart into [`curves_dir`], with `caption` (the machine and the commit)
     /// under the title; the path written, or why not.

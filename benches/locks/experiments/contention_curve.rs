@@ -15,7 +15,7 @@ use crate::clock::{mono_ns, sleep_until_mono};
 use crate::experiments::uncontended::RawPair;
 use crate::meter::cpu_ns;
 use crate::plan::Plan;
-use crate::plot::{LogLogChart, Series, caption};
+use crate::plot::{LogLogChart, Series, draw_into};
 use crate::report::verdict;
 use crate::servers::Servers;
 
@@ -271,16 +271,7 @@ pub(crate) fn contention_curve_section(out: &mut String, points: &[ContentionPoi
     }
     let _ = writeln!(out);
     contention_targets(out, points);
-    for chart in contention_charts(points) {
-        match chart.draw(&caption()) {
-            Ok(_) => {
-                let _ = writeln!(out, "![{}](curves/{})\n", chart.title, chart.file);
-            }
-            Err(why) => {
-                let _ = writeln!(out, "({} not drawn: {why})\n", chart.file);
-            }
-        }
-    }
+    draw_into(out, contention_charts(points));
 }
 
 /// The knee of each subject, and the target on one lock each.

@@ -17,7 +17,7 @@ use crate::child::{URL_ENV, Worker, child_env, say};
 use crate::clock::nanos;
 use crate::experiments::renewal::{RENEWAL_WATCHDOG, renewal_client};
 use crate::plan::Plan;
-use crate::plot::{LogLogChart, Series, caption};
+use crate::plot::{LogLogChart, Series, draw_into};
 use crate::servers::Servers;
 
 /// The sizes of the curve: leases held at once by one client.
@@ -440,17 +440,7 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
         interval.as_secs(),
     );
     phase_table(out, points);
-    for chart in lease_charts(points) {
-        let caption = caption();
-        match chart.draw(&caption) {
-            Ok(_) => {
-                let _ = writeln!(out, "![{}](curves/{})\n", chart.title, chart.file);
-            }
-            Err(why) => {
-                let _ = writeln!(out, "({} not drawn: {why})\n", chart.file);
-            }
-        }
-    }
+    draw_into(out, lease_charts(points));
 }
 
 /// The two pictures of the curve: the cost per lease renewed, and the time of a pass.

@@ -14,7 +14,7 @@ use redlease_testkit::cluster::ClusterGroup;
 use crate::experiments::contention_curve::{Contention, ContentionPoint, contention_run};
 use crate::experiments::lease_curve::{CurvePoint, lease_point};
 use crate::plan::Plan;
-use crate::plot::{LogLogChart, Series, caption};
+use crate::plot::{LogLogChart, Series, draw_into};
 use crate::servers::Servers;
 
 /// The cluster sizes of the curve.
@@ -125,16 +125,7 @@ pub(crate) fn masters_curve_section(out: &mut String, points: &[MastersPoint]) {
         );
     }
     let _ = writeln!(out);
-    for chart in masters_charts(points) {
-        match chart.draw(&caption()) {
-            Ok(_) => {
-                let _ = writeln!(out, "![{}](curves/{})\n", chart.title, chart.file);
-            }
-            Err(why) => {
-                let _ = writeln!(out, "({} not drawn: {why})\n", chart.file);
-            }
-        }
-    }
+    draw_into(out, masters_charts(points));
 }
 
 /// The pictures: throughput, and the cost of a lease renewed, by the masters.

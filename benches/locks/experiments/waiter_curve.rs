@@ -20,7 +20,7 @@ use crate::clock::{mono_ns, sleep_until_mono};
 use crate::experiments::LockKind;
 use crate::experiments::throughput::start_window;
 use crate::plan::Plan;
-use crate::plot::{LogLogChart, Series, caption};
+use crate::plot::{LogLogChart, Series, draw_into};
 use crate::report::verdict;
 use crate::stats::server_all_command_stats;
 
@@ -362,15 +362,7 @@ pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt
     }
     let _ = writeln!(out);
     waiter_targets(out, points);
-    let chart = waiter_chart(points);
-    match chart.draw(&caption()) {
-        Ok(_) => {
-            let _ = writeln!(out, "![{}](curves/{})\n", chart.title, chart.file);
-        }
-        Err(why) => {
-            let _ = writeln!(out, "({} not drawn: {why})\n", chart.file);
-        }
-    }
+    draw_into(out, [waiter_chart(points)]);
 }
 
 /// The targets, judged per kind on one process and on the most processes measured.
