@@ -438,7 +438,7 @@ fn every_example_finds_or_starts_its_redis_and_prints_for_people() {
         checked.push(name);
     }
     checked.sort();
-    assert_eq!(checked, ["fenced_store", "quickstart", "stats"], "the examples checked");
+    assert_eq!(checked, ["fenced_store", "prometheus", "quickstart", "stats"], "the examples checked");
 }
 
 /// Where `text` names a variant of the crate's `Kind` (`Kind::Spin`, not `ErrorKind::…`):

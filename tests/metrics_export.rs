@@ -132,7 +132,31 @@ fn every_metric_is_recorded_with_its_attributes() {
     assert_eq!(total(Counter, "redlease.lock.acquisitions", &after_waiting), 1.0);
     assert_eq!(values("redlease.lock.wait.duration", &after_waiting).len(), 1);
 
-    // A lease renewed, then cut off: passes timed, failures counted, at risk, then lost.
+    lost_and_failed(&client, &proxy);
+    // A wait that meets a server refusing connections: once Redis answers again, how long
+    // the outage kept the wait from a grant.
+    proxy.set_refusing(true);
+    proxy.cut_all();
+    let outage = client.lock("metered:outage");
+    let waiter = thread::spawn(move || outage.lock().map(drop).is_ok());
+    thread::sleep(Duration::from_millis(400));
+    proxy.set_refusing(false);
+    assert!(waiter.join().unwrap(), "the wait rode the outage out");
+    let windows = values("redlease.failover.no_grant.duration", &[("lock", "outage")]);
+    assert!(windows.len() == 1 && windows[0] >= 0.3 && windows[0] < 10.0, "one window of ~400 ms: {windows:?}");
+
+    // A guard dropped while Redis does not answer: its release fails, and is counted.
+    let guard = client.lock("metered:unreleased").with_lease(Duration::from_secs(30)).lock().unwrap();
+    proxy.set_blackhole(true);
+    drop(guard);
+    proxy.set_blackhole(false);
+    assert_eq!(total(Counter, "redlease.lock.release.failures", &[("lock", "unreleased")]), 1.0);
+}
+
+/// A lease renewed, then cut off behind `proxy`: passes timed, failures counted, at risk
+/// once, then lost; the hold it was is timed when its guard goes.
+fn lost_and_failed(client: &Client, proxy: &Proxy) {
+    use MetricKind::Counter;
     let guard = client.lock("metered:cut").lock().unwrap();
     assert!(
         wait_until(Duration::from_secs(5), || !values("redlease.renewal.duration", &[]).is_empty()),
@@ -153,25 +177,6 @@ fn every_metric_is_recorded_with_its_attributes() {
         1,
         "a hold lost is a hold let go, timed too"
     );
-
-    // A wait that meets a server refusing connections: once Redis answers again, how long
-    // the outage kept the wait from a grant.
-    proxy.set_refusing(true);
-    proxy.cut_all();
-    let outage = client.lock("metered:outage");
-    let waiter = thread::spawn(move || outage.lock().map(drop).is_ok());
-    thread::sleep(Duration::from_millis(400));
-    proxy.set_refusing(false);
-    assert!(waiter.join().unwrap(), "the wait rode the outage out");
-    let windows = values("redlease.failover.no_grant.duration", &[("lock", "outage")]);
-    assert!(windows.len() == 1 && windows[0] >= 0.3 && windows[0] < 10.0, "one window of ~400 ms: {windows:?}");
-
-    // A guard dropped while Redis does not answer: its release fails, and is counted.
-    let guard = client.lock("metered:unreleased").with_lease(Duration::from_secs(30)).lock().unwrap();
-    proxy.set_blackhole(true);
-    drop(guard);
-    proxy.set_blackhole(false);
-    assert_eq!(total(Counter, "redlease.lock.release.failures", &[("lock", "unreleased")]), 1.0);
 }
 
 /// The `prometheus` example, run as a user runs it: a service that installs
