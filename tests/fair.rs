@@ -549,6 +549,39 @@ fn a_head_whose_deadline_is_past_the_chain_is_brought_back_and_dropped_when_dead
     assert_no_trace(&mut conn, name);
 }
 
+/// A head whose deadline is a wait timeout past the holder's lease, as the grant that made
+/// it wrote it, stays where it is when a caller behind it looks: the clock and the lease's
+/// PTTL are whole milliseconds, and two readings of the same end differ by one.
+///
+/// Breaks if the overdue-head check brings back a head written within that rounding (it did:
+/// the chain behind a head then came out one millisecond short, now and then).
+#[test]
+fn a_head_written_at_the_latest_is_left_where_it_is() {
+    let server = RedisServer::start();
+    let wait = 10_000;
+    let client = client_with(&server, |b| b.fair_wait_timeout(Duration::from_millis(wait)));
+    let mut conn = server.conn();
+    let name = "fair-at-the-latest";
+    let holder = client.fair_lock(name).lock().unwrap();
+    // The lease's end as one reading makes it, one millisecond later, and a wait timeout on.
+    let end: i64 = redis::Script::new(
+        "local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) + redis.call('PTTL', KEYS[1])",
+    )
+    .key(name)
+    .invoke(&mut conn)
+    .unwrap();
+    let written = end + 1 + wait as i64;
+    redis::cmd("RPUSH").arg(queue(name)).arg("ghost:1").query::<()>(&mut conn).unwrap();
+    redis::cmd("ZADD").arg(timeouts(name)).arg(written).arg("ghost:1").query::<()>(&mut conn).unwrap();
+    let other = client.fair_lock(name);
+    assert!(thread::spawn(move || other.try_lock().unwrap().is_none()).join().unwrap(), "held");
+    let score: i64 = redis::cmd("ZSCORE").arg(timeouts(name)).arg("ghost:1").query(&mut conn).unwrap();
+    assert_eq!(score, written, "the head's deadline is left as it was written");
+    redis::cmd("DEL").arg(queue(name)).arg(timeouts(name)).query::<()>(&mut conn).unwrap();
+    drop(holder);
+    assert_no_trace(&mut conn, name);
+}
+
 /// A caller behind the queue's head finds the lock free and the head dead (past its
 /// deadline): it drops the dead head, and the waiter that becomes the head is woken to take
 /// the free lock at once, not left to its own timer (here 30 s).
