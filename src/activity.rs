@@ -38,6 +38,20 @@ impl Outcome {
             Outcome::Failed => "failed",
         }
     }
+
+    /// The outcome as the `outcome` attribute of the acquisition metrics (OpenTelemetry's
+    /// snake case).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Outcome::AtOnce => "at_once",
+            Outcome::AfterWaiting(_) => "after_waiting",
+            Outcome::Busy => "busy",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Failed => "failed",
+        }
+    }
 }
 
 #[derive(Default)]
@@ -184,6 +198,25 @@ impl Activity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every outcome has an attribute value of its own, in OpenTelemetry's snake case.
+    #[test]
+    fn every_outcome_has_its_own_snake_case_code() {
+        let all = [
+            Outcome::AtOnce,
+            Outcome::AfterWaiting(Duration::ZERO),
+            Outcome::Busy,
+            Outcome::TimedOut,
+            Outcome::Interrupted,
+            Outcome::Failed,
+        ];
+        let codes: Vec<&str> = all.iter().map(|&o| o.code()).collect();
+        let mut distinct = codes.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), all.len(), "{codes:?}");
+        assert!(codes.iter().all(|c| c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_')), "{codes:?}");
+    }
 
     #[test]
     fn each_outcome_counts_where_it_belongs() {

@@ -8,6 +8,9 @@
 //! ([`ClientBuilder::metrics_lock_label`](crate::ClientBuilder::metrics_lock_label)): names
 //! are unbounded, and every label value makes a series of its own.
 
+// Without the feature every function's arguments go unused.
+#![cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+
 use std::time::Duration;
 
 use crate::activity::Outcome;
@@ -17,36 +20,28 @@ use crate::activity::Outcome;
 pub(crate) fn acquisition(kind: &'static str, lock: Option<String>, outcome: Outcome, took: Duration) {
     #[cfg(feature = "metrics")]
     {
-        let labels = labels(&[("kind", kind), ("outcome", outcome_code(outcome))], lock);
+        let labels = labels(&[("kind", kind), ("outcome", outcome.code())], lock);
         metrics::counter!("redlease.lock.acquisitions", labels.clone()).increment(1);
         metrics::histogram!("redlease.lock.wait.duration", labels).record(took.as_secs_f64());
     }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (kind, lock, outcome, took);
 }
 
 /// A guard let go of its hold after `held`: `redlease.lock.hold.duration`.
 pub(crate) fn held(lock: Option<String>, held: Duration) {
     #[cfg(feature = "metrics")]
     metrics::histogram!("redlease.lock.hold.duration", labels(&[], lock)).record(held.as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = (lock, held);
 }
 
 /// A lease's renewals began to fail: `redlease.lease.at_risk`.
 pub(crate) fn lease_at_risk(lock: Option<String>) {
     #[cfg(feature = "metrics")]
     metrics::counter!("redlease.lease.at_risk", labels(&[], lock)).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = lock;
 }
 
 /// A held lease was lost: `redlease.lease.lost`.
 pub(crate) fn lease_lost(lock: Option<String>) {
     #[cfg(feature = "metrics")]
     metrics::counter!("redlease.lease.lost", labels(&[], lock)).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = lock;
 }
 
 /// A renewal round trip failed: `redlease.renewal.failures`.
@@ -59,16 +54,12 @@ pub(crate) fn renewal_failed() {
 pub(crate) fn release_failed(lock: Option<String>) {
     #[cfg(feature = "metrics")]
     metrics::counter!("redlease.lock.release.failures", labels(&[], lock)).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = lock;
 }
 
 /// A renewal pass took `took`: `redlease.renewal.duration`.
 pub(crate) fn renewal_pass(took: Duration) {
     #[cfg(feature = "metrics")]
     metrics::histogram!("redlease.renewal.duration").record(took.as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = took;
 }
 
 /// A wait was answered again after an outage that began `took` before:
@@ -76,8 +67,6 @@ pub(crate) fn renewal_pass(took: Duration) {
 pub(crate) fn no_grant(lock: Option<String>, took: Duration) {
     #[cfg(feature = "metrics")]
     metrics::histogram!("redlease.failover.no_grant.duration", labels(&[], lock)).record(took.as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = (lock, took);
 }
 
 /// A thread began (`true`) or ended (`false`) a wait for a message: `redlease.waiters`.
@@ -86,21 +75,6 @@ pub(crate) fn waiter(joined: bool) {
     {
         let gauge = metrics::gauge!("redlease.waiters");
         if joined { gauge.increment(1.0) } else { gauge.decrement(1.0) }
-    }
-    #[cfg(not(feature = "metrics"))]
-    let _ = joined;
-}
-
-/// The `outcome` attribute of an acquisition.
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-fn outcome_code(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::AtOnce => "at_once",
-        Outcome::AfterWaiting(_) => "after_waiting",
-        Outcome::Busy => "busy",
-        Outcome::TimedOut => "timed_out",
-        Outcome::Interrupted => "interrupted",
-        Outcome::Failed => "failed",
     }
 }
 
@@ -112,28 +86,4 @@ fn labels(fixed: &[(&'static str, &'static str)], lock: Option<String>) -> Vec<m
         labels.push(metrics::Label::new("lock", lock));
     }
     labels
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every outcome has an attribute value of its own, in OpenTelemetry's snake case.
-    #[test]
-    fn every_outcome_has_its_own_snake_case_code() {
-        let all = [
-            Outcome::AtOnce,
-            Outcome::AfterWaiting(Duration::ZERO),
-            Outcome::Busy,
-            Outcome::TimedOut,
-            Outcome::Interrupted,
-            Outcome::Failed,
-        ];
-        let codes: Vec<&str> = all.iter().map(|&o| outcome_code(o)).collect();
-        let mut distinct = codes.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        assert_eq!(distinct.len(), all.len(), "{codes:?}");
-        assert!(codes.iter().all(|c| c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_')), "{codes:?}");
-    }
 }

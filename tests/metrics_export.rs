@@ -3,8 +3,9 @@
 //! process as the global recorder. Reading the recorder drains it, so one test walks every
 //! metric in turn, summing what each reading gives ([`Recorded`]).
 //!
-//! Compiled only with the feature: `cargo test -p redlease --features metrics --test
-//! integration -- metrics_export::`.
+//! Compiled only with the feature, and run alone by its filter (the recorder is the
+//! process's, so other tests' clients would record into it too): `cargo test -p redlease
+//! --features metrics --test integration -- metrics_export::`.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
