@@ -1,5 +1,6 @@
 //! `ClusterGroup`: a Redis Cluster of three masters, each with one replica (or of any number
-//! of masters without replicas, [`ClusterGroup::start_masters`]), on loopback ports of their own, built by hand (`CLUSTER MEET`, `ADDSLOTSRANGE`, `REPLICATE`) so that
+//! of masters without replicas, [`ClusterGroup::start_masters`]), on loopback ports of
+//! their own, built by hand (`CLUSTER MEET`, `ADDSLOTSRANGE`, `REPLICATE`) so that
 //! no `redis-cli` is needed; with the faults a cluster test needs: moving a slot from one
 //! master to another (keys and all), and failing a master over to its replica. Every
 //! server is killed on drop.
@@ -16,9 +17,8 @@ pub struct ClusterGroup {
     /// Masters first, then their replicas in the same order, in creation order; roles
     /// change with failovers.
     servers: Vec<RedisServer>,
-    /// Masters at the start, and whether each has a replica.
+    /// Masters at the start (the servers after them are their replicas).
     masters: usize,
-    replicated: bool,
 }
 
 /// The slots of master `i` of `n`: a run of them, the runs of equal length but for the
@@ -74,7 +74,7 @@ impl ClusterGroup {
                 ])
             })
             .collect();
-        let group = ClusterGroup { servers, masters, replicated };
+        let group = ClusterGroup { servers, masters };
         let mut first = cmd_on(&group.servers[0]);
         for server in &group.servers[1..] {
             redis::cmd("CLUSTER")
@@ -116,7 +116,7 @@ impl ClusterGroup {
     /// Waits until every node reports `cluster_state:ok`, there are as many masters (and
     /// replicas) as at the start, and every replica's link is up.
     pub fn wait_healthy(&self, timeout: Duration) {
-        let replicas = if self.replicated { self.masters } else { 0 };
+        let replicas = self.servers.len() - self.masters;
         self.wait_until("a healthy cluster of its masters and replicas", timeout, |g| {
             g.servers.iter().all(|s| {
                 let mut conn = cmd_on(s);
