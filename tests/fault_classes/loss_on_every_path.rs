@@ -260,6 +260,9 @@ fn a_release_whose_reply_was_lost_with_its_connection_is_a_release_not_a_loss() 
             done_tx.send(guard.unlock().map_err(|e| e.to_string())).expect("report");
         });
         held_rx.recv_timeout(Duration::from_secs(5)).expect("held");
+        // The client's first acquire has its renewal thread announce it a moment later,
+        // through the same proxy: a reply dropped there would hold up the release instead.
+        crate::helpers::announced(&client, &mut conn);
         let dropped = proxy.replies_dropped();
         proxy.set_drop_replies(true);
         go_tx.send(()).expect("release");
