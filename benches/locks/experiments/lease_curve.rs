@@ -118,11 +118,14 @@ impl CurvePoint {
     pub(crate) fn client_cpu_us(&self) -> f64 {
         self.per_renewal(self.client_cpu.as_secs_f64() * 1e6)
     }
-    /// The client's CPU per lease renewed beyond its fixed work of `fixed` seconds of CPU
-    /// a second.
-    fn client_cpu_beyond_us(&self, fixed: f64) -> f64 {
-        let beyond = self.client_cpu.as_secs_f64() - fixed * self.window.as_secs_f64();
-        self.per_renewal(beyond.max(0.0) * 1e6)
+    /// The client's CPU per lease renewed between the size `before` and this one: what a
+    /// renewal more costs, the fixed work (the pass's wake-ups, the announcement, the
+    /// child's own threads) being the same in both processes and cancelling out.
+    fn client_cpu_marginal_us(&self, before: &CurvePoint) -> f64 {
+        let per_second = |p: &CurvePoint, total: f64| total / p.window.as_secs_f64().max(1e-9);
+        let cpu = per_second(self, self.client_cpu.as_secs_f64()) - per_second(before, before.client_cpu.as_secs_f64());
+        let renewals = per_second(self, self.renewed as f64) - per_second(before, before.renewed as f64);
+        if renewals <= 0.0 { f64::NAN } else { cpu * 1e6 / renewals }
     }
     /// What taking the leases added to the resident memory.
     fn bytes_added(&self) -> f64 {
@@ -374,9 +377,22 @@ fn own_cpu() -> Duration {
 /// How much a series grows over the sizes from 100 leases on: its greatest value over
 /// its least.
 fn spread(points: &[CurvePoint], value: impl Fn(&CurvePoint) -> f64) -> f64 {
-    let values: Vec<f64> = points.iter().filter(|p| p.leases >= 100).map(value).collect();
+    greatest_over_least(points.iter().filter(|p| p.leases >= 100).map(value))
+}
+
+/// As [`spread`], of a figure between each size and the one before it.
+fn spread_since_before(points: &[CurvePoint], value: impl Fn(&CurvePoint, &CurvePoint) -> f64) -> f64 {
+    greatest_over_least(points.windows(2).filter(|w| w[1].leases >= 100).map(|w| value(&w[1], &w[0])))
+}
+
+/// NaN when there is no value, or one is not a positive number.
+fn greatest_over_least(values: impl Iterator<Item = f64>) -> f64 {
+    let values: Vec<f64> = values.collect();
+    if values.is_empty() || values.iter().any(|v| !v.is_finite() || *v <= 0.0) {
+        return f64::NAN;
+    }
     let (low, high) = values.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
-    if values.is_empty() || low <= 0.0 { f64::NAN } else { high / low }
+    high / low
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -399,20 +415,20 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
         out,
         "| leases | client memory per lease (B): all it added / since the size before | window (s) | passes | round trips per pass | \
          pass mean / longest (ms) | renewed | Redis per renewal: commands' time (µs) | `redis-server` CPU per renewal (µs) | \
-         client CPU per renewal (µs): all / beyond the fixed work | commands per renewal | bytes sent per renewal | lost / failed |"
+         client CPU per renewal (µs): all / since the size before | commands per renewal | bytes sent per renewal | lost / failed |"
     );
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let fixed = fixed_work(points);
-    table_rows(out, points, fixed);
+    table_rows(out, points);
     let redis_spread = spread(points, CurvePoint::redis_us);
     let client_spread = spread(points, CurvePoint::client_cpu_us);
-    let beyond_spread = spread(points, |p| p.client_cpu_beyond_us(fixed));
-    // The fixed work is read off the one-lease child alone; on a noisy machine it can
-    // exceed what a larger size spent in all, and the spread then means nothing.
-    let beyond = if beyond_spread.is_finite() {
-        format!("{beyond_spread:.2}× ({})", verdict(beyond_spread <= TARGET_FLATNESS))
+    let marginal_spread = spread_since_before(points, CurvePoint::client_cpu_marginal_us);
+    // Noise in two children's fixed work can make a small size's difference negative, and
+    // the spread then means nothing.
+    let marginal = if marginal_spread.is_finite() {
+        format!("{marginal_spread:.2}× ({})", verdict(marginal_spread <= TARGET_FLATNESS))
     } else {
-        "not measurable in this run (a size spent less than the one-lease child's fixed work)".to_string()
+        "not measurable in this run (a size spent less than the size before it)".to_string()
     };
     let largest = points.last();
     let memory = largest.map_or(f64::NAN, CurvePoint::bytes_per_lease);
@@ -421,8 +437,8 @@ pub(crate) fn lease_curve_section(out: &mut String, points: &[CurvePoint]) {
     let _ = writeln!(
         out,
         "\nTargets: Redis's time per renewal grows {redis_spread:.2}× from 100 leases to the largest size, the client's CPU \
-         {client_spread:.2}× (≤ {TARGET_FLATNESS}×: {}, {}); beyond the client's fixed work ({:.0} µs a second, its CPU \
-         with one lease) {beyond}; the client's memory per lease at {} leases is {memory:.0} B \
+         {client_spread:.2}× (≤ {TARGET_FLATNESS}×: {}, {}): with one lease the client spends {:.0} µs of CPU a second (its fixed \
+         work), which a small size's renewals share; a renewal more, from one size to the next, {marginal}; the client's memory per lease at {} leases is {memory:.0} B \
          (≤ {TARGET_BYTES_PER_LEASE:.0}: {}); the longest pass at {} leases is at most {:.1} % of the default watchdog's \
          renewal interval, {} s (≤ {:.0} %: {}; {:.1} % of this curve's {} s). The window's figures are per lease renewed; a pass's longest time is the upper end of its \
          bucket in `ClientStats::renewal_pass_time` (at most twice the pass).\n",
@@ -516,7 +532,7 @@ fn phase_table(out: &mut String, points: &[CurvePoint]) {
 }
 
 /// One row of step 16's table per size.
-fn table_rows(out: &mut String, points: &[CurvePoint], fixed: f64) {
+fn table_rows(out: &mut String, points: &[CurvePoint]) {
     for (i, p) in points.iter().enumerate() {
         // The memory per lease between this size and the one before: what the fixed costs
         // (the holders' threads, the first growth of the maps) leave out.
@@ -542,7 +558,7 @@ fn table_rows(out: &mut String, points: &[CurvePoint], fixed: f64) {
             p.redis_us(),
             p.server_cpu_us(),
             p.client_cpu_us(),
-            if p.leases == 1 { "–".to_string() } else { format!("{:.2}", p.client_cpu_beyond_us(fixed)) },
+            i.checked_sub(1).map_or_else(|| "–".to_string(), |before| format!("{:.2}", p.client_cpu_marginal_us(&points[before]))),
             p.per_renewal(p.commands as f64),
             p.per_renewal(p.bytes_in as f64),
             p.lost,
