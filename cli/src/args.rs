@@ -13,6 +13,7 @@ Examples:
   redlease run --permits 4 thumbnails -- ./make-thumbnails.sh
   redlease status nightly-report
   redlease ls 'report:*'
+  redlease top 'report:*'
   redlease elect --value \"$(hostname)\" scheduler -- ./schedule.sh
   redlease leader --wait-change scheduler
   redlease unlock --force nightly-report
@@ -98,6 +99,26 @@ and keys that are not locks are left out.
 Exit codes: 0 (also when nothing matches), 64 bad input, 67 login refused, 69 Redis
 unreachable, 76 Redis error, 77 ACL refusal.";
 
+const TOP_VIEW_EXAMPLES: &str = "\
+Examples:
+  redlease top
+  redlease top 'jobs:*'
+  redlease top --once 'jobs:*' | grep queued
+
+The locks, semaphores, group locks and elections whose names match PATTERN (as `ls`
+finds them), live: one line each with its kind, held or free, its holder (host, pid
+and thread when its client announced itself), the lease left as a bar (against the
+longest lease seen on it since the view began, and at least the default watchdog's
+30s) and in seconds, its waiters (queued on a fair lock, clients waiting on the
+others), and an election's term and leader, a fenced lock's last token, a window's
+end. Most waiters first. Read every --interval; q, Esc or Ctrl-C quits. A reading that
+fails is shown above the last good one, and the view goes on trying. --once prints one
+frame (every row, as wide as the terminal or 160 columns) and exits.
+
+Exit codes: 0, 64 bad input (also the live view off a terminal), 67 login refused, 69
+Redis unreachable, 70 the terminal failed, 76 Redis error, 77 ACL refusal; the live view
+exits 0 on q whatever it read.";
+
 const ELECT_EXAMPLES: &str = "\
 Examples:
   # run the scheduler on one host of the fleet at a time; the others wait to lead
@@ -162,6 +183,9 @@ pub enum Command {
     /// List locks and semaphores by name pattern, with their kind and holder.
     #[command(after_help = LS_EXAMPLES)]
     Ls(ListArgs),
+    /// Watch locks live: held or free, holder, lease left, waiters; sorted by waiters.
+    #[command(after_help = TOP_VIEW_EXAMPLES)]
+    Top(TopArgs),
     /// Run a command while this process leads an election (one leader at a time).
     #[command(after_help = ELECT_EXAMPLES)]
     Elect(ElectArgs),
@@ -431,6 +455,24 @@ pub struct ListArgs {
     pub connection: Connection,
 
     /// Which names (Redis's glob syntax: *, ?, [a-z], \\ to escape). Default: every one.
+    #[arg(value_name = "PATTERN")]
+    pub pattern: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Print one frame and exit (for scripts), instead of the live view.
+    #[arg(long)]
+    pub once: bool,
+
+    /// How often Redis is read.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "1s")]
+    pub interval: Duration,
+
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// Which names (Redis's glob syntax, as `ls` reads it). Default: every one.
     #[arg(value_name = "PATTERN")]
     pub pattern: Option<String>,
 }

@@ -1,6 +1,6 @@
 //! `redlease`: distributed locks on Redis from the shell. `run` holds a lock while a
 //! command runs, `elect` runs one while leading an election and `leader` shows who
-//! leads, `status` shows locks, `ls` lists them, `unlock --force` deletes one. docs/cli.md has the
+//! leads, `status` shows locks, `ls` lists them, `top` watches them live, `unlock --force` deletes one. docs/cli.md has the
 //! details: options, exit codes, what happens on a lost lease and on signals.
 
 #![forbid(unsafe_code)]
@@ -22,6 +22,7 @@ mod progress;
 mod run;
 mod signals;
 mod status;
+mod top;
 mod unlock;
 
 use std::process::ExitCode;
@@ -43,10 +44,13 @@ fn main() -> ExitCode {
         Err(err) => return ExitCode::from(argument_error(&err)),
     };
     let result = match cli.command {
-        None => Err(Failure::usage("no command given: run, elect, leader, status, ls or unlock (see redlease --help)")),
+        None => {
+            Err(Failure::usage("no command given: run, elect, leader, status, ls, top or unlock (see redlease --help)"))
+        }
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Status(args)) => status::status(&args),
         Some(Command::Ls(args)) => status::list(&args),
+        Some(Command::Top(args)) => top::top(&args),
         Some(Command::Elect(args)) => run::run(args.into_run()),
         Some(Command::Leader(args)) => leader::leader(&args),
         Some(Command::Unlock(args)) => unlock::unlock(&args),
@@ -78,7 +82,7 @@ fn argument_error(err: &clap::Error) -> u8 {
     }
     let command = std::env::args()
         .nth(1)
-        .filter(|a| ["run", "elect", "leader", "status", "ls", "unlock"].contains(&a.as_str()))
+        .filter(|a| ["run", "elect", "leader", "status", "ls", "top", "unlock"].contains(&a.as_str()))
         .map_or_else(|| "redlease --help".to_owned(), |c| format!("redlease {c} --help"));
     say(&format!("{message} (see {command})"));
     exit::USAGE

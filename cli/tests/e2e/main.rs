@@ -14,4 +14,5 @@ mod status;
 mod stop_in_time;
 mod support;
 mod terminal;
+mod top;
 mod urls;

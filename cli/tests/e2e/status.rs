@@ -1,46 +1,13 @@
 //! `status` of every lock kind, field by field, against state the library itself made;
 //! and `unlock --force`.
 
-use std::sync::mpsc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
-use redlease::{Client, LockGuard};
+use redlease::Client;
 use serde_json::Value;
 
 use crate::support::*;
-
-/// Guards taken on a thread of their own, held until dropped.
-struct Holding {
-    release: Option<mpsc::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Holding {
-    /// Runs `take` on a new thread and keeps what it returns until dropped.
-    fn start(client: &Client, take: impl FnOnce(&Client) -> Vec<LockGuard> + Send + 'static) -> Holding {
-        let client = client.clone();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let thread = thread::spawn(move || {
-            let guards = take(&client);
-            ready_tx.send(()).expect("ready");
-            let _ = release_rx.recv();
-            drop(guards);
-        });
-        ready_rx.recv_timeout(Duration::from_secs(10)).expect("the holder took its locks");
-        Holding { release: Some(release_tx), thread: Some(thread) }
-    }
-}
-
-impl Drop for Holding {
-    fn drop(&mut self) {
-        drop(self.release.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 fn client(server: &RedisServer) -> Client {
     Client::open(&server.url()).expect("client")

@@ -6,9 +6,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread;
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use redlease::{Client, LockGuard};
 pub use redlease_testkit::proxy::Proxy;
 pub use redlease_testkit::server::{RedisServer, commands_served};
 
@@ -286,6 +288,38 @@ impl Drop for NotRedis {
         self.stop.store(true, Ordering::SeqCst);
         // Wakes the accept.
         let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Guards taken on a thread of their own, held until dropped.
+pub struct Holding {
+    release: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Holding {
+    /// Runs `take` on a new thread and keeps what it returns until dropped.
+    pub fn start(client: &Client, take: impl FnOnce(&Client) -> Vec<LockGuard> + Send + 'static) -> Holding {
+        let client = client.clone();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let thread = thread::spawn(move || {
+            let guards = take(&client);
+            ready_tx.send(()).expect("ready");
+            let _ = release_rx.recv();
+            drop(guards);
+        });
+        ready_rx.recv_timeout(Duration::from_secs(10)).expect("the holder took its locks");
+        Holding { release: Some(release_tx), thread: Some(thread) }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        drop(self.release.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
