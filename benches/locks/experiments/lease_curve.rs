@@ -558,7 +558,8 @@ fn table_rows(out: &mut String, points: &[CurvePoint]) {
             p.redis_us(),
             p.server_cpu_us(),
             p.client_cpu_us(),
-            i.checked_sub(1).map_or_else(|| "–".to_string(), |before| format!("{:.2}", p.client_cpu_marginal_us(&points[before]))),
+            i.checked_sub(1)
+                .map_or_else(|| "–".to_string(), |before| format!("{:.2}", p.client_cpu_marginal_us(&points[before]))),
             p.per_renewal(p.commands as f64),
             p.per_renewal(p.bytes_in as f64),
             p.lost,
