@@ -34,7 +34,7 @@ impl SlowFsync {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| {
-                panic!("cannot run strace: {e} (Debian's package strace; scripts/ensure-redis installs it)")
+                panic!("cannot run strace: {e} (Debian's package strace; scripts/ensure-servers installs it)")
             });
         let mut slow = SlowFsync { strace };
         let deadline = Instant::now() + ATTACH_TIMEOUT;

@@ -100,7 +100,11 @@ fn heading_lines<'a>(board: &Board, heading: &Heading<'a>) -> Vec<Line<'a>> {
 }
 
 fn table_row(row: &Row) -> TableRow<'_> {
-    let waiters = if row.waiters == 0 { String::new() } else { format!("{} {}", row.waiters, row.waiters_are) };
+    let waiters = match (row.waiters, row.waiters_are) {
+        (0, _) => String::new(),
+        (1, "clients") => "1 client".to_owned(),
+        (n, counted) => format!("{n} {counted}"),
+    };
     TableRow::new([
         Cell::from(row.name.as_str()),
         Cell::from(row.kind),

@@ -97,6 +97,7 @@ fn malformed_urls_say_what_is_wrong_and_hide_the_password() {
             vec!["run", "--url", url, "name", "--", "true"],
             vec!["status", "--url", url, "name"],
             vec!["unlock", "--force", "--url", url, "name"],
+            vec!["top", "--once", "--url", url],
         ] {
             let message = usage_error(&args);
             assert!(message.contains("URL"), "{url}: {message}");
@@ -107,7 +108,13 @@ fn malformed_urls_say_what_is_wrong_and_hide_the_password() {
 
 #[test]
 fn help_for_every_command_has_examples_and_exits_0() {
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["status", "--help"], vec!["unlock", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["status", "--help"],
+        vec!["top", "--help"],
+        vec!["unlock", "--help"],
+    ] {
         let out = run(&args);
         out.expect_code(0);
         assert!(out.stdout.contains("Examples:"), "{args:?}: {}", out.stdout);
@@ -130,6 +137,7 @@ fn a_database_the_server_does_not_have_is_bad_input_and_named() {
             vec!["run", "--url", &url, "name", "--", "sh", "-c", &script],
             vec!["status", "--url", &url, "name"],
             vec!["unlock", "--force", "--url", &url, "name"],
+            vec!["top", "--once", "--url", &url],
         ] {
             let out = run(&args);
             out.expect_code(USAGE).expect_one_line_error();
@@ -157,7 +165,7 @@ fn unlock_without_force_says_that_force_is_required_and_why() {
 
 #[test]
 fn the_url_help_names_every_scheme() {
-    for command in ["run", "status", "unlock"] {
+    for command in ["run", "status", "top", "unlock"] {
         let out = run([command, "--help"]);
         out.expect_code(0);
         for scheme in ["redis://", "rediss://", "unix://", "redis-sentinel://", "redis-cluster://"] {

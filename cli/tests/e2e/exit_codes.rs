@@ -114,6 +114,7 @@ fn a_server_that_never_answers_gives_69_within_the_timeout() {
     for args in [
         vec!["run", "--timeout", "500ms", "--url", &url, "x", "--", "true"],
         vec!["status", "--timeout", "500ms", "--url", &url, "x"],
+        vec!["top", "--once", "--timeout", "500ms", "--url", &url, "x"],
         vec!["unlock", "--force", "--timeout", "500ms", "--url", &url, "x"],
     ] {
         let out = run(&args);
@@ -219,11 +220,13 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// `run`, `status` and `unlock --force` of lock `x` at `url`: every command that connects.
-fn every_command(url: &str) -> [Vec<&str>; 3] {
+/// `run`, `status`, `top --once` and `unlock --force` of lock `x` at `url`: every command
+/// that connects.
+fn every_command(url: &str) -> [Vec<&str>; 4] {
     [
         vec!["run", "--url", url, "x", "--", "true"],
         vec!["status", "--url", url, "x"],
+        vec!["top", "--once", "--url", url, "x"],
         vec!["unlock", "--force", "--url", url, "x"],
     ]
 }

@@ -3,12 +3,15 @@
 //! `send-keys`, while the locks it shows are taken, queued for and released.
 
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redlease::Client;
 
 use crate::support::*;
+
+static SOCKETS: AtomicUsize = AtomicUsize::new(0);
 
 /// A `tmux` server of its own (`-L`, a socket no other test or user shares), killed on drop.
 struct Tmux {
@@ -18,7 +21,8 @@ struct Tmux {
 impl Tmux {
     /// A detached session `columns` × `rows` running `shell` (a command line for `sh -c`).
     fn start(shell: &str, columns: u16, rows: u16) -> Tmux {
-        let tmux = Tmux { socket: format!("redlease-top-{}-{}", std::process::id(), columns) };
+        let socket = format!("redlease-top-{}-{}", std::process::id(), SOCKETS.fetch_add(1, Ordering::Relaxed));
+        let tmux = Tmux { socket };
         let out = tmux.command(&[
             "new-session",
             "-d",
@@ -144,6 +148,25 @@ fn the_live_view_follows_locks_taken_queued_for_and_released_and_quits_on_q() {
 
     tmux.keys("q");
     assert_eq!(read_when_written(&dir.path("exit"), Duration::from_secs(10)), "0", "q quits with 0");
+}
+
+/// Breaks if a reading that hangs holds up the keys (the view reads Redis on a thread of
+/// its own), or if a failed reading ends the view instead of being shown.
+#[test]
+fn the_live_view_says_when_redis_stops_answering_and_still_quits_on_q() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.addr());
+    let dir = TempDir::new();
+    let exit = dir.file("exit");
+    let line = format!("{BIN} top --interval 200ms --timeout 1s --url {} 'gone:*'; echo $? > {exit}", proxy.url());
+    let tmux = Tmux::start(&line, 120, 10);
+    tmux.wait_until("a first reading", |s| s.contains("read at"));
+    proxy.set_blackhole(true);
+    tmux.wait_until("the failed reading, said", |s| s.contains("cannot read") && s.contains("q quits"));
+    let asked = Instant::now();
+    tmux.keys("q");
+    assert_eq!(read_when_written(&dir.path("exit"), Duration::from_secs(5)), "0", "q quits with 0");
+    assert!(asked.elapsed() < Duration::from_secs(2), "q waited {:?} for a reading", asked.elapsed());
 }
 
 #[test]
