@@ -148,10 +148,11 @@ impl Events {
         telemetry::acquisition(kind, self.label(lock), outcome, took);
     }
 
-    /// A guard let go of its hold on `lock` after `held`.
-    pub(crate) fn held(&self, lock: &str, held: Duration) {
+    /// A guard let go of its hold on `lock` (a lock of `kind`, permits, a group) after
+    /// `held`.
+    pub(crate) fn held(&self, lock: &str, kind: &'static str, held: Duration) {
         self.activity.held(held);
-        telemetry::held(self.label(lock), held);
+        telemetry::held(kind, self.label(lock), held);
     }
 
     /// Where the client counts what its calls and leases did.
@@ -164,10 +165,10 @@ impl Events {
         self.activity.enter()
     }
 
-    pub(crate) fn lease_lost(&self, lock: &str) {
+    pub(crate) fn lease_lost(&self, lock: &str, kind: &'static str) {
         trace::event!(WARN, "lease lost", lock = lock);
         self.activity.lease_lost();
-        telemetry::lease_lost(self.label(lock));
+        telemetry::lease_lost(kind, self.label(lock));
         self.call(|e| e.lease_lost(lock));
     }
 
@@ -178,14 +179,14 @@ impl Events {
         self.call(|e| e.renewal_failed(error));
     }
 
-    pub(crate) fn lease_at_risk(&self, lock: &str, valid_until: Instant) {
+    pub(crate) fn lease_at_risk(&self, lock: &str, kind: &'static str, valid_until: Instant) {
         trace::event!(
             WARN,
             "lease at risk",
             lock = lock,
             valid_for_ms = trace::millis(valid_until.saturating_duration_since(Instant::now()))
         );
-        telemetry::lease_at_risk(self.label(lock));
+        telemetry::lease_at_risk(kind, self.label(lock));
         self.call(|e| e.lease_at_risk(lock, valid_until));
     }
 

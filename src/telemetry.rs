@@ -26,22 +26,22 @@ pub(crate) fn acquisition(kind: &'static str, lock: Option<String>, outcome: Out
     }
 }
 
-/// A guard let go of its hold after `held`: `redlease.lock.hold.duration`.
-pub(crate) fn held(lock: Option<String>, held: Duration) {
+/// A guard let go of its hold after `held`: `redlease.lock.hold.duration` (by kind).
+pub(crate) fn held(kind: &'static str, lock: Option<String>, held: Duration) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!("redlease.lock.hold.duration", labels(&[], lock)).record(held.as_secs_f64());
+    metrics::histogram!("redlease.lock.hold.duration", labels(&[("kind", kind)], lock)).record(held.as_secs_f64());
 }
 
-/// A lease's renewals began to fail: `redlease.lease.at_risk`.
-pub(crate) fn lease_at_risk(lock: Option<String>) {
+/// A lease's renewals began to fail: `redlease.lease.at_risk` (by kind).
+pub(crate) fn lease_at_risk(kind: &'static str, lock: Option<String>) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("redlease.lease.at_risk", labels(&[], lock)).increment(1);
+    metrics::counter!("redlease.lease.at_risk", labels(&[("kind", kind)], lock)).increment(1);
 }
 
-/// A held lease was lost: `redlease.lease.lost`.
-pub(crate) fn lease_lost(lock: Option<String>) {
+/// A held lease was lost: `redlease.lease.lost` (by kind).
+pub(crate) fn lease_lost(kind: &'static str, lock: Option<String>) {
     #[cfg(feature = "metrics")]
-    metrics::counter!("redlease.lease.lost", labels(&[], lock)).increment(1);
+    metrics::counter!("redlease.lease.lost", labels(&[("kind", kind)], lock)).increment(1);
 }
 
 /// A renewal round trip failed: `redlease.renewal.failures`.

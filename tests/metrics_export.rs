@@ -110,7 +110,7 @@ fn every_metric_is_recorded_with_its_attributes() {
     assert_eq!(total(Counter, "redlease.lock.acquisitions", &at_once), 1.0);
     let waits = values("redlease.lock.wait.duration", &at_once);
     assert!(waits.len() == 1 && waits[0] > 0.0 && waits[0] < 5.0, "{waits:?}");
-    let holds = values("redlease.lock.hold.duration", &[("lock", "a")]);
+    let holds = values("redlease.lock.hold.duration", &[("kind", "reentrant"), ("lock", "a")]);
     assert!(holds.len() == 1 && holds[0] >= 0.05 && holds[0] < 5.0, "held ~50 ms: {holds:?}");
 
     // A name the mapping leaves out carries no `lock` label; a busy fair lock is `busy`.
@@ -133,6 +133,7 @@ fn every_metric_is_recorded_with_its_attributes() {
     assert_eq!(total(Counter, "redlease.lock.acquisitions", &after_waiting), 1.0);
     assert_eq!(values("redlease.lock.wait.duration", &after_waiting).len(), 1);
 
+    holds_by_kind(&client);
     lost_and_failed(&client, &proxy);
     // A wait that meets a server refusing connections: once Redis answers again, how long
     // the outage kept the wait from a grant.
@@ -154,10 +155,22 @@ fn every_metric_is_recorded_with_its_attributes() {
     assert_eq!(total(Counter, "redlease.lock.release.failures", &[("lock", "unreleased")]), 1.0);
 }
 
+/// A hold's time is labelled with what was held: a read lock's side, a semaphore's permits
+/// (of a permit-expirable one: a plain semaphore's permits are nobody's, and not timed).
+fn holds_by_kind(client: &Client) {
+    client.read_write_lock("metered:doc").read().lock().unwrap().unlock().unwrap();
+    assert_eq!(values("redlease.lock.hold.duration", &[("kind", "read"), ("lock", "doc")]).len(), 1);
+    let semaphore = client.permit_expirable_semaphore("metered:slots");
+    assert!(semaphore.try_set_permits(2).unwrap());
+    semaphore.acquire(1).unwrap().release().unwrap();
+    assert_eq!(values("redlease.lock.hold.duration", &[("kind", "semaphore"), ("lock", "slots")]).len(), 1);
+}
+
 /// A lease renewed, then cut off behind `proxy`: passes timed, failures counted, at risk
 /// once, then lost; the hold it was is timed when its guard goes.
 fn lost_and_failed(client: &Client, proxy: &Proxy) {
     use MetricKind::Counter;
+    const CUT: [(&str, &str); 2] = [("kind", "reentrant"), ("lock", "cut")];
     let guard = client.lock("metered:cut").lock().unwrap();
     assert!(
         wait_until(Duration::from_secs(5), || !values("redlease.renewal.duration", &[]).is_empty()),
@@ -165,19 +178,15 @@ fn lost_and_failed(client: &Client, proxy: &Proxy) {
     );
     proxy.set_blackhole(true);
     assert!(
-        wait_until(Duration::from_secs(10), || total(Counter, "redlease.lease.lost", &[("lock", "cut")]) == 1.0),
+        wait_until(Duration::from_secs(10), || total(Counter, "redlease.lease.lost", &CUT) == 1.0),
         "the lease is lost"
     );
-    assert_eq!(total(Counter, "redlease.lease.at_risk", &[("lock", "cut")]), 1.0, "at risk once, before the loss");
+    assert_eq!(total(Counter, "redlease.lease.at_risk", &CUT), 1.0, "at risk once, before the loss");
     assert!(total(Counter, "redlease.renewal.failures", &[]) >= 1.0);
     assert!(!guard.is_held());
     proxy.set_blackhole(false);
     drop(guard);
-    assert_eq!(
-        values("redlease.lock.hold.duration", &[("lock", "cut")]).len(),
-        1,
-        "a hold lost is a hold let go, timed too"
-    );
+    assert_eq!(values("redlease.lock.hold.duration", &CUT).len(), 1, "a hold lost is a hold let go, timed too");
 }
 
 /// The `prometheus` example, run as a user runs it: a service that installs

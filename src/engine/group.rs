@@ -248,7 +248,7 @@ impl GroupHold {
     fn release_untraced(self) -> Result<()> {
         let engine = &self.engine;
         let group = self.group();
-        engine.config().events.held(group, self.since.elapsed());
+        engine.config().events.held(group, "group", self.since.elapsed());
         engine.check_running().on_lock(group)?;
         let released = engine.release_hold(&self.lease, self.term);
         if released.lost {

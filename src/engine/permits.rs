@@ -307,7 +307,7 @@ impl PermitHold {
     fn release_untraced(self) -> Result<()> {
         let engine = &self.engine;
         let name = self.name();
-        engine.config().events.held(name, self.since.elapsed());
+        engine.config().events.held(name, "semaphore", self.since.elapsed());
         engine.check_running().on_semaphore(name)?;
         if engine.release_hold(&self.lease, self.term).lost {
             return Err(Error::new(

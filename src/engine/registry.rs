@@ -75,7 +75,7 @@ pub(crate) fn new_lease(kind: Kind, name: &Arc<str>, owner: String, span: Span) 
         Role::Write => Arc::from(kind.field(&owner)),
         Role::Read | Role::Exclusive => Arc::clone(&owner),
     };
-    let renews = Renews::Hash { owner, role: kind.role(), field, hold_keys };
+    let renews = Renews::Hash { owner, kind, field, hold_keys };
     Arc::new(Lease::new(Arc::clone(name), renews, span))
 }
 

@@ -126,7 +126,7 @@ impl Hold {
     pub(crate) fn begin_release(self) -> Result<PendingRelease> {
         let engine = &self.engine;
         let name: &str = self.lease.name();
-        engine.config().events.held(name, self.since.elapsed());
+        engine.config().events.held(name, self.kind.label(), self.since.elapsed());
         engine.check_running().on_lock(name)?;
         // A lease that ran out before this release is lost: whatever is under the key now
         // may be someone else's.

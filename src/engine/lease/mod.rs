@@ -89,8 +89,8 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::clock;
 use crate::events::Events;
-use crate::kind::Role;
 use crate::kind::semaphore::PermitId;
+use crate::kind::{Kind, Role};
 use crate::span::Span;
 use crate::transport::RunId;
 use crate::wheel::WheelKey;
@@ -134,7 +134,8 @@ pub(crate) enum Renews {
     /// owner, or `<owner>:write`), and for read holds the prefix of their per-hold timeout
     /// keys, renewed along with the hash.
     /// A plain or a read hold's field is the owner itself, one allocation for both.
-    Hash { owner: Arc<str>, role: Role, field: Arc<str>, hold_keys: Option<String> },
+    /// Its kind (whose role is the holds' role) labels its metrics.
+    Hash { owner: Arc<str>, kind: Kind, field: Arc<str>, hold_keys: Option<String> },
     /// The permits of a permit-expirable semaphore (`name` is the semaphore), by id:
     /// renewed in the semaphore's timeouts set. They are nobody's: no owner, no field.
     Permits(Vec<PermitId>),
@@ -238,8 +239,17 @@ impl Lease {
     /// The role of a lock's holds (`None`: permits, a group's values).
     pub(crate) fn role(&self) -> Option<Role> {
         match &self.renews {
-            Renews::Hash { role, .. } => Some(*role),
+            Renews::Hash { kind, .. } => Some(kind.role()),
             Renews::Permits(_) | Renews::Group { .. } => None,
+        }
+    }
+
+    /// What its metrics call it: its lock's kind, `semaphore` or `group`.
+    pub(crate) fn kind_label(&self) -> &'static str {
+        match &self.renews {
+            Renews::Hash { kind, .. } => kind.label(),
+            Renews::Permits(_) => "semaphore",
+            Renews::Group { .. } => "group",
         }
     }
 
@@ -395,8 +405,8 @@ impl Lease {
             self.changed.notify_all();
         }
         match effects.report {
-            Some(Report::Lost) => events.lease_lost(&self.name),
-            Some(Report::AtRisk(deadline)) => events.lease_at_risk(&self.name, deadline),
+            Some(Report::Lost) => events.lease_lost(&self.name, self.kind_label()),
+            Some(Report::AtRisk(deadline)) => events.lease_at_risk(&self.name, self.kind_label(), deadline),
             Some(Report::Recovered) => events.lease_recovered(&self.name),
             None => {}
         }

@@ -541,7 +541,7 @@ impl Schedule for NoWheel {
 }
 
 fn lease(span: Span) -> Arc<Lease> {
-    let renews = Renews::Hash { owner: "o".into(), role: Role::Exclusive, field: "o".into(), hold_keys: None };
+    let renews = Renews::Hash { owner: "o".into(), kind: Kind::Reentrant, field: "o".into(), hold_keys: None };
     Arc::new(Lease::new("l".into(), renews, span))
 }
 
