@@ -33,15 +33,23 @@ const HOLD: Duration = Duration::from_micros(200);
 /// How long a thread waits after its release before it asks again: longer than a
 /// hand-off, so that the one who released does not take the lock back before a waiter.
 const THINK: Duration = Duration::from_millis(2);
-/// The window of each point.
-const WINDOW: Duration = Duration::from_secs(3);
-/// The part of the window not measured, at its start: every thread asks at once there, and
-/// N waiters join the queue; the counters and acquisitions are those of the rest, and so are
-/// those of none of the acquisitions that drain the waiters after the window.
-const UNMEASURED_SHARE: u64 = 6;
-const QUICK_WINDOW: Duration = Duration::from_secs(1);
+/// The measured part of each point's window; the counters and acquisitions are its own,
+/// and none of those of the acquisitions that drain the waiters after the window.
+const MEASURED: Duration = Duration::from_millis(2_500);
+const QUICK_MEASURED: Duration = Duration::from_millis(800);
+/// The part of the window before it, not measured, for `waiters` waiters: every thread asks
+/// at once there, and each waiter joins (its first attempt, its `SUBSCRIBE`, and one more
+/// attempt once subscribed: a fair lock's queued waiter's `LPOS`). Half a second and a
+/// millisecond a waiter: a thousand waiters in one process took longer than a fixed half
+/// second to join, and their last attempts after subscribing counted as 0.2 to 0.7 scripts
+/// a grant in the measured part (none with 1.5 s).
+fn lead_in(waiters: usize) -> Duration {
+    Duration::from_millis(500 + u64::try_from(waiters).unwrap_or(u64::MAX))
+}
 /// Names the threads a child runs.
 const THREADS_ENV: &str = "REDLEASE_BENCH_THREADS";
+/// The point's [`lead_in`], in ms, for the children.
+const LEAD_IN_ENV: &str = "REDLEASE_BENCH_LEAD_IN_MS";
 
 // Targets (docs/performance.md, issue #44 item 2).
 /// Hand-off p99 at the most waiters, over one waiter's.
@@ -82,12 +90,12 @@ impl WaiterPoint {
 }
 
 pub(crate) fn measure_waiter_curve(server: &RedisServer, plan: &Plan) -> Vec<WaiterPoint> {
-    let window = if plan.quick { QUICK_WINDOW } else { WINDOW };
+    let measured = if plan.quick { QUICK_MEASURED } else { MEASURED };
     let mut points = Vec::new();
     for kind in [LockKind::Plain, LockKind::Fair] {
         for waiters in WAITERS {
             for processes in PROCESSES.into_iter().filter(|&p| p <= waiters + 1) {
-                points.push(waiter_point(server, window, kind, waiters, processes));
+                points.push(waiter_point(server, measured, kind, waiters, processes));
             }
         }
     }
@@ -96,7 +104,7 @@ pub(crate) fn measure_waiter_curve(server: &RedisServer, plan: &Plan) -> Vec<Wai
 
 fn waiter_point(
     server: &RedisServer,
-    window: Duration,
+    measured: Duration,
     kind: LockKind,
     waiters: usize,
     processes: usize,
@@ -114,12 +122,13 @@ fn waiter_point(
                     (KIND_ENV, kind.as_str().to_string()),
                     (LOCK_ENV, name.clone()),
                     (THREADS_ENV, mine.to_string()),
+                    (LEAD_IN_ENV, lead_in(waiters).as_millis().to_string()),
                 ],
             )
         })
         .collect();
-    let (mut stats, (from, end)) = start_window(server, &mut workers, window);
-    let measured = measured_from(from, end);
+    let (mut stats, (from, end)) = start_window(server, &mut workers, lead_in(waiters) + measured);
+    let measured = measured_from(from, lead_in(waiters));
     sleep_until_mono(measured);
     let before = server_all_command_stats(&mut stats);
     sleep_until_mono(from + (end - from) / 2);
@@ -206,9 +215,9 @@ fn handoffs(mut records: Vec<Record>) -> Vec<f64> {
     gaps
 }
 
-/// Where the measured part of the window `from..end` begins (see [`UNMEASURED_SHARE`]).
-fn measured_from(from: u64, end: u64) -> u64 {
-    from + (end - from) / UNMEASURED_SHARE
+/// Where the measured part of a window from `from` (ns) begins, after its `lead_in`.
+fn measured_from(from: u64, lead_in: Duration) -> u64 {
+    from + u64::try_from(lead_in.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// What `INFO commandstats` counted between two readings: (command, calls, µs).
@@ -287,7 +296,8 @@ pub(crate) fn waiters_child() {
     *window.lock().expect("the window") = (from, end);
     start.wait();
     // The wake-ups of the measured part alone, as the parent reads Redis's counters.
-    sleep_until_mono(measured_from(from, end));
+    let lead_in = Duration::from_millis(child_env(LEAD_IN_ENV).parse().expect("a lead-in in ms"));
+    sleep_until_mono(measured_from(from, lead_in));
     let before = client.stats();
     sleep_until_mono(end);
     let after = client.stats();
@@ -312,12 +322,12 @@ pub(crate) fn waiter_curve_section(out: &mut String, points: &[WaiterPoint], rtt
     let _ = writeln!(
         out,
         "### 17. The waiters curve: N threads waiting on one lock while one holds it, spread over 1, 4 and 16 \
-         processes (a client each); each holds {} µs, releases, thinks {} ms, asks again; {} s a point, \
-         the first {} ms (where the N waiters join) not measured\n",
+         processes (a client each); each holds {} µs, releases, thinks {} ms, asks again; {:.1} s measured a point, \
+         after {} ms and 1 ms a waiter (where the N waiters join) not measured\n",
         HOLD.as_micros(),
         THINK.as_millis(),
-        WINDOW.as_secs(),
-        (WINDOW / UNMEASURED_SHARE as u32).as_millis()
+        MEASURED.as_secs_f64(),
+        lead_in(0).as_millis()
     );
     let _ = writeln!(
         out,
