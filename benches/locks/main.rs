@@ -62,8 +62,9 @@
 //! ([`placement`]), the other work on the machine ([`meter`]), the machine itself
 //! ([`machine`]), clocks ([`clock`]), statistics ([`stats`]), one module per experiment
 //! under [`experiments`] (its measurement and its section of the report), child processes
-//! ([`child`]), the report assembled from the sections ([`report`]) and the curves drawn
-//! as pictures ([`plot`]).
+//! ([`child`]), the targets and the table rows the sections share ([`table`], below both
+//! the experiments and the report), the report assembled from the sections ([`report`])
+//! and the curves drawn as pictures ([`plot`]).
 
 mod child;
 mod clock;
@@ -76,6 +77,7 @@ mod plot;
 mod report;
 mod servers;
 mod stats;
+mod table;
 
 use std::time::Instant;
 

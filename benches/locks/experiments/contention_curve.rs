@@ -16,8 +16,8 @@ use crate::experiments::uncontended::RawPair;
 use crate::meter::cpu_ns;
 use crate::plan::Plan;
 use crate::plot::{LogLogChart, Series, draw_into};
-use crate::report::verdict;
 use crate::servers::Servers;
+use crate::table::verdict;
 
 /// The numbers of processes of the curve.
 const PROCESS_COUNTS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];

@@ -14,8 +14,8 @@ use crate::child::{LOCK_ENV, URL_ENV, Worker, child_env, say};
 use crate::clock::mono_ns;
 use crate::experiments::handoff::HANDOFF_WARMUP;
 use crate::plan::Plan;
-use crate::report::{handoff_head, handoff_row};
 use crate::stats::Summary;
+use crate::table::{handoff_head, handoff_row};
 
 /// The name of the election the step runs.
 const ELECTION: &str = "bench:election";

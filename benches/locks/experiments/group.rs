@@ -13,8 +13,8 @@ use crate::clock::nanos;
 use crate::experiments::limit::{trivial_call, trivial_pair};
 use crate::meter::process_ticks;
 use crate::plan::Plan;
-use crate::report::pair_cells;
 use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs, reset_server_stats, server_command_stats};
+use crate::table::pair_cells;
 
 /// The numbers of values compared.
 pub(crate) const GROUP_SIZES: [usize; 3] = [1, 10, 100];

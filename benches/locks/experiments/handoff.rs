@@ -15,8 +15,8 @@ use crate::clock::mono_ns;
 use crate::experiments::LockKind;
 use crate::experiments::contenders::{Contender, Process, Subject};
 use crate::plan::Plan;
-use crate::report::{handoff_head, handoff_row};
 use crate::stats::Summary;
+use crate::table::{handoff_head, handoff_row};
 
 /// Rounds before the measured ones (they open the child's pub/sub connection).
 pub(crate) const HANDOFF_WARMUP: usize = 20;

@@ -15,8 +15,8 @@ use crate::clock::{mono_ns, sleep_until_mono};
 use crate::experiments::LockKind;
 use crate::experiments::throughput::start_window;
 use crate::plan::Plan;
-use crate::report::verdict;
 use crate::stats::server_command_stats;
+use crate::table::verdict;
 
 /// The numbers of processes measured.
 pub(crate) const HERD_PROCESSES: [usize; 4] = [2, 4, 8, 16];

@@ -13,8 +13,8 @@ use redlease_testkit::server::RedisServer;
 use crate::child::{URL_ENV, Worker, child_env, say};
 use crate::clock::nanos;
 use crate::plan::Plan;
-use crate::report::verdict;
 use crate::stats::{PAIR_BLOCKS, Summary};
+use crate::table::verdict;
 
 /// Names whether the child installs a recorder ("1") or not ("0").
 const RECORDER_ENV: &str = "REDLEASE_BENCH_RECORDER";

@@ -20,8 +20,8 @@ use crate::experiments::limit::{PIPELINE, trivial_call, trivial_pair};
 use crate::experiments::throughput::{PROCESSES, THREADS_PER_PROCESS, Throughput, measure_throughput, throughput_row};
 use crate::experiments::uncontended::library_pair;
 use crate::plan::Plan;
-use crate::report::{handoff_head, handoff_row, pair_row};
 use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs_counting};
+use crate::table::{handoff_head, handoff_row, pair_row};
 
 /// Unrelated keys added for the second redis-lock measurement: its release scans them all.
 pub(crate) const CROWD: usize = 10_000;

@@ -14,8 +14,8 @@ use crate::experiments::renewal::{
     RENEWAL_WATCHDOG, Renewal, Timed, Watched, each_call, renewal_client, renewal_rate, timed, window_rows,
 };
 use crate::plan::Plan;
-use crate::report::{TARGET_RENEWAL_FRACTION, figure_head, figure_row};
 use crate::stats::{reset_server_stats, server_command_stats};
+use crate::table::{TARGET_RENEWAL_FRACTION, figure_head, figure_row};
 
 /// The semaphore whose permits are renewed.
 const PERMITS_NAME: &str = "bench:permits:renewal";

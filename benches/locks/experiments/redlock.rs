@@ -13,8 +13,8 @@ use redlease_testkit::server::RedisServer;
 use crate::experiments::limit::trivial_call;
 use crate::experiments::uncontended::library_pair;
 use crate::plan::Plan;
-use crate::report::pair_cells;
 use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, measure_pairs, twice};
+use crate::table::pair_cells;
 
 /// Redlock sizes measured.
 pub(crate) const RED_NODES: [usize; 2] = [3, 5];

@@ -13,8 +13,8 @@ use redlease_testkit::server::RedisServer;
 use crate::clock::nanos;
 use crate::experiments::limit::{Limit, PIPELINE, pipelined_rate};
 use crate::plan::Plan;
-use crate::report::{TARGET_RENEWAL_FRACTION, figure_head, figure_row, verdict};
 use crate::stats::{Summary, reset_server_stats, server_command_stats};
+use crate::table::{TARGET_RENEWAL_FRACTION, figure_head, figure_row, verdict};
 
 /// The library's default number of leases per renew round trip.
 pub(crate) const RENEW_BATCH: u64 = 1000;

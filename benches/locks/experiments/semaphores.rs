@@ -17,8 +17,8 @@ use crate::experiments::permit_renewal::{PermitRenewal, measure_permit_renewal, 
 use crate::experiments::renewal::Renewal;
 use crate::experiments::uncontended::library_pair;
 use crate::plan::Plan;
-use crate::report::{TARGET_PAIR_RATIO, handoff_head, handoff_row, pair_row};
 use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, Summary, measure_pairs};
+use crate::table::{TARGET_PAIR_RATIO, handoff_head, handoff_row, pair_row};
 
 pub(crate) struct Semaphores {
     /// Two trivial `EVALSHA`s, in the blocks in between.

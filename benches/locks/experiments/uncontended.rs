@@ -13,8 +13,8 @@ use redlease_testkit::server::RedisServer;
 
 use crate::experiments::limit::{Limit, trivial_call, trivial_pair};
 use crate::plan::Plan;
-use crate::report::{TARGET_PAIR_RATIO, pair_cells, pair_ratios};
 use crate::stats::{PAIR_BLOCKS, PairOp, PairStats, measure_pairs};
+use crate::table::{TARGET_PAIR_RATIO, pair_cells, pair_ratios};
 
 /// As the library loads them: both scripts call functions of the prelude.
 const ACQUIRE_LUA: &str = concat!(include_str!("../../../lua/prelude.lua"), include_str!("../../../lua/acquire.lua"));

@@ -21,8 +21,8 @@ use crate::experiments::LockKind;
 use crate::experiments::throughput::start_window;
 use crate::plan::Plan;
 use crate::plot::{LogLogChart, Series, draw_into};
-use crate::report::verdict;
 use crate::stats::server_all_command_stats;
+use crate::table::verdict;
 
 /// Threads waiting while one holds: the curve's sizes.
 const WAITERS: [usize; 4] = [1, 10, 100, 1_000];

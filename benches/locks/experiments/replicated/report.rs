@@ -5,11 +5,11 @@ use std::fmt::Write as _;
 
 use crate::experiments::handoff::HANDOFF_BLOCKS;
 use crate::experiments::renewal::{RENEW_BATCH, RENEWAL_WATCHDOG, each_call, least_possible, per_pass, timed};
-use crate::report::{
+use crate::stats::PAIR_BLOCKS;
+use crate::table::{
     TARGET_PAIR_RATIO, TARGET_RENEWAL_FRACTION, figure_head, figure_row, handoff_head, handoff_row, pair_cells,
     pair_ratios, verdict,
 };
-use crate::stats::PAIR_BLOCKS;
 
 use super::{Layout, PairKind, ReplicatedPair, ReplicatedRenewal, ReplicatedRun, Shape};
 
