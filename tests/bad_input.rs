@@ -77,8 +77,8 @@ fn build_fails_fast_with_a_connection_error_when_nothing_answers() {
     let port = listener.local_addr().unwrap().port();
     drop(listener);
     let err = Client::open(&format!("redis://127.0.0.1:{port}/")).unwrap_err();
-    assert!(err.is_connection_error(), "{err}");
-    assert_eq!(err.kind(), ErrorKind::Redis);
+    assert!(err.is_connection_error() && err.is_transient(), "{err}");
+    assert_eq!(err.kind(), ErrorKind::Connection, "a refused connection is a connection failure: {err}");
 
     // Silent: a proxy that accepts and never answers.
     let server = RedisServer::start();

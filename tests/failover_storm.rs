@@ -115,7 +115,7 @@ fn class(err: &redlease::Error) -> &'static str {
     match err.kind() {
         ErrorKind::NotReplicated => "not_replicated",
         ErrorKind::Timeout => "timeout",
-        ErrorKind::Redis if err.is_connection_error() => "connection",
+        ErrorKind::Connection => "connection",
         ErrorKind::Redis => "redis",
         _ => "other",
     }

@@ -300,6 +300,11 @@ fn a_wait_soon_after_the_last_reuses_the_subscription_and_parks_after_one_attemp
     assert!(wait_until(Duration::from_secs(5), || waiter.stats().waiters == 1));
     drop(guard);
     assert_eq!(first.join().unwrap(), Some(true), "the first wait got the lock");
+    // The first wait's own release published on the kept channel; its subscriber reads
+    // that message a moment later. Read after the second wait's first attempt began, it
+    // would make that wait try once more (rightly: a message came since), so it is let in
+    // first (a sanity wait, well within the subscription's second of keeping).
+    thread::sleep(Duration::from_millis(200));
 
     let guard = holder.lock("again").lock().unwrap();
     let (subscribes, scripts) = (calls_of(&mut conn, "subscribe"), calls_of(&mut conn, "evalsha"));

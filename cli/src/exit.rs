@@ -105,6 +105,7 @@ pub fn code_of(err: &redlease::Error) -> u8 {
         ErrorKind::NotHeld => LEASE_LOST,
         // Whatever answered is not a Redis server: as good as none (not "Redis answered
         // with an error").
+        ErrorKind::Connection => UNAVAILABLE,
         _ if err.is_connection_error() || err.is_timeout() || is_not_redis(err) => UNAVAILABLE,
         ErrorKind::Redis | ErrorKind::NotReplicated | ErrorKind::NotPersisted => REDIS_ERROR,
         _ => SOFTWARE,

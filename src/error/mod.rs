@@ -15,8 +15,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// Redis could not be reached, closed the connection, or answered with an error.
+    /// Redis answered with an error, or with something the client cannot use.
     Redis,
+    /// Redis could not be reached, or the connection broke: refused, reset, closed by the
+    /// server, or a TLS handshake that failed. Always a connection error
+    /// ([`Error::is_connection_error`]) and transient ([`Error::is_transient`]): the client
+    /// has already tried again where that was safe. (A connect that took longer than the
+    /// connect timeout is [`Timeout`](ErrorKind::Timeout), and a refused login
+    /// [`Authentication`](ErrorKind::Authentication).)
+    Connection,
     /// A connect, a command or a wait for a pooled connection took longer than its timeout.
     /// For a command the outcome is unknown: it may have been carried out. The message
     /// says which timeout fired.
@@ -64,6 +71,7 @@ impl ErrorKind {
     fn describe(self) -> &'static str {
         match self {
             ErrorKind::Redis => "redis error",
+            ErrorKind::Connection => "connection failed",
             ErrorKind::Timeout => "timed out",
             ErrorKind::NotHeld => "not held",
             ErrorKind::WouldDeadlock => "would deadlock",
@@ -127,9 +135,9 @@ pub(crate) fn shown_name(name: &str) -> String {
 ///
 /// ```no_run
 /// let err = redlease::Client::open("redis://127.0.0.1:1/").unwrap_err();
-/// // "redis error: connecting to 127.0.0.1:1 failed"
+/// // "connection failed: connecting to 127.0.0.1:1 failed"
 /// let short = err.to_string();
-/// // "redis error: connecting to 127.0.0.1:1 failed: Connection refused (os error 111)"
+/// // "connection failed: connecting to 127.0.0.1:1 failed: Connection refused (os error 111)"
 /// let whole = format!("{err:#}");
 /// assert!(whole.starts_with(&short));
 /// ```
@@ -168,7 +176,7 @@ impl Error {
             lock: None,
             subject: Subject::Lock,
             hint: None,
-            connection: false,
+            connection: kind == ErrorKind::Connection,
             unsent: false,
             transient: false,
             once: false,
@@ -221,6 +229,8 @@ impl Error {
             (ErrorKind::Timeout, format!("no reply within the command timeout ({command_timeout:?}) while {what}"))
         } else if refusal {
             (ErrorKind::PermissionDenied, format!("Redis refused the client's user while {what}: {err}"))
+        } else if connection {
+            (ErrorKind::Connection, format!("{what} failed"))
         } else if reply {
             (ErrorKind::Redis, format!("{what} failed: {err}"))
         } else {
@@ -241,12 +251,29 @@ impl Error {
         }
     }
 
-    /// Marks the error as a failure to reach or keep a connection.
+    /// Marks the error as a failure to reach or keep a connection: of kind
+    /// [`ErrorKind::Connection`] unless it says more (a timeout, a refused login).
     pub(crate) fn connection(mut self) -> Error {
         // A refused login is the server's answer, not a failure to reach it: no retry,
         // however patient, mends it.
         self.connection = self.kind != ErrorKind::Authentication;
+        if self.kind == ErrorKind::Redis {
+            self.kind = ErrorKind::Connection;
+        }
         self
+    }
+
+    /// An error of the same kind and nature as this one (connection, transient, unsent,
+    /// once) that says `message`: what a call that shared this one's failure reports (the
+    /// other calls of a renewal batch whose round trip failed).
+    pub(crate) fn alike(&self, message: impl Into<String>) -> Error {
+        Error {
+            connection: self.connection,
+            unsent: self.unsent,
+            transient: self.transient,
+            once: self.once,
+            ..Error::new(self.kind, message)
+        }
     }
 
     /// Marks the error as one met before the command had any effect (opening a connection,

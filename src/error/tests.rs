@@ -53,8 +53,8 @@ fn a_hint_comes_last() {
     let e = Error::from_redis(redis::RedisError::from(io), "connecting", Duration::from_secs(1))
         .hint("the server may want TLS")
         .hint("another");
-    assert_eq!(format!("{e:#}"), "redis error: connecting failed: reset (the server may want TLS)");
-    assert_eq!(e.to_string(), "redis error: connecting failed (the server may want TLS)");
+    assert_eq!(format!("{e:#}"), "connection failed: connecting failed: reset (the server may want TLS)");
+    assert_eq!(e.to_string(), "connection failed: connecting failed (the server may want TLS)");
 }
 
 /// A reset or an end of stream is a close by the peer; a refused connection and a
@@ -99,7 +99,7 @@ fn walking_the_chain_says_each_cause_once() {
     let io = std::io::Error::new(std::io::ErrorKind::InvalidData, "invalid peer certificate: UnknownIssuer");
     let e = Error::from_redis(redis::RedisError::from(io), "connecting", Duration::from_secs(1));
     let texts = chain(&e);
-    assert_eq!(texts.join(": "), "redis error: connecting failed: invalid peer certificate: UnknownIssuer");
+    assert_eq!(texts.join(": "), "connection failed: connecting failed: invalid peer certificate: UnknownIssuer");
     assert_eq!(format!("{e:#}"), texts.join(": "));
 
     #[derive(Debug)]
@@ -123,7 +123,10 @@ fn walking_the_chain_says_each_cause_once() {
             assert!(!a.contains(b.as_str()) && !b.contains(a.as_str()), "a text repeats: {texts:?}");
         }
     }
-    assert_eq!(format!("{e:#}"), "redis error: connecting failed: the TLS handshake failed: the certificate expired");
+    assert_eq!(
+        format!("{e:#}"),
+        "connection failed: connecting failed: the TLS handshake failed: the certificate expired"
+    );
     assert_eq!(format!("{e:#}"), texts.join(": "));
 }
 
@@ -135,6 +138,7 @@ fn each_kind_is_transient_as_the_design_says() {
     let design = include_str!("../../docs/design.md");
     let kinds = [
         ErrorKind::Redis,
+        ErrorKind::Connection,
         ErrorKind::Timeout,
         ErrorKind::NotHeld,
         ErrorKind::WouldDeadlock,
@@ -163,18 +167,52 @@ fn each_kind_is_transient_as_the_design_says() {
         let transient = Error::new(kind, "x").is_transient();
         assert_eq!(said.starts_with("yes"), transient, "{name}: the design says {said:?}");
     }
-    // The exceptions the `Redis` row names.
-    assert!(Error::new(ErrorKind::Redis, "x").connection().is_transient());
+    // The exceptions the `Redis` row names; a `Redis` error marked a connection failure
+    // is one of kind `Connection`.
     assert!(Error::new(ErrorKind::Redis, "x").transient().is_transient());
+    let marked = Error::new(ErrorKind::Redis, "x").connection();
+    assert!(marked.kind() == ErrorKind::Connection && marked.is_transient() && marked.is_connection_error());
 }
 
 #[test]
 fn the_source_is_told_once() {
     let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
     let e = Error::from_redis(redis::RedisError::from(io), "connecting to 127.0.0.1:1", Duration::from_secs(1));
-    assert_eq!(e.to_string(), "redis error: connecting to 127.0.0.1:1 failed");
+    assert_eq!(e.to_string(), "connection failed: connecting to 127.0.0.1:1 failed");
     let source = std::error::Error::source(&e).map(ToString::to_string).unwrap();
     assert!(source.contains("refused"), "{source}");
     assert!(!e.to_string().contains(&source));
     assert_eq!(format!("{e:#}"), format!("{e}: {source}"));
+}
+
+/// A connection refused, reset or closed is of kind `Connection`, a connection error and
+/// transient, however it reached the error: wrapped from redis-rs, marked on an error of
+/// the client's own, or told by a call that shared a failed round trip.
+#[test]
+fn a_failed_connection_is_of_kind_connection_on_every_path() {
+    for io in
+        [std::io::ErrorKind::ConnectionRefused, std::io::ErrorKind::ConnectionReset, std::io::ErrorKind::UnexpectedEof]
+    {
+        let e = Error::from_redis(std::io::Error::from(io).into(), "renewing leases", Duration::from_secs(1));
+        assert_eq!(e.kind(), ErrorKind::Connection, "{io:?}: {e}");
+        assert!(e.is_connection_error() && e.is_transient(), "{io:?}: {e}");
+        let shared = e.alike("renewing leases failed: its round trip failed");
+        assert_eq!(shared.kind(), ErrorKind::Connection, "{shared}");
+        assert!(shared.is_connection_error() && shared.is_transient() && shared.is_retryable() == e.is_retryable());
+    }
+    let own = Error::new(ErrorKind::Redis, "the pub/sub connection failed").connection();
+    assert_eq!(own.kind(), ErrorKind::Connection);
+    assert!(own.is_connection_error() && own.is_transient());
+    // A timeout and a refused login keep their kinds.
+    let timeout = Error::new(ErrorKind::Timeout, "no answer").connection();
+    assert_eq!((timeout.kind(), timeout.is_connection_error()), (ErrorKind::Timeout, true));
+    let login = Error::new(ErrorKind::Authentication, "WRONGPASS").connection();
+    assert_eq!((login.kind(), login.is_connection_error()), (ErrorKind::Authentication, false));
+    // An answer is not a connection failure.
+    let answer = Error::from_redis(
+        redis::RedisError::from((redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError), "WRONGTYPE")),
+        "acquiring",
+        Duration::from_secs(1),
+    );
+    assert_eq!((answer.kind(), answer.is_connection_error()), (ErrorKind::Redis, false));
 }

@@ -12,6 +12,7 @@
 //! 8. `work_left_behind`: work left behind by a call that returned: a late undo, a command
 //!    sent twice.
 //! 9. `transient_states`: a transient server state taken for a fatal one.
+//! 10. `connection_kinds`: a connection failure wrapped into another kind.
 //!
 //! This module holds what more than one of them uses. Each test asserts the intended
 //! behaviour and says in a comment what would make it fail. Timing bounds are sanity checks
@@ -19,6 +20,7 @@
 //! read with `recv_timeout`, so a hang fails the test instead of hanging it.
 
 mod acl_refusals;
+mod connection_kinds;
 mod connection_liveness;
 mod edge_validation;
 mod loss_on_every_path;

@@ -69,8 +69,10 @@ impl Line<'_> {
         let calls: Vec<&RenewCall> = plan.parts.iter().map(|part| &part.call).collect();
         let unread = self.unread;
         let Some(conn) = self.lent.as_mut().filter(|_| self.epoch == epoch).and_then(Lent::conn) else {
-            let closed =
-                || Error::new(ErrorKind::Redis, "renewing leases failed: the connection it was written on was closed");
+            let closed = || {
+                Error::new(ErrorKind::Connection, "renewing leases failed: the connection it was written on was closed")
+                    .connection()
+            };
             return (plan.parts.iter().map(|_| Err(closed())).collect(), Err(closed()));
         };
         let run = conn.run();
@@ -107,22 +109,28 @@ impl Line<'_> {
             }
             Err(err) => {
                 let what = plan.parts.first().map_or("renewing leases", Part::what);
-                let mut ended = self.close(err, what);
-                let replies = plan
+                let first = self.close(err, what);
+                // The calls after the first failed as it did (a broken connection breaks
+                // every reply on it).
+                let like = |message: String| match &first {
+                    Some(first) => first.alike(message),
+                    None => Error::new(ErrorKind::Connection, message).connection(),
+                };
+                let mut rest: Vec<Error> = plan
                     .parts
                     .iter()
-                    .map(|part| {
-                        Err(ended.take().unwrap_or_else(|| {
-                            Error::new(
-                                ErrorKind::Redis,
-                                format!("{} failed: an earlier reply on its connection failed", part.what()),
-                            )
-                        }))
-                    })
+                    .skip(1)
+                    .map(|part| like(format!("{} failed: an earlier reply on its connection failed", part.what())))
                     .collect();
-                let confirmed =
-                    Err(Error::new(ErrorKind::Redis, "confirming renewals failed: a reply on its connection failed"));
-                (replies, confirmed)
+                let confirmed = Err(like("confirming renewals failed: a reply on its connection failed".to_owned()));
+                if !plan.parts.is_empty() {
+                    let lead = match first {
+                        Some(first) => first,
+                        None => like(format!("{what} failed: its reply failed")),
+                    };
+                    rest.insert(0, lead);
+                }
+                (rest.into_iter().map(Err).collect(), confirmed)
             }
         }
     }

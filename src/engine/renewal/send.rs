@@ -9,7 +9,7 @@ use super::confirm::{Confirming, Judged};
 use super::line::{Answered, Line};
 use super::plan::{Part, Plan, Replies};
 use crate::engine::replicas::{Behind, Replication, Write};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::kind::{RenewCall, RenewOutcome};
 use crate::transport::{Conn, Pool, RunId};
 
@@ -84,10 +84,13 @@ impl Worker {
                 (replies, confirmed.map_err(|err| Error::from_redis(err, "confirming renewals", limit)))
             }
             Err(err) => {
-                let failed = || Error::new(ErrorKind::Redis, format!("{what} failed: its round trip failed"));
-                let mut replies: Replies = vec![Err(err)];
-                replies.extend(plan.parts.iter().skip(1).map(|_| Err(failed())));
-                (replies, Err(failed()))
+                // The other calls failed as the first did: a refused connection is one for
+                // every call of the batch.
+                let failed = || err.alike(format!("{what} failed: its round trip failed"));
+                let mut replies: Replies = plan.parts.iter().skip(1).map(|_| Err(failed())).collect();
+                let confirmed = Err(failed());
+                replies.insert(0, Err(err));
+                (replies, confirmed)
             }
         }
     }
