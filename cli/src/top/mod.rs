@@ -23,6 +23,7 @@ use redlease::{Client, LockInfo, LockKind};
 use crate::args::TopArgs;
 use crate::connect::Settings;
 use crate::exit::{self, Failure};
+use crate::names;
 use crate::top::board::Board;
 use crate::top::screen::{Heading, Reading};
 
@@ -37,6 +38,14 @@ pub fn top(args: &TopArgs) -> Result<u8, Failure> {
         return Err(Failure::usage("--interval must be longer than 0"));
     }
     let pattern = args.pattern.as_deref().unwrap_or("*");
+    // Checked here, not left to each reading: the live view would show the refusal forever.
+    if pattern.is_empty() || pattern.len() > names::MAX_NAME_LEN {
+        return Err(Failure::usage(format!(
+            "the pattern must be 1 to {} bytes long, not {}",
+            names::MAX_NAME_LEN,
+            pattern.len()
+        )));
+    }
     if !args.once && !std::io::stdout().is_terminal() {
         return Err(Failure::usage("the live view needs a terminal; --once prints one frame"));
     }

@@ -206,11 +206,16 @@ fn once_prints_one_frame_of_every_matching_lock_most_waiters_first() {
 }
 
 #[test]
-fn the_live_view_needs_a_terminal_and_a_positive_interval() {
+fn the_live_view_needs_a_terminal_a_positive_interval_and_a_pattern() {
     let server = RedisServer::start();
     let off = run(["top", "--url", &server.url()]);
     off.expect_code(USAGE).expect_one_line_error();
     assert!(off.stderr.contains("needs a terminal") && off.stderr.contains("--once"), "{off:#?}");
+    for pattern in [String::new(), "x".repeat(8 * 1024 + 1)] {
+        let bad = run(["top", "--url", &server.url(), &pattern]);
+        bad.expect_code(USAGE).expect_one_line_error();
+        assert!(bad.stderr.contains("pattern"), "{bad:#?}");
+    }
     let zero = run(["top", "--once", "--interval", "0s", "--url", &server.url()]);
     zero.expect_code(USAGE).expect_one_line_error();
     assert!(zero.stderr.contains("--interval"), "{zero:#?}");
