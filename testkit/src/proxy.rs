@@ -48,6 +48,9 @@ struct Shared {
     cut_after: AtomicI64,
     stopping: AtomicBool,
     next_id: AtomicU64,
+    /// [`Proxy::cut_all`]s so far: a connection accepted before a cut and registered after
+    /// it (its upstream connect ran meanwhile) is cut too.
+    cuts: AtomicU64,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -93,6 +96,7 @@ impl Proxy {
             cut_after: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
+            cuts: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
         });
@@ -192,7 +196,11 @@ impl Proxy {
     /// Closes every current connection, both sides, now. New connections are still
     /// accepted.
     pub fn cut_all(&self) {
-        let conns: Vec<Arc<Conn>> = lock(&self.shared.conns).drain().map(|(_, c)| c).collect();
+        let conns: Vec<Arc<Conn>> = {
+            let mut conns = lock(&self.shared.conns);
+            self.shared.cuts.fetch_add(1, Ordering::SeqCst);
+            conns.drain().map(|(_, c)| c).collect()
+        };
         for conn in conns {
             conn.close();
         }
@@ -290,8 +298,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             }
             Ok((client, _)) => {
                 let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+                let cuts = shared.cuts.load(Ordering::SeqCst);
                 let shared2 = shared.clone();
-                spawn_tracked(&shared, format!("proxy-conn-{id}"), move || run_connection(id, client, shared2));
+                spawn_tracked(&shared, format!("proxy-conn-{id}"), move || run_connection(id, cuts, client, shared2));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 thread::sleep(ACCEPT_POLL);
@@ -302,8 +311,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 /// Connects upstream, registers the connection, then runs the client→server direction
-/// on this thread and the server→client direction on a new one.
-fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
+/// on this thread and the server→client direction on a new one. `cuts`: the proxy's cuts
+/// when it was accepted; one since (while it connected upstream) cuts it as well.
+fn run_connection(id: u64, cuts: u64, client: TcpStream, shared: Arc<Shared>) {
     let _ = client.set_nonblocking(false);
     let _ = client.set_nodelay(true);
     let Ok(server) = TcpStream::connect_timeout(&shared.upstream, UPSTREAM_CONNECT_TIMEOUT) else {
@@ -323,7 +333,7 @@ fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
     });
     {
         let mut conns = lock(&shared.conns);
-        if shared.stopping.load(Ordering::SeqCst) {
+        if shared.stopping.load(Ordering::SeqCst) || shared.cuts.load(Ordering::SeqCst) != cuts {
             drop(conns);
             conn.close();
             return;

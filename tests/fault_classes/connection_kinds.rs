@@ -33,11 +33,20 @@ fn said(error: &redlease::Error) -> Said {
 struct Failures {
     renewals: Mutex<Vec<Said>>,
     subscriber: Mutex<Vec<Said>>,
+    other: Mutex<Vec<String>>,
 }
 
 impl LockEvents for Failures {
     fn renewal_failed(&self, error: &redlease::Error) {
         self.renewals.lock().unwrap_or_else(|p| p.into_inner()).push(said(error));
+    }
+
+    fn lease_at_risk(&self, lock: &str, _: std::time::Instant) {
+        self.other.lock().unwrap().push(format!("at risk {lock}"));
+    }
+
+    fn lease_lost(&self, lock: &str) {
+        self.other.lock().unwrap().push(format!("lost {lock}"));
     }
 
     fn subscriber_disconnected(&self, error: &redlease::Error) {
@@ -72,8 +81,10 @@ fn a_renewal_batch_cut_off_from_its_master_reports_every_call_as_a_connection_fa
     proxy.cut_all();
     assert!(
         wait_until(Duration::from_secs(5), || failures.renewals.lock().unwrap().len() >= 6),
-        "renewals failed: {:?}",
-        failures.renewals.lock().unwrap()
+        "renewals failed: {:?} {:?} {:?}",
+        failures.renewals.lock().unwrap(),
+        failures.other.lock().unwrap(),
+        client.stats()
     );
     for failure in failures.renewals.lock().unwrap().iter() {
         assert_connection("a renewal", failure);
