@@ -108,9 +108,8 @@ fn describe_leader(leader: Option<&Leader>) -> String {
 /// Who holds the lock, or how many permits are taken, in a few words.
 pub fn describe(info: &LockInfo) -> String {
     if info.kind == Some(LockKind::Semaphore) {
-        let available = info.permits_available.unwrap_or(0);
-        let total = info.permits_total().unwrap_or(available);
-        let mut text = format!(": {} of {total} permits taken", total.saturating_sub(available));
+        let (_, taken, total) = crate::status::permits(info);
+        let mut text = format!(": {taken} of {total} permits taken");
         let next = info.permits.iter().filter_map(|p| p.deadline).min();
         if let Some(left) = next.and_then(|d| d.duration_since(info.server_time).ok()) {
             text.push_str(&format!(", the first lease ends in {}", whole_seconds(left)));

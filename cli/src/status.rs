@@ -157,6 +157,13 @@ pub fn to_json(info: &LockInfo) -> Value {
     })
 }
 
+/// A semaphore's permits: (available, taken, in all), as the data in Redis says them.
+pub fn permits(info: &LockInfo) -> (i64, i64, i64) {
+    let available = info.permits_available.unwrap_or(0);
+    let total = info.permits_total().unwrap_or(available);
+    (available, total.saturating_sub(available), total)
+}
+
 /// A read-write lock's mode: `write` while a writer holds it, else `read`.
 fn mode(info: &LockInfo) -> Option<&'static str> {
     if info.holders.iter().any(|h| h.role == HolderRole::Write) {
@@ -277,8 +284,7 @@ fn holder_text(info: &LockInfo, h: &Holder, now: SystemTime) -> String {
 fn semaphore_text(info: &LockInfo, name: &str) -> String {
     let mut out = String::new();
     let state = if info.is_held() { "held" } else { "free" };
-    let available = info.permits_available.unwrap_or(0);
-    let total = info.permits_total().unwrap_or(available);
+    let (available, _, total) = permits(info);
     let _ = writeln!(out, "{name}: {state} (semaphore, {available} of {total} permits available)");
     for p in &info.permits {
         let _ = writeln!(out, "  {:<8} {}  {}", "permit", p.id, deadline_text(p.deadline, info.server_time));
@@ -306,9 +312,8 @@ fn list_text(infos: &[LockInfo], now: SystemTime) -> String {
 /// Who holds it, in a few words.
 fn summary(info: &LockInfo, now: SystemTime) -> String {
     if info.kind == Some(LockKind::Semaphore) {
-        let available = info.permits_available.unwrap_or(0);
-        let total = info.permits_total().unwrap_or(available);
-        return format!("{} of {total} permits taken", total.saturating_sub(available));
+        let (_, taken, total) = permits(info);
+        return format!("{taken} of {total} permits taken");
     }
     if !info.is_held() {
         return "free".to_owned();

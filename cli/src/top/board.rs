@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use redlease::{Holder, HolderRole, LockInfo, LockKind};
 
 use crate::names;
-use crate::status::millis;
+use crate::status::{self, millis};
 
 /// The bar's full length is at least the library's default watchdog lease: a lease of the
 /// default then swings between two thirds and full as it is renewed, and a shorter fixed
@@ -104,9 +104,8 @@ fn kind(info: &LockInfo) -> &'static str {
 
 fn state(info: &LockInfo) -> String {
     if info.kind == Some(LockKind::Semaphore) {
-        let available = info.permits_available.unwrap_or(0);
-        let total = info.permits_total().unwrap_or(available);
-        return format!("{}/{total} taken", total.saturating_sub(available));
+        let (_, taken, total) = status::permits(info);
+        return format!("{taken}/{total} taken");
     }
     if !info.is_held() {
         return "free".to_owned();
