@@ -66,93 +66,60 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout, clippy::print_stderr)
 )]
 
-// Floors, top to bottom (see docs/design.md, "Layers"): each imports only from below.
-// Front door.
-mod client;
-mod election;
-mod fair_lock;
-mod fenced_lock;
-mod group_lock;
-mod guard;
+// Floors, top to bottom (see docs/design.md, "Layers"), one folder or two each: each
+// imports only from its own floor or below.
+// Front door: the public handles, guards, the client and its builder.
+mod api;
 pub mod guide;
-mod handle;
-mod latch;
-mod lock;
-mod multi_lock;
-mod non_reentrant_lock;
-mod permit_semaphore;
-mod read_write_lock;
-mod red_lock;
-mod semaphore;
-mod sendable_lock;
-mod spin_lock;
-mod watch;
 // Engine: the lease registry and the acquire, release and renewal flows.
 mod engine;
 // Kinds: each lock kind's scripts, keys and replies.
 mod kind;
 // Transport: connections, the subscriber, and which connection serves a key.
 mod transport;
-// Foundation: settings, events, threads.
-mod activity;
-mod background;
-mod config;
-mod events;
-mod fan_out;
-mod identity;
-mod inspection;
-mod interrupt;
-mod telemetry;
-mod trace;
-// Pure: no I/O.
-mod backoff;
-mod clock;
-mod disk_view;
-mod error;
-mod fast_hash;
-mod highway;
-mod histogram;
-mod keys;
-mod owner;
-mod replica_view;
-mod scripts;
-mod span;
-mod wheel;
+// Foundation: seeing into a client (events, counts, tracing, metrics, identity,
+// inspection), and what it runs on (settings, threads, interrupts).
+mod observe;
+mod support;
+// Pure, no I/O: what the servers' replication and disks make of a grant, and the small
+// helpers (errors, deadlines, the lease arithmetic, key names, scripts, the timing wheel).
+mod base;
+mod durability;
 
-pub use backoff::BackOff;
-pub use client::{Client, ClientBuilder, ClientStats, redact_url};
-pub use config::{
+pub use api::client::{Client, ClientBuilder, ClientStats, redact_url};
+pub use api::election::{Election, Leader, LeaderObserver, Leadership, MAX_ADVERTISED_LEN};
+pub use api::fair_lock::FairLock;
+pub use api::fenced_lock::{FencedGuard, FencedLock};
+pub use api::group_lock::{GroupGuard, GroupLock};
+pub use api::guard::{GuardMode, LockGuard, Sendable, ThreadBound};
+pub use api::latch::CountDownLatch;
+pub use api::lock::Lock;
+pub use api::multi_lock::{AnyLock, MultiLock};
+pub use api::non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
+pub use api::permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
+pub use api::read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
+pub use api::red_lock::{RedLock, RedLockGuard};
+pub use api::semaphore::{Semaphore, SemaphoreGuard};
+pub use api::sendable_lock::SendableLock;
+pub use api::spin_lock::SpinLock;
+pub use api::watch::LeaseWatch;
+pub use base::backoff::BackOff;
+pub use base::error::{Error, ErrorKind, Result};
+pub use base::keys::MAX_NAME_LEN;
+pub use durability::disk_view::SyncMode;
+pub use durability::replica_view::ReplicaAcks;
+pub use engine::{LeaseState, MAX_GROUP_VALUES};
+pub use observe::events::LockEvents;
+pub use observe::histogram::DurationHistogram;
+pub use observe::identity::ClientIdentity;
+pub use observe::inspection::{Holder, HolderRole, LISTED_PERMITS, LockInfo, LockKind, Permit, Waiter};
+pub use support::config::{
     DEFAULT_CLOCK_DRIFT_MARGIN, DEFAULT_CLOCK_DRIFT_RATE, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FAIR_WAIT_TIMEOUT, DEFAULT_PING_INTERVAL, DEFAULT_POOL_SIZE, DEFAULT_RENEW_BATCH_SIZE,
     DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RETRY_BUDGET, DEFAULT_WATCHDOG_TIMEOUT, ReplicaPolicy,
     ShardedSubscriptionMode,
 };
-pub use disk_view::SyncMode;
-pub use election::{Election, Leader, LeaderObserver, Leadership, MAX_ADVERTISED_LEN};
-pub use engine::{LeaseState, MAX_GROUP_VALUES};
-pub use error::{Error, ErrorKind, Result};
-pub use events::LockEvents;
-pub use fair_lock::FairLock;
-pub use fenced_lock::{FencedGuard, FencedLock};
-pub use group_lock::{GroupGuard, GroupLock};
-pub use guard::{GuardMode, LockGuard, Sendable, ThreadBound};
-pub use histogram::DurationHistogram;
-pub use identity::ClientIdentity;
-pub use inspection::{Holder, HolderRole, LISTED_PERMITS, LockInfo, LockKind, Permit, Waiter};
-pub use interrupt::Interrupter;
-pub use keys::MAX_NAME_LEN;
-pub use latch::CountDownLatch;
-pub use lock::Lock;
-pub use multi_lock::{AnyLock, MultiLock};
-pub use non_reentrant_lock::{NonReentrantFairLock, NonReentrantLock};
-pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard};
-pub use read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
-pub use red_lock::{RedLock, RedLockGuard};
-pub use replica_view::ReplicaAcks;
-pub use semaphore::{Semaphore, SemaphoreGuard};
-pub use sendable_lock::SendableLock;
-pub use spin_lock::SpinLock;
-pub use watch::LeaseWatch;
+pub use support::interrupt::Interrupter;
 
 /// The `redis` crate (1.x) that redlease is built on, whose types its API lends and gives:
 /// [`Client::with_connection`] lends a `redis::Connection`, [`Error::redis_error`] gives a

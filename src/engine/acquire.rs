@@ -18,19 +18,19 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use crate::activity::Outcome;
-use crate::backoff::BackOff;
-use crate::clock;
+use crate::base::backoff::BackOff;
+use crate::base::clock;
+use crate::base::error::{Context, Error, ErrorKind, Result};
+use crate::base::keys;
 use crate::engine::core::Engine;
 use crate::engine::grant::{GrantAttempt, Sending};
 use crate::engine::release::{Hold, Undo, undo_grant, undo_uncertain_acquire};
 use crate::engine::retry::{riding_out, with_retries};
 use crate::engine::undos;
-use crate::error::{Context, Error, ErrorKind, Result};
-use crate::interrupt;
-use crate::keys;
 use crate::kind::{AcquireArgs, GiveUp, Kind, LockKeys, Reply, Role};
-use crate::trace::{self, Tally};
+use crate::observe::activity::Outcome;
+use crate::observe::trace::{self, Tally};
+use crate::support::interrupt;
 use crate::transport::{Conn, Meaning, RunId};
 
 /// How long a caller is prepared to wait.

@@ -6,20 +6,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::activity::{Active, ActivityStats};
-use crate::clock;
-use crate::config::Config;
+use crate::base::clock;
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::keys;
+use crate::base::owner;
+use crate::base::span::Span;
 use crate::engine::lease::{Lease, Remaining, Term};
 use crate::engine::registry::{self, Registry};
 use crate::engine::renewal::{RenewalCounters, Renewer};
 use crate::engine::replicas::{Behind, ReplicaSync, ReplicaSyncs, Replication};
 use crate::engine::undos::Undos;
-use crate::error::{Error, ErrorKind, Result};
-use crate::identity::ClientIdentity;
-use crate::keys;
 use crate::kind::{self, Kind, Role};
-use crate::owner;
-use crate::span::Span;
+use crate::observe::activity::{Active, ActivityStats};
+use crate::observe::identity::ClientIdentity;
+use crate::support::config::Config;
 use crate::transport::{Conn, Pool, SubscriberStats, Topology};
 
 pub(crate) struct Engine {

@@ -16,9 +16,9 @@
 
 use std::cell::Cell;
 
+use crate::base::error::Result;
 use crate::engine::core::Engine;
 use crate::engine::replicas::{Replication, Unconfirmed, Write};
-use crate::error::Result;
 use crate::transport::{Conn, RunId};
 
 /// How an attempt is sent.

@@ -12,7 +12,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::activity::Active;
+use crate::base::error::{Context, Error, ErrorKind, Result};
+use crate::base::highway;
+use crate::base::keys;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for};
 use crate::engine::core::Engine;
 use crate::engine::grant::{GrantAttempt, Sending};
@@ -20,15 +22,13 @@ use crate::engine::lease::{Lease, LeaseState, Renews, Term};
 use crate::engine::release::release_outcome;
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
-use crate::error::{Context, Error, ErrorKind, Result};
-use crate::events::Events;
-use crate::highway;
-use crate::interrupt;
-use crate::keys;
 use crate::kind::Reply;
 use crate::kind::group::{self, Released};
 use crate::kind::wake;
-use crate::trace;
+use crate::observe::activity::Active;
+use crate::observe::events::Events;
+use crate::observe::trace;
+use crate::support::interrupt;
 
 /// Most values one group lock takes. One script call goes through them all while Redis
 /// serves nothing else, at about 3.5 µs of Redis's time per value: 1,000 values keep it

@@ -4,15 +4,15 @@
 
 use std::collections::HashMap;
 
+use crate::base::error::{Context, Error, Result};
+use crate::base::keys;
+use crate::base::owner;
 use crate::engine::acquire::ready;
 use crate::engine::core::Engine;
 use crate::engine::retry::with_retries;
-use crate::error::{Context, Error, Result};
-use crate::identity::ClientIdentity;
-use crate::inspection::{LockInfo, LockKind};
-use crate::keys;
 use crate::kind::{self, election};
-use crate::owner;
+use crate::observe::identity::ClientIdentity;
+use crate::observe::inspection::{LockInfo, LockKind};
 
 /// Keys a `SCAN` call looks at (a hint to Redis: each call stays short).
 const SCAN_COUNT: u64 = 1000;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
-use crate::activity::Active;
+use crate::base::error::{Context, Error, ErrorKind, Result};
+use crate::base::keys;
 use crate::engine::acquire::{Attempt, Wait, ready, wait_for, wait_loop};
 use crate::engine::core::Engine;
 use crate::engine::grant::{GrantAttempt, Sending};
@@ -15,13 +16,12 @@ use crate::engine::lease::{Lease, LeaseState, Renews, Term};
 use crate::engine::release::release_outcome;
 use crate::engine::retry::with_retries;
 use crate::engine::undos;
-use crate::error::{Context, Error, ErrorKind, Result};
-use crate::events::Events;
-use crate::interrupt;
-use crate::keys;
 use crate::kind::semaphore::{self, PermitId, Taken};
 use crate::kind::wake;
-use crate::trace;
+use crate::observe::activity::Active;
+use crate::observe::events::Events;
+use crate::observe::trace;
+use crate::support::interrupt;
 
 /// Most permits one call may take or add: what Redis's integers and Lua's numbers hold.
 const MAX_PERMITS: u64 = 1 << 48;

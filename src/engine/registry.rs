@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::base::fast_hash::FastMap;
+use crate::base::owner;
+use crate::base::span::Span;
 use crate::engine::lease::{Lease, Renews};
-use crate::fast_hash::FastMap;
 use crate::kind::{Kind, Role};
-use crate::owner;
-use crate::span::Span;
 
 /// A lease's place in the registry: (lock name, thread number, role).
 type LeaseKey = (Arc<str>, u64, Role);

@@ -5,15 +5,15 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::activity::Active;
+use crate::base::error::{Context, Error, ErrorKind, Result};
+use crate::base::keys;
+use crate::base::owner;
 use crate::engine::core::Engine;
 use crate::engine::lease::{Lease, LeaseState, Remaining, Term};
 use crate::engine::retry::with_retries;
-use crate::error::{Context, Error, ErrorKind, Result};
-use crate::keys;
 use crate::kind::{FOUND_FREE, Kind, LockKeys, Release};
-use crate::owner;
-use crate::trace;
+use crate::observe::activity::Active;
+use crate::observe::trace;
 use crate::transport::Conn;
 
 /// One hold of one lock, as recorded by the client that acquired it.

@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use crate::clock;
+use crate::base::clock;
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::engine::core::Engine;
-use crate::error::{Error, ErrorKind, Result};
-use crate::interrupt;
-use crate::trace;
+use crate::observe::trace;
+use crate::support::interrupt;
 
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 const LONGEST_PAUSE: Duration = Duration::from_secs(1);

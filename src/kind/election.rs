@@ -9,13 +9,13 @@
 
 use std::time::Duration;
 
-use crate::keys;
+use crate::base::keys;
+use crate::base::scripts;
 use crate::kind::protocol::Reply;
 use crate::kind::protocol::Role;
 use crate::kind::reentrant;
 use crate::kind::spec::Spec;
 use crate::kind::wake;
-use crate::scripts;
 use crate::transport::Conn;
 
 /// The election's hash, the key its candidates contend for: `redlease_election:{NAME}`

@@ -2,12 +2,12 @@
 //! `redisson_lock_queue:{name}`, the deadlines `redisson_lock_timeout:{name}`, and one
 //! channel per waiter, `redisson_lock__channel:{name}:<owner>`).
 
-use crate::keys;
+use crate::base::keys;
+use crate::base::scripts;
 use crate::kind::protocol::Release;
 use crate::kind::protocol::{Reply, Role};
 use crate::kind::spec::{AcquireArgs, GiveUp, Spec};
 use crate::kind::wake;
-use crate::scripts;
 use crate::transport::Conn;
 
 pub(crate) fn queue_key(name: &str) -> String {

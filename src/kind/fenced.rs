@@ -2,13 +2,13 @@
 //! `redisson_lock_token:{name}` (no TTL) taken on every grant. It releases as the
 //! reentrant lock does.
 
-use crate::keys;
+use crate::base::keys;
+use crate::base::scripts;
 use crate::kind::protocol::Reply;
 use crate::kind::protocol::Role;
 use crate::kind::reentrant;
 use crate::kind::spec::Spec;
 use crate::kind::wake;
-use crate::scripts;
 use crate::transport::Conn;
 
 /// The key of the lock's token counter.

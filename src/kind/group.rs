@@ -3,9 +3,9 @@
 //! the holder's `expire_time` and `lock_count` beside it; releases publish `0` on the lock
 //! channel of the group's name. The fields of one acquisition travel concatenated.
 
-use crate::keys;
+use crate::base::keys;
+use crate::base::scripts;
 use crate::kind::protocol::Reply;
-use crate::scripts;
 use crate::transport::Conn;
 
 /// What a release found, value by value (see `lua/group_release.lua`).

@@ -3,12 +3,12 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::inspection::{Holder, HolderRole, LISTED_PERMITS, LockInfo, LockKind, Permit, Waiter};
-use crate::keys;
+use crate::base::keys;
+use crate::base::owner;
+use crate::base::scripts;
 use crate::kind::fair;
 use crate::kind::fenced;
-use crate::owner;
-use crate::scripts;
+use crate::observe::inspection::{Holder, HolderRole, LISTED_PERMITS, LockInfo, LockKind, Permit, Waiter};
 use crate::transport::Conn;
 
 /// The script's reply, as it comes.

@@ -1,8 +1,8 @@
-//! Clients' announcements of themselves (see `crate::identity`): one string per client,
+//! Clients' announcements of themselves (see `crate::observe::identity`): one string per client,
 //! `redlease_client:{<id>}`, written with its expiry in one `SET … PX` and read back by the
 //! inspection API.
 
-use crate::identity::ClientIdentity;
+use crate::observe::identity::ClientIdentity;
 use crate::transport::Conn;
 
 /// Writes the announcement `text` to `key`, to expire `lease_millis` from now. One command,

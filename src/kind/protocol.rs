@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::keys::{self, Beside};
+use crate::base::keys::{self, Beside};
 use crate::transport::{Arg, Joined, Prewritten, Written};
 
 /// Which kind of hold a lease stands for: a thread's read and write holds on one

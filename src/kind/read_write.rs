@@ -2,12 +2,12 @@
 //! `<owner>` for read holds and `<owner>:write` for write holds; one key per read hold,
 //! `{name}:<owner>:rwlock_timeout:<k>`; channel `redisson_rwlock:{name}`).
 
-use crate::keys;
+use crate::base::keys;
+use crate::base::scripts;
 use crate::kind::protocol::Release;
 use crate::kind::protocol::{Reply, Role};
 use crate::kind::spec::Spec;
 use crate::kind::wake;
-use crate::scripts;
 use crate::transport::Conn;
 
 /// The channel both sides announce releases on: `0` after a read release, `1` (wake every

@@ -2,11 +2,11 @@
 //! released on `redisson_lock__channel:{name}`). The fenced lock releases and is forced
 //! open the same way.
 
-use crate::keys;
+use crate::base::keys;
+use crate::base::scripts;
 use crate::kind::protocol::{LockKeys, Part, REGISTRATION, Release, Reply, Role, WAITERS, lock_arg};
 use crate::kind::spec::{AcquireArgs, GiveUp, Spec};
 use crate::kind::wake;
-use crate::scripts;
 use crate::transport::{Conn, Joined};
 
 /// The sorted set of a lock's waiting redlease clients, by wake token.

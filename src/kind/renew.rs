@@ -10,10 +10,10 @@
 
 use std::collections::HashMap;
 
-use crate::keys;
+use crate::base::keys;
+use crate::base::scripts;
+use crate::base::scripts::PubSub;
 use crate::kind::semaphore::PermitId;
-use crate::scripts;
-use crate::scripts::PubSub;
 use crate::transport::Conn;
 
 /// How the renew script may set one lease's expiry (see `lua/renew.lua`).

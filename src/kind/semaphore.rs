@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use crate::keys;
-use crate::scripts;
+use crate::base::keys;
+use crate::base::scripts;
 use crate::transport::Conn;
 
 /// A permit's id: 16 random bytes, as Redisson makes them.

@@ -1,7 +1,7 @@
 //! What a new client asks of its server once: the scripts loaded, and whether its user may
 //! run every command they use.
 
-use crate::scripts;
+use crate::base::scripts;
 use crate::transport::Conn;
 
 /// The key on which the user's command permissions are checked (nothing is written).

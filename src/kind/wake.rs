@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::keys::{self, Beside};
+use crate::base::keys::{self, Beside};
 use crate::kind::protocol::REGISTRATION;
 use crate::transport::{Delivery, Meaning};
 

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::config::ShardedSubscriptionMode;
-use crate::error::{Error, ErrorKind, Result, is_transient_refusal};
-use crate::events::Events;
+use crate::base::error::{Error, ErrorKind, Result, is_transient_refusal};
+use crate::observe::events::Events;
+use crate::support::config::ShardedSubscriptionMode;
 use crate::transport::conn::PubSub;
 use crate::transport::connector::Connector;
 use crate::transport::net::Target;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::scripts::Lua;
-pub(crate) use crate::scripts::PubSub;
+use crate::base::scripts::Lua;
+pub(crate) use crate::base::scripts::PubSub;
 
 /// A connection of the command pool.
 pub(crate) struct Conn {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::transport::sentinel::Sentinels;
 use crate::transport::tls::{Tls, TlsReader, TlsWriter};
 use crate::transport::url;

@@ -6,8 +6,8 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
-use crate::config::TlsSettings;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::support::config::TlsSettings;
 
 /// Never made: without the `tls` feature there is no TLS to speak.
 #[derive(Clone)]

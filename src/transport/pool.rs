@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::clock;
-use crate::error::{Error, ErrorKind, Result};
-use crate::trace;
+use crate::base::clock;
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::observe::trace;
 use crate::transport::conn::{Conn, Origin, PubSub, RunId};
 use crate::transport::connector::Connector;
 
@@ -405,7 +405,7 @@ impl Pool {
             if err.is_timeout() {
                 timed_out()
             } else {
-                let what = match crate::error::is_authentication_failure(&err) {
+                let what = match crate::base::error::is_authentication_failure(&err) {
                     true => format!("logging in to {} as user {:?}", self.connector.describe(), self.connector.user()),
                     false => format!("connecting to {}", self.connector.describe()),
                 };

@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::background::Background;
-use crate::clock;
-use crate::error::{Error, ErrorKind, Result};
-use crate::trace;
+use crate::base::clock;
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::observe::trace;
+use crate::support::background::Background;
 use crate::transport::url::{NodeList, redact};
 
 /// The scheme of a Sentinel URL (Lettuce's form, which Java users know):

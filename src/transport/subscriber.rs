@@ -51,12 +51,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::background::Background;
-use crate::clock;
-use crate::error::{Error, ErrorKind, Result};
-use crate::events::Events;
-use crate::interrupt;
-use crate::telemetry;
+use crate::base::clock;
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::observe::events::Events;
+use crate::observe::telemetry;
+use crate::support::background::Background;
+use crate::support::interrupt;
 use crate::transport::conn::PubSub;
 use crate::transport::net::{Connection, Stream, Target};
 use crate::transport::subscriptions::{

@@ -13,8 +13,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::config::TlsSettings;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::support::config::TlsSettings;
 
 /// The TLS a client speaks: its settings for the `redis` crate, and the rustls
 /// configuration of its pub/sub connection.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
-use crate::error::{Error, ErrorKind, Result};
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::support::config::Config;
 use crate::transport::cluster::{self, Cluster, NodeSettings};
 use crate::transport::conn::{Conn, PubSub};
 use crate::transport::connector::Connector;

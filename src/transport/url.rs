@@ -2,7 +2,7 @@
 
 use redis::IntoConnectionInfo;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Every URL form a client accepts, for the messages that list them.
 pub(crate) const ACCEPTED_FORMS: &str = "redis://[[user]:password@]host[:port][/db], rediss://... (the same over TLS), \

@@ -6,9 +6,9 @@
 use std::time::Instant;
 
 use super::{Answer, LeaseState, Term};
-use crate::span::Span;
-use crate::wheel::WheelKey;
-use crate::{clock, keys};
+use crate::base::span::Span;
+use crate::base::wheel::WheelKey;
+use crate::base::{clock, keys};
 /// What the machine stores of the state: `AtRisk` is read off the clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Status {

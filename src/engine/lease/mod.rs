@@ -87,13 +87,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::clock;
-use crate::events::Events;
+use crate::base::clock;
+use crate::base::span::Span;
+use crate::base::wheel::WheelKey;
 use crate::kind::semaphore::PermitId;
 use crate::kind::{Kind, Role};
-use crate::span::Span;
+use crate::observe::events::Events;
 use crate::transport::RunId;
-use crate::wheel::WheelKey;
 
 mod machine;
 #[cfg(test)]

@@ -3,8 +3,8 @@
 
 use super::machine::*;
 use super::*;
-use crate::keys;
-use crate::wheel::Wheel;
+use crate::base::keys;
+use crate::base::wheel::Wheel;
 
 /// The watchdog's lease in these tests: renewed at 1 s, at risk from 1.5 s, valid until
 /// 2.97 s after a send.

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use super::confirm::{Confirming, unloaded};
 use super::plan::{Chunk, Part, Plan, Replies};
+use crate::base::error::{Error, ErrorKind, Result};
 use crate::engine::replicas::{Behind, Replication};
-use crate::error::{Error, ErrorKind, Result};
 use crate::kind::RenewCall;
-use crate::trace;
+use crate::observe::trace;
 use crate::transport::{Lent, Pool};
 
 /// One node's connection through a pass: lent at its first batch, written to round

@@ -1,5 +1,5 @@
 //! The watchdog: one thread per client that renews every watchdog lease a third of the way
-//! through it, in batches, over the timing wheel of [`crate::wheel`].
+//! through it, in batches, over the timing wheel of [`crate::base::wheel`].
 //!
 //! The wheel lives under a mutex shared with the threads that acquire and release, so that
 //! scheduling and cancelling are O(1) calls made by those threads themselves; the renewal
@@ -28,7 +28,7 @@
 //! | announcing   | written or failed (next in a third of a lease), or the client idle (none) | awake |
 //! | any          | shutdown                                | ended |
 //!
-//! The same thread keeps the client's announcement of itself (see `crate::identity`)
+//! The same thread keeps the client's announcement of itself (see `crate::observe::identity`)
 //! alive: written when the client first holds or waits for something
 //! ([`Renewer::announce_soon`]), again a third of a watchdog lease later while it still
 //! does, and left to expire (within one lease) once it holds and waits for nothing. An
@@ -41,19 +41,19 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::background::Background;
-use crate::config::Config;
+use crate::base::error::{Error, ErrorKind, Result};
+use crate::base::keys;
+use crate::base::span::Span;
+use crate::base::wheel::{Wheel, WheelKey};
 use crate::engine::lease::{Answer, Lease, Renews, Schedule};
 use crate::engine::replicas::ReplicaSyncs;
-use crate::error::{Error, ErrorKind, Result};
-use crate::histogram::DurationHistogram;
-use crate::identity::ClientIdentity;
-use crate::keys;
 use crate::kind::{self, RenewOutcome};
-use crate::span::Span;
+use crate::observe::histogram::DurationHistogram;
+use crate::observe::identity::ClientIdentity;
+use crate::observe::{telemetry, trace};
+use crate::support::background::Background;
+use crate::support::config::Config;
 use crate::transport::{Pool, RunId, Topology};
-use crate::wheel::{Wheel, WheelKey};
-use crate::{telemetry, trace};
 
 mod confirm;
 mod line;

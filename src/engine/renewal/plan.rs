@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use crate::base::error::Result;
+use crate::base::keys;
+use crate::base::scripts::PubSub;
 use crate::engine::lease::{Lease, Renews};
-use crate::error::Result;
-use crate::keys;
 use crate::kind::{self, GroupEntry, PermitEntry, RenewCall, RenewEntry, RenewOutcome, Renewal};
-use crate::scripts::PubSub;
 use crate::transport::{Pool, RunId, Topology};
 
 /// The leases of one batch that are still held with a watchdog, each with whether it also

@@ -8,8 +8,8 @@ use super::Worker;
 use super::confirm::{Confirming, Judged};
 use super::line::{Answered, Line};
 use super::plan::{Part, Plan, Replies};
+use crate::base::error::{Error, Result};
 use crate::engine::replicas::{Behind, Replication, Write};
-use crate::error::{Error, Result};
 use crate::kind::{RenewCall, RenewOutcome};
 use crate::transport::{Conn, Pool, RunId};
 

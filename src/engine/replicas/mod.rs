@@ -12,7 +12,7 @@
 //!   [`ReplicaAcks`] asks for have the write (`WAIT n`: every one online, by default), and
 //!   nothing while it has no replica or lost one that may be promoted; a single server (no
 //!   replica, no replication backlog) confirms at once. A master known to be unreplicated
-//!   is read again at most once a [`SETTLE`](crate::replica_view::SETTLE), so an
+//!   is read again at most once a [`SETTLE`](crate::durability::replica_view::SETTLE), so an
 //!   uncontended acquire on a single server costs nothing extra.
 //! - **Grants and renewals alike.** A grant that is not confirmed is taken back; a renewal
 //!   batch that is not confirmed renews nothing, as far as its leases' deadlines go (see
@@ -30,11 +30,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::config::{Config, ReplicaPolicy};
-use crate::disk_view::{DiskVerdict, DiskView, Inability, SyncMode};
-use crate::error::{Error, ErrorKind};
-use crate::fast_hash::FastMap;
-use crate::replica_view::{Check, Found, Probe, Reading, Refusal, ReplicaAcks, ReplicaView, ToAsk, Verdict};
+use crate::base::error::{Error, ErrorKind};
+use crate::base::fast_hash::FastMap;
+use crate::durability::disk_view::{DiskVerdict, DiskView, Inability, SyncMode};
+use crate::durability::replica_view::{
+    Check, Found, Probe, Reading, Refusal, ReplicaAcks, ReplicaView, ToAsk, Verdict,
+};
+use crate::support::config::{Config, ReplicaPolicy};
 use crate::transport::{Conn, Pool};
 
 mod wire;
@@ -528,7 +530,7 @@ impl ReplicaSync {
     }
 
     /// [`confirm`](ReplicaSync::confirm) as far as the master's AOF goes (see
-    /// [`crate::disk_view`]); `sent` is the reply of the `WAITAOF` sent behind the grant,
+    /// [`crate::durability::disk_view`]); `sent` is the reply of the `WAITAOF` sent behind the grant,
     /// if it was. Asks now when it was not and should be (the view changed meanwhile).
     fn confirm_on_disk(
         &self,

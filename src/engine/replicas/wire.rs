@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::disk_view::Answer;
-use crate::replica_view::{Check, Found, Node, Reading};
+use crate::durability::disk_view::Answer;
+use crate::durability::replica_view::{Check, Found, Node, Reading};
 use crate::transport::{Conn, Pool};
 
 /// Asks the replica that went at `node` whether it is gone: its server refuses the
