@@ -1,7 +1,8 @@
 //! The house in layers, checked: every module of `src/` belongs to one floor of the table
-//! "Layers" in `docs/design.md`, imports only from its own floor or the floors below, and no
-//! modules import each other in a loop. The table is read from the document itself, so the
-//! design of record and the code cannot drift apart.
+//! "Layers" in `docs/design.md` (the floor of its top-level folder; `lib.rs` and `guide.rs`,
+//! the only files at the root, are the front door's), imports only from its own floor or the
+//! floors below, and no modules import each other in a loop. The table is read from the
+//! document itself, so the design of record and the code cannot drift apart.
 //!
 //! Imports are read the way the compiler names them: every `crate::a::b` path (grouped
 //! `use crate::{x, y::z}` included) and every `super::` path, outside comments. A path into
@@ -286,8 +287,9 @@ fn find_loop(edges: &Edges) -> Option<Vec<String>> {
     None
 }
 
-/// The floors of the "Layers" table of `docs/design.md`, top first: for each, the top-level
-/// modules it holds (named in backticks in its second column, `lib` for the root).
+/// The floors of the "Layers" table of `docs/design.md`, top first: for each, what its
+/// second column names in backticks, as written there: folders of `src/` with their slash
+/// (`api/`), files at its root with their extension (`lib.rs`).
 fn floors(design: &str) -> Vec<(String, Vec<String>)> {
     let section = design.split("\n## Layers").nth(1).expect("docs/design.md has a \"## Layers\" section");
     section
@@ -298,31 +300,40 @@ fn floors(design: &str) -> Vec<(String, Vec<String>)> {
         .map(|row| {
             let cells: Vec<&str> = row.split('|').map(str::trim).collect();
             let name = cells.get(1).copied().unwrap_or("").trim_matches('*').to_owned();
-            let modules = cells
-                .get(2)
-                .copied()
-                .unwrap_or("")
-                .split('`')
-                .skip(1)
-                .step_by(2)
-                .map(|m| m.trim_end_matches(".rs").trim_end_matches('/').trim_end_matches("::*").to_owned())
-                .collect();
-            (name, modules)
+            let homes = cells.get(2).copied().unwrap_or("").split('`').skip(1).step_by(2).map(str::to_owned).collect();
+            (name, homes)
         })
         .collect()
 }
 
-/// Every way `modules` break the floors: a module on no floor, an import from a higher
-/// floor, a path into the crate root, a loop.
+/// Where `module` lives, as the Layers table names it: its top-level folder (`api/` for
+/// `api::lock`), or its file at the root of `src/` (`lib.rs` for the root, `guide.rs`). A
+/// top-level module with modules under it is a folder; one without is a file.
+fn home_of(module: &str, modules: &Sources) -> String {
+    if module.is_empty() {
+        return "lib.rs".to_owned();
+    }
+    let top = module.split("::").next().unwrap_or(module);
+    let prefix = format!("{top}::");
+    if module.contains("::") || modules.keys().any(|m| m.starts_with(&prefix)) {
+        format!("{top}/")
+    } else {
+        format!("{top}.rs")
+    }
+}
+
+/// Every way `modules` break the floors: a module on no floor (a folder or a root file the
+/// table does not name), an import from a higher floor, a path into the crate root, a loop.
 fn violations(modules: &Sources, floors: &[(String, Vec<String>)]) -> Vec<String> {
     let floor_of = |module: &str| -> Option<usize> {
-        let top = if module.is_empty() { "lib" } else { module.split("::").next().unwrap_or(module) };
-        floors.iter().position(|(_, ms)| ms.iter().any(|m| m == top))
+        let home = home_of(module, modules);
+        floors.iter().position(|(_, homes)| homes.contains(&home))
     };
     let mut found = Vec::new();
     for module in modules.keys() {
         if floor_of(module).is_none() {
-            found.push(format!("module `{module}` is on no floor of the Layers table"));
+            let home = home_of(module, modules);
+            found.push(format!("module `{module}` (in src/{home}) is on no floor of the Layers table"));
         }
     }
     let (edges, into_root) = edges(modules);
@@ -381,34 +392,56 @@ fn the_library_sends_set_only_to_announce_a_client() {
 #[test]
 fn the_checker_finds_a_loop_an_upward_import_a_root_path_and_a_homeless_module() {
     let floors = vec![
-        ("top".to_owned(), vec!["lib".to_owned(), "front".to_owned()]),
-        ("bottom".to_owned(), vec!["base".to_owned(), "other".to_owned()]),
+        ("top".to_owned(), vec!["lib.rs".to_owned(), "guide.rs".to_owned(), "front/".to_owned()]),
+        ("bottom".to_owned(), vec!["base/".to_owned(), "other/".to_owned()]),
     ];
     let sources =
         |files: &[(&str, &str)]| -> Sources { files.iter().map(|(m, t)| ((*m).to_owned(), (*t).to_owned())).collect() };
-    let clean = sources(&[
-        ("", "mod front; mod base;"),
-        ("front", "use crate::base::{Thing, other_fn};\n// crate::front::nothing in a comment"),
-        ("base", "pub fn f() {}"),
-    ]);
-    assert_eq!(violations(&clean, &floors), Vec::<String>::new());
-    let upward = sources(&[("", ""), ("front", ""), ("base", "use crate::front::Up;")]);
-    assert!(violations(&upward, &floors).iter().any(|v| v.contains("a floor above it")));
-    let looped = sources(&[
-        ("", ""),
-        ("front", ""),
-        ("base", "use crate::{other::A};"),
-        ("other", "fn g() { super::base::f() }"),
+    // The house as it should be: two floors of folders, `lib.rs` and `guide.rs` at the root.
+    let house = [
+        ("", "mod front; pub mod guide; mod base; mod other;"),
+        ("guide", ""),
+        ("front", "pub(crate) mod door;"),
+        ("front::door", "use crate::base::thing::{Thing, other_fn};\n// crate::front::nothing in a comment"),
+        ("base", "pub(crate) mod thing;"),
+        ("base::thing", "pub fn f() {}"),
+        ("base::thing::deep", "fn g() { super::super::deeper::h() }"),
+        ("base::deeper", "pub fn h() {}"),
+        ("other", "pub(crate) mod x;"),
+        ("other::x", ""),
+    ];
+    let with = |changes: &[(&str, &str)]| {
+        let mut all = sources(&house);
+        all.extend(sources(changes));
+        all
+    };
+    assert_eq!(violations(&sources(&house), &floors), Vec::<String>::new());
+    // Upward: a module deep in a folder of the bottom floor names one of the top floor's.
+    let upward = with(&[("base::thing", "use crate::front::door::Up;")]);
+    assert!(
+        violations(&upward, &floors).iter().any(|v| v.contains("`base::thing` (bottom) imports `front::door` (top)"))
+    );
+    // A loop across two folders of one floor, one way by `crate::`, back by `super::`.
+    let looped = with(&[
+        ("base::thing", "use crate::{other::x::A};"),
+        ("other::x", "fn g() { super::super::base::thing::f() }"),
     ]);
     assert!(
         violations(&looped, &floors).iter().any(|v| v.contains("import loop: ")),
         "{:?}",
         violations(&looped, &floors)
     );
-    let rooted = sources(&[("", ""), ("front", "use crate::Lock;"), ("base", "")]);
+    let rooted = with(&[("front::door", "use crate::Lock;")]);
     assert!(violations(&rooted, &floors).iter().any(|v| v.contains("names crate::Lock")));
-    let homeless = sources(&[("", ""), ("front", ""), ("base", ""), ("stray", "")]);
-    assert!(violations(&homeless, &floors).iter().any(|v| v.contains("`stray` is on no floor")));
+    // Homeless: a file at the root other than lib.rs and guide.rs, a folder the table does
+    // not name, and a folder of the table flattened into a root file.
+    let stray = with(&[("stray", "")]);
+    assert!(violations(&stray, &floors).iter().any(|v| v.contains("`stray` (in src/stray.rs) is on no floor")));
+    let attic = with(&[("attic", "mod chest;"), ("attic::chest", "")]);
+    assert!(violations(&attic, &floors).iter().any(|v| v.contains("`attic::chest` (in src/attic/) is on no floor")));
+    let mut flattened = sources(&house);
+    flattened.retain(|m, _| !m.starts_with("other::"));
+    assert!(violations(&flattened, &floors).iter().any(|v| v.contains("`other` (in src/other.rs) is on no floor")));
 }
 
 /// Every example that talks to Redis runs as it is on a machine with nothing on 6379: it
