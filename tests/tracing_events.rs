@@ -327,7 +327,7 @@ fn a_lease_cut_off_is_at_risk_then_lost() {
     assert!(at_risk < lost, "at risk before lost");
     let (at_risk, lost) = (&events[at_risk], &events[lost]);
     assert_eq!((at_risk.level, lost.level), (Level::WARN, Level::WARN));
-    assert_eq!(at_risk.target, "redlease::events");
+    assert_eq!(at_risk.target, "redlease::observe::events");
     let valid_for: f64 = at_risk.field("valid_for_ms").expect("valid_for_ms").parse().unwrap();
     assert!(valid_for > 0.0 && valid_for <= 1500.0, "valid for part of the lease still: {valid_for} ms");
     assert!(lost.at > at_risk.at);
@@ -406,7 +406,7 @@ fn a_subscriber_reconnect_is_traced() {
         capture.events()
     );
     let reconnected = &since_kill("subscriber reconnected")[0];
-    assert_eq!((reconnected.level, reconnected.target.as_str()), (Level::INFO, "redlease::events"));
+    assert_eq!((reconnected.level, reconnected.target.as_str()), (Level::INFO, "redlease::observe::events"));
     let disconnected = since_kill("subscriber disconnected");
     assert!(!disconnected.is_empty(), "the break is traced too");
     assert_eq!(disconnected[0].level, Level::INFO);
@@ -472,7 +472,7 @@ fn a_wait_through_an_outage_is_traced_once() {
 
     let outage = capture.events_of("waiting through an outage", "traced-outage");
     assert_eq!(outage.len(), 1, "once: {:?}", capture.events());
-    assert_eq!((outage[0].level, outage[0].target.as_str()), (Level::WARN, "redlease::events"));
+    assert_eq!((outage[0].level, outage[0].target.as_str()), (Level::WARN, "redlease::observe::events"));
     let failing = outage[0].field("failing_ms").and_then(|f| f.parse::<f64>().ok());
     assert!(failing.is_some_and(|f| f >= 200.0), "{:?}", outage[0]);
     assert!(outage[0].field("error").is_some_and(|e| !e.is_empty()));

@@ -1,7 +1,7 @@
 //! The group lock's field names: Redisson's `Hash.hash128toBase64`, the 128-bit HighwayHash
 //! (the `highway` crate) of the value under Redisson's key, both halves big-endian, in
-//! standard base64 (the `base64` crate) without its `==`. A pure function, tested against fields Redisson's own
-//! implementation computed.
+//! standard base64 (the `base64` crate) without its `==`. A pure function, tested against
+//! fields Redisson's own implementation computed.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD_NO_PAD;
