@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use redlease::{Client, ErrorKind, LockEvents};
+use redlease::{Client, ClientBuilder, ErrorKind, LockEvents};
 use redlease_testkit::proxy::Proxy;
 use redlease_testkit::server::RedisServer;
 
@@ -66,13 +66,22 @@ fn closed_port() -> u16 {
     listener.local_addr().expect("addr").port()
 }
 
-#[test]
-fn a_renewal_batch_cut_off_from_its_master_reports_every_call_as_a_connection_failure() {
+/// A server behind a proxy, and a client through it, set up by `configure`, whose
+/// failures are recorded.
+fn behind_a_proxy(
+    configure: impl FnOnce(ClientBuilder) -> ClientBuilder,
+) -> (RedisServer, Proxy, Arc<Failures>, Client) {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.addr());
     let failures = Arc::new(Failures::default());
     let events: Arc<dyn LockEvents> = Arc::clone(&failures) as _;
-    let client = client_at(&proxy.url(), |b| b.watchdog_timeout(Duration::from_millis(1500)).events(events));
+    let client = client_at(&proxy.url(), |b| configure(b).events(events));
+    (server, proxy, failures, client)
+}
+
+#[test]
+fn a_renewal_batch_cut_off_from_its_master_reports_every_call_as_a_connection_failure() {
+    let (_server, proxy, failures, client) = behind_a_proxy(|b| b.watchdog_timeout(Duration::from_millis(1500)));
     // Three kinds, three scripts: one batch of three calls.
     let plain = client.lock("kinds:plain").lock().expect("plain");
     let fair = client.fair_lock("kinds:fair").lock().expect("fair");
@@ -95,11 +104,7 @@ fn a_renewal_batch_cut_off_from_its_master_reports_every_call_as_a_connection_fa
 
 #[test]
 fn every_call_against_a_server_refusing_connections_says_connection() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.addr());
-    let failures = Arc::new(Failures::default());
-    let events: Arc<dyn LockEvents> = Arc::clone(&failures) as _;
-    let client = client_at(&proxy.url(), |b| b.retry_budget(Duration::from_millis(300)).events(events));
+    let (server, proxy, failures, client) = behind_a_proxy(|b| b.retry_budget(Duration::from_millis(300)));
     let held = client.lock("kinds:held").with_lease(Duration::from_secs(30)).lock().expect("held");
     // A waiter's pub/sub connection, up before the server goes.
     let other = client.lock("kinds:held");

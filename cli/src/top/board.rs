@@ -2,7 +2,7 @@
 //! inspection read, sorted by waiters, with the lease left as a share of a bar. No terminal
 //! and no Redis here (the screen draws a [`Board`], `live` and `--once` fill one).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use redlease::{Holder, HolderRole, LockInfo, LockKind};
@@ -53,7 +53,8 @@ impl Board {
     /// then by name.
     pub fn update(&mut self, infos: &[LockInfo], leaders: &HashMap<String, String>) {
         // Locks gone from the reading are forgotten, so that a name used again starts anew.
-        self.longest.retain(|name, _| infos.iter().any(|i| &i.name == name));
+        let names: HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
+        self.longest.retain(|name, _| names.contains(name.as_str()));
         let mut rows: Vec<Row> = infos
             .iter()
             .filter(|i| !i.is_foreign())
